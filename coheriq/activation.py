@@ -1,0 +1,196 @@
+"""The user's verbs: choose the engine of a domain, globally or for a scope, and ask.
+
+The active engine of a domain, for a call in a given thread or asyncio task, is
+the first of:
+
+1. the engine of the innermost live :class:`using_engine` block in this context;
+2. the process-global choice, made the first time it is needed: an earlier
+   :func:`enable_engine`, else the engine named by ``<ENV_PREFIX>_ENGINE``, else the
+   reference implementation.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .domain import AccelerationDomain, lookup_domain
+from .engine import AccelerationEngine, resolve_engine
+from .exceptions import CoheriqEngineSettledError, CoheriqTypeError
+from .meta import EngineMeta
+from .proxy import candidate_of
+
+__all__ = [
+    "active_implementation",
+    "available_engines",
+    "enable_engine",
+    "resolve_impl",
+    "using_engine",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
+
+EngineLike = str | AccelerationEngine | EngineMeta
+
+
+def enable_engine(domain: AccelerationDomain | str, engine: EngineLike) -> None:
+    """Make ``engine`` the domain's engine for the whole process, from now on.
+
+    Call it before the domain's candidates are first used. The choice is made at
+    once (the engine is imported and instantiated now, so a broken engine fails
+    here) and is final: enabling the same engine again does nothing, enabling
+    another raises. An explicit choice wins over the environment variable. Use
+    :class:`using_engine` to run part of a program on another engine.
+
+    Args:
+        domain: The domain or its name.
+        engine: An engine name, :data:`~coheriq.REFERENCE`, an
+            :class:`~coheriq.AccelerationEngine` or an engine class.
+
+    Raises:
+        CoheriqDomainNotFoundError: No such domain.
+        CoheriqEngineNotFoundError: No such engine.
+        CoheriqEngineError: The engine failed to load or start; nothing changed.
+        CoheriqEngineSettledError: The domain runs on another engine already.
+    """
+    found = lookup_domain(domain)
+    cls = resolve_engine(found, engine)
+    settled = found._settle_on(cls, "enable_engine")
+    if settled.engine_class is not cls:
+        wanted = cls.__coheriq_name__
+        how = (
+            "an earlier enable_engine"
+            if settled.reason == "enable_engine"
+            else f"the {settled.reason}"
+            if settled.reason.startswith("environment")
+            else "default, at its first use"
+        )
+        raise CoheriqEngineSettledError(
+            f"Domain {found.name!r} already runs on engine {settled.engine!r} (chosen by "
+            f"{how}), so it cannot switch to {wanted!r}. The global engine is chosen once "
+            "per process, before the domain is first used, so that every call site and "
+            "every object agrees. Call enable_engine earlier, or run the code that needs "
+            f"{wanted!r} inside `with coheriq.using_engine({found.name!r}, {wanted!r}):`."
+        )
+
+
+class using_engine:  # noqa: N801 -- named like contextlib's context managers
+    """Run a block, or every call of a function, on an engine of a domain.
+
+    The choice holds in the current thread or asyncio task only, for the extent
+    of the block; blocks nest and the previous choice returns on exit, also on an
+    exception. Tasks and threads started inside the block see it while the block
+    is live. It never makes or changes the global choice.
+
+    Example::
+
+        with coheriq.using_engine("mylib", "fast"):
+            mylib.normalize(xs)             # runs engine "fast"
+
+        @coheriq.using_engine("mylib", "fast")
+        def work(): ...                     # each call runs on "fast"
+
+    The engine is looked up (and imported, and instantiated once per process) on
+    entry. A ``using_engine`` object may be re-entered in one thread; as a
+    decorator it is safe in any thread, and ``async def`` functions are scoped
+    for the whole of each call.
+
+    Args:
+        domain: The domain or its name.
+        engine: An engine name, :data:`~coheriq.REFERENCE`, an
+            :class:`~coheriq.AccelerationEngine` or an engine class.
+    """
+
+    def __init__(self, domain: AccelerationDomain | str, engine: EngineLike) -> None:
+        if not isinstance(domain, (AccelerationDomain, str)):
+            lookup_domain(domain)  # raises the error that explains what a domain is
+        if not isinstance(engine, (str, AccelerationEngine, EngineMeta)):
+            raise CoheriqTypeError(
+                "using_engine takes an engine name, an AccelerationEngine or an engine "
+                f"class, not {type(engine).__name__} ({engine!r})."
+            )
+        self.domain = domain
+        self.engine = engine
+        self._entered: list[tuple[AccelerationDomain, Any, Any]] = []
+
+    def __repr__(self) -> str:
+        name = self.domain if isinstance(self.domain, str) else self.domain.name
+        return f"using_engine({name!r}, {self.engine!r})"
+
+    def __enter__(self) -> None:
+        found = lookup_domain(self.domain)
+        scope, token = found._enter_scope(resolve_engine(found, self.engine))
+        self._entered.append((found, scope, token))
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        found, scope, token = self._entered.pop()
+        found._exit_scope(scope, token)
+
+    def __call__(self, fn: F) -> F:
+        """Decorate ``fn`` so that each of its calls runs inside this scope."""
+        domain, engine = self.domain, self.engine
+        code = getattr(fn, "__code__", None)
+        if code is not None and code.co_flags & _CO_COROUTINE:
+
+            @functools.wraps(fn)
+            async def scoped_coroutine(*args: Any, **kwargs: Any) -> Any:
+                with using_engine(domain, engine):
+                    return await fn(*args, **kwargs)
+
+            return scoped_coroutine  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def scoped(*args: Any, **kwargs: Any) -> Any:
+            with using_engine(domain, engine):
+                return fn(*args, **kwargs)
+
+        return scoped  # type: ignore[return-value]
+
+
+def available_engines(domain: AccelerationDomain | str) -> list[str]:
+    """Return the sorted names of the domain's engines, registered or advertised.
+
+    Reads package metadata but imports no engine and settles nothing. The
+    reference is not listed: it is always available as :data:`~coheriq.REFERENCE`.
+    """
+    return lookup_domain(domain)._engine_names()
+
+
+def active_implementation(domain: AccelerationDomain | str) -> str | None:
+    """Return the engine a call of the domain would run here and now, without choosing.
+
+    Returns:
+        The engine of the innermost live :class:`using_engine` block in this
+        context; else the global choice (an engine name or
+        :data:`~coheriq.REFERENCE`) if it is made; else ``None``.
+    """
+    return lookup_domain(domain)._active_engine()
+
+
+def resolve_impl(candidate: Any) -> Any:
+    """Return what a call of ``candidate`` would run here and now.
+
+    For a function candidate, the engine's function or bound method; for a class
+    candidate, the implementing class. Like a call, this makes the domain's
+    global choice if it is not made yet.
+
+    Raises:
+        CoheriqTypeError: ``candidate`` is not a candidate proxy.
+    """
+    info = candidate_of(candidate)
+    if info is None:
+        raise CoheriqTypeError(
+            f"{candidate!r} is not a coheriq candidate. Pass a function or class that a "
+            "library marked with @domain.acceleration_candidate, as the library exports it."
+        )
+    return info.domain._member_here(info.name)
+

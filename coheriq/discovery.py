@@ -1,0 +1,80 @@
+"""Finding engines that installed packages advertise through entry points.
+
+An engine package declares, in its ``pyproject.toml``::
+
+    [project.entry-points."coheriq.engines.mylib"]
+    fast = "mylib_fast"            # or "mylib_fast.engine:Fast"
+
+Listing reads package metadata and imports no engine; loading imports the one
+module named and nothing else. :mod:`importlib.metadata` itself is imported only
+when an engine must be listed or found, and each group is read once per process.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import CoheriqEngineLoadError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+__all__ = ["advertised", "clear_cache", "describe", "group_of", "load"]
+
+_cache: dict[str, dict[str, EntryPoint]] = {}
+
+
+def group_of(domain_name: str) -> str:
+    """Return the entry-point group in which engines of ``domain_name`` advertise."""
+    return f"coheriq.engines.{domain_name}"
+
+
+def advertised(domain_name: str) -> dict[str, EntryPoint]:
+    """Return the advertised engines of a domain by name, without importing any.
+
+    Where two distributions advertise the same name, the one found first on
+    ``sys.path`` wins, as it would for an import.
+    """
+    group = group_of(domain_name)
+    found = _cache.get(group)
+    if found is None:
+        # Imported here, not at the top: reading metadata costs tens of
+        # milliseconds, and a program that never looks for an engine never pays.
+        from importlib.metadata import entry_points
+
+        found = {}
+        for ep in entry_points(group=group):
+            found.setdefault(ep.name, ep)
+        _cache[group] = found
+    return found
+
+
+def clear_cache() -> None:
+    """Forget what was read from package metadata (after installing a package)."""
+    _cache.clear()
+
+
+def describe(ep: EntryPoint) -> str:
+    """Return ``ep`` as a reader would look for it: group, name, value, distribution."""
+    dist = getattr(ep, "dist", None)
+    where = f" of distribution {dist.name!r} {dist.version}" if dist is not None else ""
+    return f"entry point {ep.name!r} = {ep.value!r} in group {ep.group!r}{where}"
+
+
+def load(domain_name: str, engine_name: str, ep: EntryPoint) -> Any:
+    """Import what ``ep`` names and return it.
+
+    Raises:
+        CoheriqEngineLoadError: The import, or the lookup of the object the value
+            names, failed; the message names the engine and the entry point, and
+            the original exception is chained.
+    """
+    try:
+        return ep.load()
+    except Exception as exc:
+        raise CoheriqEngineLoadError(
+            f"Engine {engine_name!r} of domain {domain_name!r} could not be loaded from "
+            f"{describe(ep)}: {type(exc).__name__}: {exc}. The domain is unchanged; fix or "
+            "reinstall that package, or choose another engine."
+        ) from exc
+

@@ -1,0 +1,265 @@
+"""Writing engines: the decorator form (:class:`AccelerationEngine`) and the class form.
+
+The class form subclasses the domain's reference class::
+
+    class Fast(coheriq.engine_class("mylib"), name="fast"):
+        def __init__(self):
+            self.pool = make_pool()          # engine state, created once
+
+        def normalize(self, xs):             # receives the engine instance
+            return fast_normalize(self.pool, xs)
+
+The decorator form builds the same kind of class from plain functions::
+
+    fast = coheriq.AccelerationEngine("mylib", "fast")
+
+    @fast.override
+    def normalize(xs): ...
+
+    fast.materialize()
+
+Either way the result is a class of :class:`~coheriq.meta.EngineMeta` registered
+under its name in its domain, so hybrids are ordinary multiple inheritance.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, overload
+
+from ._validate import REFERENCE, check_candidate_name, check_name
+from .domain import AccelerationDomain, lookup_domain
+from .exceptions import CoheriqEngineError, CoheriqTypeError, did_you_mean, listing
+from .meta import EngineMeta
+
+__all__ = ["AccelerationEngine", "engine_class", "resolve_engine"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> EngineMeta:
+    """Return a domain's reference class, or the class of one of its engines.
+
+    Subclass the reference class to write an engine in the class form, and the
+    classes of engines to combine them::
+
+        class Hybrid(engine_class("mylib", "gpu"), engine_class("mylib", "mpi"),
+                     name="hybrid"):
+            pass
+
+    Args:
+        domain: The domain or its name.
+        name: An engine name; ``None`` or :data:`~coheriq.REFERENCE` for the
+            reference class. An advertised engine is imported if needed.
+
+    Raises:
+        CoheriqDomainNotFoundError: No such domain.
+        CoheriqDomainError: The domain is not materialized yet.
+        CoheriqEngineNotFoundError: No such engine is registered or advertised.
+        CoheriqEngineLoadError: Importing the advertised engine failed.
+    """
+    found = lookup_domain(domain)
+    if name is None:
+        return found._require_materialized("return its reference class")
+    return found._engine_class(check_name(name, "engine name"))
+
+
+def resolve_engine(domain: AccelerationDomain, engine: object) -> EngineMeta:
+    """Return the engine class that ``engine`` stands for in ``domain``.
+
+    Args:
+        domain: The domain the engine must belong to.
+        engine: An engine name (or :data:`~coheriq.REFERENCE`), an
+            :class:`AccelerationEngine` or an engine class.
+
+    Raises:
+        CoheriqTypeError: ``engine`` is none of these, or is an unnamed mixin.
+        CoheriqEngineNotFoundError: No such engine in ``domain``.
+        CoheriqEngineError: An :class:`AccelerationEngine` not materialized yet.
+    """
+    if isinstance(engine, str):
+        return domain._engine_class(check_name(engine, "engine name"))
+    if isinstance(engine, AccelerationEngine):
+        cls = engine.engine_class
+    elif isinstance(engine, EngineMeta):
+        cls = engine
+    else:
+        raise CoheriqTypeError(
+            f"An engine of domain {domain.name!r} is given by its name, its "
+            f"AccelerationEngine or its engine class, not by {type(engine).__name__} "
+            f"({engine!r})."
+        )
+    owner = cls.__coheriq_domain__
+    if owner is not domain:
+        raise CoheriqTypeError(
+            f"{cls!r} belongs to domain {owner.name!r}, not to {domain.name!r}; pass an engine "
+            f"of domain {domain.name!r}."
+        )
+    if cls.__coheriq_name__ is None:
+        raise CoheriqTypeError(
+            f"{cls!r} is an unnamed engine mixin of domain {domain.name!r}; only named engines "
+            "can be activated. Subclass it with name='...' to make an engine of it."
+        )
+    return cls
+
+
+class AccelerationEngine:
+    """An engine of a domain written as decorated functions (the decorator form).
+
+    Args:
+        domain: The domain (object or name); it must exist and be materialized.
+        name: The engine's name; not :data:`~coheriq.REFERENCE`, not taken.
+        bases: Engines to inherit from, in MRO order: names, AccelerationEngine
+            objects or engine classes. Empty means the reference class.
+
+    Overrides are static: they receive the call's arguments only, no engine
+    instance. Use the class form for engines with state.
+
+    Raises:
+        CoheriqDomainNotFoundError: No such domain.
+        CoheriqDomainError: The domain is not materialized yet.
+        CoheriqTypeError: A malformed name or base.
+        CoheriqEngineError: The name is reserved or taken.
+    """
+
+    def __init__(
+        self,
+        domain: AccelerationDomain | str,
+        name: str,
+        bases: Iterable[str | AccelerationEngine | EngineMeta] = (),
+    ) -> None:
+        self.domain = lookup_domain(domain)
+        self.name = check_name(name, "engine name")
+        self.domain._require_materialized(f"create engine {name!r}")
+        if name == REFERENCE:
+            raise CoheriqEngineError(
+                f"An engine of domain {self.domain.name!r} cannot be named {REFERENCE!r}: that "
+                "name is reserved for the domain's own implementations. Choose another name."
+            )
+        self.domain._check_engine_name_free(name)
+        if isinstance(bases, (str, AccelerationEngine, EngineMeta)) or not isinstance(
+            bases, Iterable
+        ):
+            raise CoheriqTypeError(
+                f"The bases of engine {name!r} must be a list of engines (names, "
+                f"AccelerationEngine objects or engine classes), not {bases!r}."
+            )
+        self.bases = tuple(bases)
+        self._overrides: dict[str, Any] = {}
+        self._class: EngineMeta | None = None
+        self._module = sys._getframe(1).f_globals.get("__name__", "__main__")
+
+    def __repr__(self) -> str:
+        state = "materialized" if self._class is not None else "not materialized"
+        return f"<AccelerationEngine {self.name!r} of domain {self.domain.name!r}, {state}>"
+
+    @overload
+    def override(self, obj: F, /) -> F: ...
+    @overload
+    def override(self, name: str, /) -> Callable[[F], F]: ...
+    @overload
+    def override(self, *, name: str) -> Callable[[F], F]: ...
+
+    def override(self, obj: Any = None, /, *, name: str | None = None) -> Any:
+        """Register a function or class as this engine's implementation of a candidate.
+
+        Use it bare (the candidate is the function's ``__name__``), as
+        ``override("name")`` or as ``override(name="name")``.
+
+        Returns:
+            The decorated object itself, unchanged, or a decorator.
+
+        Raises:
+            CoheriqEngineError: The engine is materialized, the name is not a
+                candidate, or it is overridden already.
+        """
+        if obj is None or isinstance(obj, str):
+            if obj is not None and name is not None:
+                raise CoheriqTypeError(
+                    f"Engine {self.name!r}: give the overridden name once, either as "
+                    "override('name') or as override(name='name')."
+                )
+            given = obj if obj is not None else name
+            return lambda target: self._add(target, given)
+        return self._add(obj, name)
+
+    def _add(self, target: Any, name: str | None) -> Any:
+        if not callable(target):
+            raise CoheriqTypeError(
+                f"Engine {self.name!r} of domain {self.domain.name!r} can only override with "
+                f"functions and classes, not {type(target).__name__} {target!r}."
+            )
+        name = check_candidate_name(name if name is not None else getattr(target, "__name__", None))
+        kinds = self.domain.candidate_kinds
+        if self._class is not None:
+            raise CoheriqEngineError(
+                f"Cannot override {name!r} in engine {self.name!r} of domain "
+                f"{self.domain.name!r}: the engine is materialized already. Add every override "
+                "before calling materialize()."
+            )
+        if name not in kinds:
+            raise CoheriqEngineError(
+                f"Engine {self.name!r} cannot override {name!r}: it is not a candidate of "
+                f"domain {self.domain.name!r}.{did_you_mean(name, kinds)} Candidates: "
+                f"{listing(kinds)}."
+            )
+        if name in self._overrides:
+            raise CoheriqEngineError(
+                f"Engine {self.name!r} of domain {self.domain.name!r} overrides {name!r} twice; "
+                "keep one implementation."
+            )
+        self._overrides[name] = target
+        return target
+
+    def materialize(self) -> EngineMeta:
+        """Build and register the engine class; call once, after the last override.
+
+        Returns:
+            The engine class (what :func:`engine_class` returns for this engine).
+
+        Raises:
+            CoheriqEngineError: The engine is materialized already, or its
+                overrides do not fit their candidates.
+            CoheriqEngineInheritanceError: Its bases cannot be combined.
+        """
+        if self._class is not None:
+            raise CoheriqEngineError(
+                f"Engine {self.name!r} of domain {self.domain.name!r} is materialized already; "
+                "materialize() is called once."
+            )
+        bases = tuple(resolve_base(self.domain, b) for b in self.bases) or (
+            self.domain._require_materialized(f"materialize engine {self.name!r}"),
+        )
+        body = {
+            n: v if isinstance(v, type) else staticmethod(v) for n, v in self._overrides.items()
+        }
+        body["__module__"] = self._module
+        self._class = types.new_class(  # type: ignore[assignment]
+            self.name, bases, {"name": self.name}, lambda ns: ns.update(body)
+        )
+        return self._class  # type: ignore[return-value]
+
+    @property
+    def engine_class(self) -> EngineMeta:
+        """The engine class built by :meth:`materialize`.
+
+        Raises:
+            CoheriqEngineError: The engine is not materialized yet.
+        """
+        if self._class is None:
+            raise CoheriqEngineError(
+                f"Engine {self.name!r} of domain {self.domain.name!r} is not materialized yet; "
+                "call its materialize() after the last override, before using it."
+            )
+        return self._class
+
+
+def resolve_base(domain: AccelerationDomain, base: object) -> EngineMeta:
+    """Return the class for one entry of ``AccelerationEngine(..., bases=...)``.
+
+    Unlike :func:`resolve_engine`, unnamed mixins and the reference are allowed.
+    """
+    if isinstance(base, EngineMeta) and base.__coheriq_domain__ is domain:
+        return base
+    return resolve_engine(domain, base)

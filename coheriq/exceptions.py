@@ -1,0 +1,90 @@
+"""The error tree of coheriq.
+
+Two branches tell who has to act. A :class:`CoheriqLibraryError` means the code of a
+library or of an engine is wrong (a candidate marked after materialization, an
+engine that overrides a name its domain does not have); a :class:`CoheriqUserError`
+means the program that uses them asked for something that cannot be done (an
+engine that does not exist, a second global engine). Every message names the
+domain, engine or candidate involved and says what to do instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "CoheriqDomainError",
+    "CoheriqDomainNotFoundError",
+    "CoheriqEngineError",
+    "CoheriqEngineInheritanceError",
+    "CoheriqEngineLoadError",
+    "CoheriqEngineNotFoundError",
+    "CoheriqEngineSettledError",
+    "CoheriqError",
+    "CoheriqLibraryError",
+    "CoheriqTypeError",
+    "CoheriqUserError",
+]
+
+
+class CoheriqError(RuntimeError):
+    """Base class of every error raised by coheriq."""
+
+
+class CoheriqLibraryError(CoheriqError):
+    """The code of a domain or of an engine is wrong; its author has to fix it."""
+
+
+class CoheriqDomainError(CoheriqLibraryError):
+    """A domain was set up wrongly, or used before it was ready."""
+
+
+class CoheriqEngineError(CoheriqLibraryError):
+    """An engine was defined wrongly, or failed while it was being set up."""
+
+
+class CoheriqEngineInheritanceError(CoheriqEngineError):
+    """An engine class has bases that cannot be combined."""
+
+
+class CoheriqEngineLoadError(CoheriqEngineError):
+    """Importing an advertised engine failed, or did not define the engine."""
+
+
+class CoheriqUserError(CoheriqError):
+    """The program asked coheriq for something that cannot be done."""
+
+
+class CoheriqDomainNotFoundError(CoheriqUserError):
+    """No domain of the given name exists."""
+
+
+class CoheriqEngineNotFoundError(CoheriqUserError):
+    """No engine of the given name is registered or advertised for a domain."""
+
+
+class CoheriqEngineSettledError(CoheriqUserError):
+    """The domain's global engine was already chosen and cannot change."""
+
+
+class CoheriqTypeError(CoheriqUserError, TypeError):
+    """A value of the wrong kind was passed to coheriq."""
+
+
+def did_you_mean(name: object, choices: Iterable[str]) -> str:
+    """Return a sentence suggesting the closest of ``choices`` to ``name``, or ``""``."""
+    if not isinstance(name, str):
+        return ""
+    # Imported here: difflib pulls in ``re`` and is only needed on the error path.
+    import difflib
+
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def listing(names: Iterable[str], *, none: str = "none") -> str:
+    """Return ``names`` as a sorted, comma-separated list of quoted names."""
+    ordered = sorted(names)
+    return ", ".join(repr(n) for n in ordered) if ordered else none

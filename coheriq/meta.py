@@ -1,0 +1,204 @@
+"""EngineMeta: the metaclass of every engine class, and its record of overrides.
+
+A domain's reference class and every engine built on it are classes of
+:class:`EngineMeta`. When one is created the metaclass checks it against its
+domain (bases of one domain only, a consistent MRO, public names that are
+candidates, overrides of the right kind, a free engine name), records which
+candidates its own body defines, and registers it with the domain. Which
+implementation of a candidate an engine uses is then nothing but attribute
+lookup along ``Engine.__mro__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ._validate import REFERENCE, check_name
+from .exceptions import (
+    CoheriqEngineError,
+    CoheriqEngineInheritanceError,
+    CoheriqTypeError,
+    did_you_mean,
+    listing,
+)
+
+__all__ = ["EngineMeta"]
+
+
+class _Domain(Protocol):
+    """What the metaclass needs from a domain (see :mod:`coheriq.domain`)."""
+
+    name: str
+
+    @property
+    def candidate_kinds(self) -> Mapping[str, bool]:
+        """Candidate name -> whether it is a class candidate."""
+
+    def _check_engine_name_free(self, name: str) -> None: ...
+
+    def _register_engine_class(self, cls: EngineMeta) -> None: ...
+
+
+class EngineMeta(type):
+    """Metaclass of a domain's reference class and of every engine class.
+
+    Create an engine by subclassing :func:`coheriq.engine_class`::
+
+        class Fast(coheriq.engine_class("mylib"), name="fast"):
+            def normalize(self, xs): ...
+
+    Class keywords:
+        name: The engine's name in its domain. Without it the class is an unnamed
+            mixin: usable as a base of other engines, not enabled by name.
+
+    The domain's reference class is created by
+    :meth:`AccelerationDomain.materialize`, never directly.
+    """
+
+    __coheriq_domain__: _Domain
+    __coheriq_name__: str | None
+    __coheriq_overrides__: frozenset[str]
+
+    def __new__(
+        mcls,
+        cls_name: str,
+        bases: tuple[type, ...],
+        namespace: dict[str, Any],
+        /,
+        *,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> EngineMeta:
+        reference_of = namespace.pop("__coheriq_reference_of__", None)
+        if reference_of is not None:
+            domain: _Domain = reference_of
+            name = REFERENCE
+        else:
+            domain = _domain_of_bases(cls_name, bases)
+            if name is not None:
+                check_name(name, f"engine name of class {cls_name!r}")
+                if name == REFERENCE:
+                    raise CoheriqEngineError(
+                        f"Engine class {cls_name!r} of domain {domain.name!r} cannot be named "
+                        f"{REFERENCE!r}: that name is reserved for the domain's own "
+                        "implementations. Choose another name."
+                    )
+                domain._check_engine_name_free(name)
+            _check_mro(cls_name, bases, domain)
+            _check_class_keywords(cls_name, bases, kwargs)
+        overrides = _check_body(cls_name, namespace, domain)
+        namespace["__coheriq_domain__"] = domain
+        namespace["__coheriq_name__"] = name
+        namespace["__coheriq_overrides__"] = overrides
+        cls = super().__new__(mcls, cls_name, bases, namespace, **kwargs)
+        if reference_of is None:
+            domain._register_engine_class(cls)
+        return cls
+
+    def __init__(cls, *args: Any, **kwargs: Any) -> None:
+        # The class keywords were consumed by __new__; type.__init__ takes none.
+        super().__init__(*args[:3])
+
+    def __repr__(cls) -> str:
+        domain = cls.__coheriq_domain__.name
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if cls.__coheriq_name__ == REFERENCE:
+            return f"<reference class of coheriq domain {domain!r}>"
+        if cls.__coheriq_name__ is None:
+            return f"<engine mixin {where} of coheriq domain {domain!r}>"
+        return f"<engine {cls.__coheriq_name__!r} of coheriq domain {domain!r}: {where}>"
+
+
+def _domain_of_bases(cls_name: str, bases: tuple[type, ...]) -> _Domain:
+    if not bases:
+        raise CoheriqEngineInheritanceError(
+            f"Engine class {cls_name!r} has no base: derive it from "
+            "coheriq.engine_class('<domain>') or from another engine of the domain."
+        )
+    strangers = [b for b in bases if not isinstance(b, EngineMeta)]
+    if strangers:
+        raise CoheriqEngineInheritanceError(
+            f"Engine class {cls_name!r} may only derive from engine classes of one coheriq "
+            f"domain, but {strangers[0].__qualname__!r} is not one. Make it an engine mixin "
+            "(a subclass of coheriq.engine_class('<domain>') without name=) or keep helpers "
+            "in methods whose names start with '_'."
+        )
+    domains = {id(b.__coheriq_domain__): b.__coheriq_domain__ for b in bases}  # type: ignore[attr-defined]
+    if len(domains) > 1:
+        names = listing(d.name for d in domains.values())
+        raise CoheriqEngineInheritanceError(
+            f"Engine class {cls_name!r} derives from engines of several domains ({names}). "
+            "An engine belongs to exactly one domain: combine only engines of the same domain."
+        )
+    return next(iter(domains.values()))
+
+
+def _check_mro(cls_name: str, bases: tuple[type, ...], domain: _Domain) -> None:
+    """Raise unless Python can linearize ``bases`` (the C3 rule of ``type``)."""
+    sequences = [list(b.__mro__) for b in bases] + [list(bases)]
+    while True:
+        sequences = [s for s in sequences if s]
+        if not sequences:
+            return
+        for sequence in sequences:
+            head = sequence[0]
+            if not any(head in other[1:] for other in sequences):
+                break
+        else:
+            order = ", ".join(b.__qualname__ for b in bases)
+            raise CoheriqEngineInheritanceError(
+                f"Engine class {cls_name!r} of domain {domain.name!r} cannot combine its bases "
+                f"({order}): they admit no consistent method resolution order (MRO). List each "
+                "engine before the engines it derives from, and each base only once."
+            )
+        for sequence in sequences:
+            if sequence[0] is head:
+                del sequence[0]
+
+
+def _check_class_keywords(cls_name: str, bases: tuple[type, ...], kwargs: dict[str, Any]) -> None:
+    # Keywords other than name= go to __init_subclass__. Unless some base defines
+    # one, they can only be typos of name=: say so rather than type's bare TypeError.
+    takes_keywords = any(
+        "__init_subclass__" in vars(klass)
+        for base in bases
+        for klass in base.__mro__
+        if klass is not object
+    )
+    if kwargs and not takes_keywords:
+        key = next(iter(kwargs))
+        raise CoheriqTypeError(
+            f"Engine class {cls_name!r} got the unknown class keyword {key!r}; the only one "
+            f"coheriq takes is name=.{did_you_mean(key, ['name'])}"
+        )
+
+
+def _check_body(cls_name: str, namespace: dict[str, Any], domain: _Domain) -> frozenset[str]:
+    """Check the public names of a class body and return the candidates it defines."""
+    kinds = domain.candidate_kinds
+    overrides = []
+    for attr, value in namespace.items():
+        if attr.startswith("_"):
+            continue
+        if attr not in kinds:
+            raise CoheriqEngineError(
+                f"Engine class {cls_name!r} defines {attr!r}, which is not a candidate of "
+                f"domain {domain.name!r}.{did_you_mean(attr, kinds)} Public names of an engine "
+                "must override candidates; name private helpers with a leading '_'. "
+                f"Candidates: {listing(kinds)}."
+            )
+        if kinds[attr] and not isinstance(value, type):
+            raise CoheriqEngineError(
+                f"Engine class {cls_name!r} overrides class candidate {attr!r} of domain "
+                f"{domain.name!r} with {type(value).__name__} {value!r}; a class candidate must "
+                "be overridden by a class."
+            )
+        if not kinds[attr] and not callable(getattr(value, "__func__", value)):
+            raise CoheriqEngineError(
+                f"Engine class {cls_name!r} overrides function candidate {attr!r} of domain "
+                f"{domain.name!r} with the non-callable {type(value).__name__} {value!r}; "
+                "override it with a function or method."
+            )
+        overrides.append(attr)
+    return frozenset(overrides)

@@ -1,0 +1,274 @@
+"""The proxies that stand at call sites in place of a domain's candidates.
+
+A proxy does not decide anything. Every proxy of a domain reads one shared
+namespace, the domain's :class:`Switchboard`, which the domain rewrites when its
+global engine settles (each candidate's slot then holds that engine's member) and
+when the first scope of the domain opens or the last one closes (a flag). So a
+call in the common case is one generated function frame, two global loads and the
+call of the implementation itself.
+
+A function proxy is a function generated, like :mod:`dataclasses` does, with the
+candidate's own parameter list, so that arguments are passed on without packing
+them into a tuple and a dict. For ``def normalize(xs, *, eps=1e-9)`` it reads::
+
+    def normalize(xs, *, eps=None):   # defaults are copied from the candidate
+        if _coheriq_scoped:
+            return _coheriq_here('normalize')(xs, eps=eps)
+        return _coheriq_impl_normalize(xs, eps=eps)
+
+Callables whose parameters cannot be read from a code object get the same body
+with ``*args, **kwargs``.
+
+A class proxy is a class whose metaclass, :class:`CandidateClassMeta`, constructs
+the active implementation when called and answers ``isinstance``/``issubclass`` for
+the implementations of every engine of the domain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, MutableSet
+from types import FunctionType
+from typing import Any
+
+from .exceptions import CoheriqTypeError
+
+__all__ = ["CandidateClassMeta", "Switchboard", "candidate_of"]
+
+_SCOPED = "_coheriq_scoped"
+_HERE = "_coheriq_here"
+_RESERVED_PREFIX = "_coheriq_"
+
+# Code-object flags (the ``inspect`` module's CO_VARARGS and CO_VARKEYWORDS), read
+# directly so that marking candidates does not import ``inspect``.
+_CO_VARARGS = 0x04
+_CO_VARKEYWORDS = 0x08
+
+
+class CandidateInfo:
+    """What a proxy stands for: a candidate of a domain.
+
+    Attributes:
+        domain: The :class:`~coheriq.AccelerationDomain` the candidate belongs to.
+        name: The candidate's name in its domain.
+        reference: The reference implementation (the decorated function or class).
+    """
+
+    __slots__ = ("domain", "name", "reference")
+
+    def __init__(self, domain: Any, name: str, reference: Any) -> None:
+        self.domain = domain
+        self.name = name
+        self.reference = reference
+
+    @property
+    def is_class(self) -> bool:
+        """Whether the candidate is a class."""
+        return isinstance(self.reference, type)
+
+    def __repr__(self) -> str:
+        return f"<candidate {self.name!r} of domain {self.domain.name!r}>"
+
+
+def candidate_of(obj: object) -> CandidateInfo | None:
+    """Return what ``obj`` stands for if it is a candidate proxy, else ``None``."""
+    try:
+        info = getattr(obj, "__coheriq_candidate__", None)
+    except Exception:  # an object whose __getattr__ misbehaves is not a proxy
+        return None
+    return info if isinstance(info, CandidateInfo) else None
+
+
+def _slot(name: str) -> str:
+    return f"_coheriq_impl_{name}"
+
+
+class Switchboard:
+    """The namespace that all proxies of one domain read at call time.
+
+    Args:
+        here: Returns the member that a call of the named candidate runs in the
+            current context (innermost live scope, else the global engine,
+            settling it if needed). Used while any scope of the domain is open.
+        first_call: Called as ``first_call(name, *args, **kwargs)`` until the
+            domain settles; it settles the domain and calls the member.
+    """
+
+    def __init__(
+        self,
+        here: Callable[[str], Any],
+        first_call: Callable[..., Any],
+    ) -> None:
+        self._first_call = first_call
+        self.namespace: dict[str, Any] = {_SCOPED: False, _HERE: here}
+
+    def function_proxy(self, info: CandidateInfo) -> Callable[..., Any]:
+        """Return a generated function that dispatches calls of ``info``'s candidate."""
+        fn = info.reference
+        self._disconnect(info.name)
+        proxy = _generate(fn, info.name, self.namespace)
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            try:
+                setattr(proxy, attr, getattr(fn, attr))
+            except (AttributeError, TypeError):
+                pass
+        proxy.__dict__.update(getattr(fn, "__dict__", {}))
+        proxy.__annotations__ = dict(getattr(fn, "__annotations__", {}) or {})
+        proxy.__wrapped__ = fn  # type: ignore[attr-defined]
+        proxy.__coheriq_candidate__ = info  # type: ignore[attr-defined]
+        return proxy
+
+    def class_proxy(self, info: CandidateInfo, implementations: MutableSet[type]) -> type:
+        """Return a class that stands for ``info``'s class candidate.
+
+        Args:
+            info: The candidate; ``info.reference`` is the reference class.
+            implementations: The live set of every class that implements this
+                candidate in some engine of the domain (the domain adds to it);
+                ``isinstance`` and ``issubclass`` consult it.
+        """
+        cls: type = info.reference
+        self._disconnect(info.name)
+        namespace = {
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+            "__wrapped__": cls,
+            "__coheriq_candidate__": info,
+            "__coheriq_switchboard__": self.namespace,
+            "__coheriq_slot__": _slot(info.name),
+            "__coheriq_implementations__": implementations,
+        }
+        return type.__new__(CandidateClassMeta, cls.__name__, (), namespace)
+
+    def connect(self, members: Mapping[str, Any]) -> None:
+        """Point every candidate's slot at the given member (the settled engine's)."""
+        for name, member in members.items():
+            self.namespace[_slot(name)] = member
+
+    def set_scoped(self, scoped: bool) -> None:
+        """Say whether any scope of the domain is open, in any thread or task."""
+        self.namespace[_SCOPED] = scoped
+
+    def _disconnect(self, name: str) -> None:
+        # Until the domain settles, a call goes through first_call, which settles it.
+        first_call = self._first_call
+
+        def settle_and_call(*args: Any, **kwargs: Any) -> Any:
+            return first_call(name, *args, **kwargs)
+
+        self.namespace[_slot(name)] = settle_and_call
+
+
+def _parameter_lists(fn: object) -> tuple[str, str] | None:
+    """Return ``(parameters, arguments)`` source for ``fn``'s exact signature.
+
+    ``parameters`` is what goes between the parentheses of ``def`` (defaults as
+    ``None`` placeholders) and ``arguments`` what passes each parameter on to the
+    implementation. Returns ``None`` when the signature cannot be reproduced: not
+    a plain Python function, or a parameter name that coheriq uses itself.
+    """
+    if type(fn) is not FunctionType:
+        return None
+    code = fn.__code__
+    npos, nposonly, nkwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    names = list(code.co_varnames[: npos + nkwonly])
+    rest = npos + nkwonly
+    varargs = code.co_varnames[rest] if code.co_flags & _CO_VARARGS else None
+    rest += bool(varargs)
+    varkw = code.co_varnames[rest] if code.co_flags & _CO_VARKEYWORDS else None
+    every = [*names, varargs or "", varkw or ""]
+    if any(n.startswith(_RESERVED_PREFIX) for n in every):
+        return None
+
+    first_default = npos - len(fn.__defaults__ or ())
+    kwdefaults = fn.__kwdefaults__ or {}
+    params: list[str] = []
+    args: list[str] = []
+    for i, n in enumerate(names[:npos]):
+        params.append(f"{n}=None" if i >= first_default else n)
+        args.append(n)
+        if i + 1 == nposonly:
+            params.append("/")
+    if varargs:
+        params.append(f"*{varargs}")
+        args.append(f"*{varargs}")
+    elif nkwonly:
+        params.append("*")
+    for n in names[npos:]:
+        params.append(f"{n}=None" if n in kwdefaults else n)
+        args.append(f"{n}={n}")
+    if varkw:
+        params.append(f"**{varkw}")
+        args.append(f"**{varkw}")
+    return ", ".join(params), ", ".join(args)
+
+
+def _generate(fn: Any, name: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+    exact = _parameter_lists(fn)
+    params, args = exact or ("*args, **kwargs", "*args, **kwargs")
+    source = (
+        f"def {name}({params}):\n"
+        f"    if {_SCOPED}:\n"
+        f"        return {_HERE}({name!r})({args})\n"
+        f"    return {_slot(name)}({args})\n"
+    )
+    code = compile(source, f"<coheriq proxy of {name}>", "exec")
+    local: dict[str, Any] = {}
+    exec(code, namespace, local)
+    proxy: Callable[..., Any] = local[name]
+    if exact is not None:
+        proxy.__defaults__ = fn.__defaults__  # type: ignore[attr-defined]
+        proxy.__kwdefaults__ = fn.__kwdefaults__  # type: ignore[attr-defined]
+    return proxy
+
+
+class CandidateClassMeta(type):
+    """The metaclass of class proxies: a class that stands for a class candidate.
+
+    Calling the proxy constructs the active engine's implementation;
+    ``isinstance``/``issubclass`` are true for the implementation of every engine
+    of the domain; attributes that the proxy does not have itself (class
+    attributes, classmethods, staticmethods) are read from the active
+    implementation. Names starting with ``__`` are never forwarded, so that
+    introspection never settles a domain.
+    """
+
+    def __new__(
+        mcls, cls_name: str, bases: tuple[type, ...], namespace: dict[str, Any], /, **kwargs: Any
+    ) -> CandidateClassMeta:
+        proxies = [b for b in bases if isinstance(b, CandidateClassMeta)]
+        if proxies:
+            info: CandidateInfo = proxies[0].__coheriq_candidate__  # type: ignore[attr-defined]
+            raise CoheriqTypeError(
+                f"Class {cls_name!r} cannot subclass {info.reference.__qualname__!r}: it is "
+                f"candidate {info.name!r} of coheriq domain {info.domain.name!r}, which stands "
+                "for whichever engine's implementation is active, so there is no single class "
+                "to inherit from. Subclass the implementation you mean instead, for example "
+                f"coheriq.resolve_impl({info.reference.__qualname__}) or "
+                f"coheriq.engine_class({info.domain.name!r}).{info.name}."
+            )
+        return super().__new__(mcls, cls_name, bases, namespace, **kwargs)
+
+    def __call__(cls, /, *args: Any, **kwargs: Any) -> Any:
+        board = cls.__coheriq_switchboard__  # type: ignore[attr-defined]
+        if board[_SCOPED]:
+            return board[_HERE](cls.__coheriq_candidate__.name)(*args, **kwargs)  # type: ignore[attr-defined]
+        return board[cls.__coheriq_slot__](*args, **kwargs)  # type: ignore[attr-defined]
+
+    def __getattr__(cls, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(f"type object {cls.__qualname__!r} has no attribute {attr!r}")
+        info: CandidateInfo = cls.__coheriq_candidate__  # type: ignore[attr-defined]
+        implementation = cls.__coheriq_switchboard__[_HERE](info.name)  # type: ignore[attr-defined]
+        return getattr(implementation, attr)
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return cls.__subclasscheck__(type(obj))
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        if not isinstance(sub, type):
+            raise TypeError("issubclass() arg 1 must be a class")
+        if sub is cls:
+            return True
+        implementations = cls.__coheriq_implementations__  # type: ignore[attr-defined]
+        return any(c in implementations for c in sub.__mro__)
