@@ -60,4 +60,3 @@ def check_candidate_name(value: object) -> str:
             "is not a keyword and does not start with '_'."
         )
     return value
-

@@ -193,4 +193,3 @@ def resolve_impl(candidate: Any) -> Any:
             "library marked with @domain.acceleration_candidate, as the library exports it."
         )
     return info.domain._member_here(info.name)
-

@@ -77,4 +77,3 @@ def load(domain_name: str, engine_name: str, ep: EntryPoint) -> Any:
             f"{describe(ep)}: {type(exc).__name__}: {exc}. The domain is unchanged; fix or "
             "reinstall that package, or choose another engine."
         ) from exc
-

@@ -144,6 +144,7 @@ class AccelerationDomain:
         self._instances: dict[EngineMeta, Mapping[str, Any]] = {}
         self._initializing: set[EngineMeta] = set()
         self._settled: Settlement | None = None
+        self._settling: str | None = None
         self._open_scopes = 0
         self._scope: ContextVar[_Scope | None] = ContextVar(f"coheriq:{name}", default=None)
         self._switchboard = Switchboard(here=self._member_here, first_call=self._call_first)
@@ -183,7 +184,7 @@ class AccelerationDomain:
     @overload
     def acceleration_candidate(self, name: str, /) -> Callable[[F], F]: ...
     @overload
-    def acceleration_candidate(self, *, name: str) -> Callable[[F], F]: ...
+    def acceleration_candidate(self, obj: None = None, /, *, name: str) -> Callable[[F], F]: ...
 
     def acceleration_candidate(self, obj: Any = None, /, *, name: str | None = None) -> Any:
         """Mark a function or class as a candidate that engines may re-implement.
@@ -367,7 +368,9 @@ class AccelerationDomain:
             raise
         cls = self._engines.get(name)
         if cls is None:
-            defined = [c.__coheriq_name__ for c in self._engine_classes if c.__module__ == ep.module]
+            defined = [
+                c.__coheriq_name__ for c in self._engine_classes if c.__module__ == ep.module
+            ]
             also = f" It defined {listing(n for n in defined if n)} instead." if defined else ""
             raise CoheriqEngineLoadError(
                 f"Engine {name!r} of domain {self.name!r} is advertised by "
@@ -416,7 +419,20 @@ class AccelerationDomain:
             settled = self._settled
             if settled is not None:
                 return settled
-            members = self._members_of(cls)
+            if self._settling:
+                # Only this thread can be here (the lock is held): an engine's
+                # __init__, run below, is calling into its own domain.
+                raise CoheriqEngineError(
+                    f"A candidate of domain {self.name!r} was called while the domain was "
+                    f"starting engine {self._settling!r} as its global engine, from that "
+                    "engine's __init__. Inside the engine, call its own implementations "
+                    "(self.name(...)) instead."
+                )
+            self._settling = cls.__coheriq_name__ or REFERENCE
+            try:
+                members = self._members_of(cls)
+            finally:
+                self._settling = None
             settled = Settlement(cls.__coheriq_name__ or REFERENCE, cls, reason, members)
             self._switchboard.connect(members)
             self._settled = settled
@@ -504,6 +520,7 @@ def _reinit_locks_in_child() -> None:
     for domain in _domains.values():
         domain._lock = threading.RLock()
         domain._initializing.clear()
+        domain._settling = None
 
 
 if hasattr(os, "register_at_fork"):

@@ -38,6 +38,7 @@ __all__ = ["AccelerationEngine", "engine_class", "resolve_engine"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
 def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> EngineMeta:
     """Return a domain's reference class, or the class of one of its engines.
 
@@ -159,7 +160,7 @@ class AccelerationEngine:
     @overload
     def override(self, name: str, /) -> Callable[[F], F]: ...
     @overload
-    def override(self, *, name: str) -> Callable[[F], F]: ...
+    def override(self, obj: None = None, /, *, name: str) -> Callable[[F], F]: ...
 
     def override(self, obj: Any = None, /, *, name: str | None = None) -> Any:
         """Register a function or class as this engine's implementation of a candidate.

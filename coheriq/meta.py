@@ -124,7 +124,10 @@ def _domain_of_bases(cls_name: str, bases: tuple[type, ...]) -> _Domain:
             "(a subclass of coheriq.engine_class('<domain>') without name=) or keep helpers "
             "in methods whose names start with '_'."
         )
-    domains = {id(b.__coheriq_domain__): b.__coheriq_domain__ for b in bases}  # type: ignore[attr-defined]
+    domains: dict[int, _Domain] = {
+        id(b.__coheriq_domain__): b.__coheriq_domain__  # type: ignore[attr-defined]
+        for b in bases
+    }
     if len(domains) > 1:
         names = listing(d.name for d in domains.values())
         raise CoheriqEngineInheritanceError(

@@ -217,8 +217,8 @@ def _generate(fn: Any, name: str, namespace: dict[str, Any]) -> Callable[..., An
     exec(code, namespace, local)
     proxy: Callable[..., Any] = local[name]
     if exact is not None:
-        proxy.__defaults__ = fn.__defaults__  # type: ignore[attr-defined]
-        proxy.__kwdefaults__ = fn.__kwdefaults__  # type: ignore[attr-defined]
+        proxy.__defaults__ = fn.__defaults__
+        proxy.__kwdefaults__ = fn.__kwdefaults__
     return proxy
 
 
@@ -238,7 +238,7 @@ class CandidateClassMeta(type):
     ) -> CandidateClassMeta:
         proxies = [b for b in bases if isinstance(b, CandidateClassMeta)]
         if proxies:
-            info: CandidateInfo = proxies[0].__coheriq_candidate__  # type: ignore[attr-defined]
+            info: CandidateInfo = proxies[0].__coheriq_candidate__
             raise CoheriqTypeError(
                 f"Class {cls_name!r} cannot subclass {info.reference.__qualname__!r}: it is "
                 f"candidate {info.name!r} of coheriq domain {info.domain.name!r}, which stands "
@@ -250,16 +250,16 @@ class CandidateClassMeta(type):
         return super().__new__(mcls, cls_name, bases, namespace, **kwargs)
 
     def __call__(cls, /, *args: Any, **kwargs: Any) -> Any:
-        board = cls.__coheriq_switchboard__  # type: ignore[attr-defined]
+        board = cls.__coheriq_switchboard__
         if board[_SCOPED]:
-            return board[_HERE](cls.__coheriq_candidate__.name)(*args, **kwargs)  # type: ignore[attr-defined]
-        return board[cls.__coheriq_slot__](*args, **kwargs)  # type: ignore[attr-defined]
+            return board[_HERE](cls.__coheriq_candidate__.name)(*args, **kwargs)
+        return board[cls.__coheriq_slot__](*args, **kwargs)
 
     def __getattr__(cls, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(f"type object {cls.__qualname__!r} has no attribute {attr!r}")
-        info: CandidateInfo = cls.__coheriq_candidate__  # type: ignore[attr-defined]
-        implementation = cls.__coheriq_switchboard__[_HERE](info.name)  # type: ignore[attr-defined]
+        info: CandidateInfo = cls.__coheriq_candidate__
+        implementation = cls.__coheriq_switchboard__[_HERE](info.name)
         return getattr(implementation, attr)
 
     def __instancecheck__(cls, obj: object) -> bool:
@@ -270,5 +270,5 @@ class CandidateClassMeta(type):
             raise TypeError("issubclass() arg 1 must be a class")
         if sub is cls:
             return True
-        implementations = cls.__coheriq_implementations__  # type: ignore[attr-defined]
+        implementations = cls.__coheriq_implementations__
         return any(c in implementations for c in sub.__mro__)

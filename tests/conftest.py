@@ -1,0 +1,143 @@
+"""Shared fixtures: a small domain per test, under names no other test uses."""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import coheriq
+from coheriq import discovery
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """Return a maker of names that no other test in this process uses."""
+    return lambda stem="lib": f"{stem}{next(_counter)}"
+
+
+@dataclass
+class Lib:
+    """A materialized domain with a function candidate and a class candidate."""
+
+    name: str
+    env_var: str
+    domain: coheriq.AccelerationDomain
+    normalize: Any
+    total: Any
+    Batch: Any
+
+
+def build_lib(name: str) -> Lib:
+    domain = coheriq.AccelerationDomain(name, env_prefix=name.upper())
+
+    @domain.acceleration_candidate
+    def normalize(xs, *, scale=1.0):
+        """Scale ``xs`` so that it sums to ``scale``."""
+        s = sum(xs)
+        return [scale * x / s for x in xs]
+
+    @domain.acceleration_candidate("total")
+    def reference_total(xs):
+        return ("reference", sum(xs))
+
+    @domain.acceleration_candidate
+    class Batch:
+        """Rows of numbers."""
+
+        KIND = "reference"
+
+        def __init__(self, rows):
+            self.rows = rows
+
+        @classmethod
+        def empty(cls):
+            return cls([])
+
+        @staticmethod
+        def describe():
+            return "reference batch"
+
+    domain.materialize()
+    return Lib(name, f"{name.upper()}_ENGINE", domain, normalize, reference_total, Batch)
+
+
+@pytest.fixture
+def lib(unique, monkeypatch) -> Lib:
+    """A fresh domain; its environment variable is unset."""
+    made = build_lib(unique())
+    monkeypatch.delenv(made.env_var, raising=False)
+    return made
+
+
+@pytest.fixture
+def two_engines(lib):
+    """Engines 'fast' (class form, stateful) and 'slow' (decorator form) of ``lib``."""
+
+    class Fast(coheriq.engine_class(lib.name), name="fast"):
+        _instances = 0
+
+        def __init__(self):
+            type(self)._instances += 1
+            self.calls = 0
+
+        def total(self, xs):
+            self.calls += 1
+            return ("fast", sum(xs))
+
+        class Batch:
+            KIND = "fast"
+
+            def __init__(self, rows):
+                self.rows = rows
+
+            @classmethod
+            def empty(cls):
+                return cls([])
+
+    slow = coheriq.AccelerationEngine(lib.name, "slow")
+
+    @slow.override("total")
+    def slow_total(xs):
+        return ("slow", sum(xs))
+
+    slow.materialize()
+    return Fast, slow
+
+
+@pytest.fixture
+def make_dist(tmp_path, monkeypatch) -> Callable[..., Path]:
+    """Install a throwaway distribution: modules plus entry points, on ``sys.path``.
+
+    ``make_dist("pkgname", {"module_name": "source"}, {"group": {"ep": "value"}})``
+    writes real ``.py`` files and a ``.dist-info`` directory, so that
+    :mod:`importlib.metadata` finds the entry points as it would after ``pip install``.
+    """
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    discovery.clear_cache()
+
+    def make(dist: str, modules: dict[str, str], entry_points: dict[str, dict[str, str]]) -> Path:
+        for module, source in modules.items():
+            (site / f"{module}.py").write_text(textwrap.dedent(source))
+        info = site / f"{dist}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        lines = []
+        for group, eps in entry_points.items():
+            lines.append(f"[{group}]")
+            lines.extend(f"{k} = {v}" for k, v in eps.items())
+        (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+        discovery.clear_cache()
+        return site
+
+    yield make
+    discovery.clear_cache()

@@ -1,0 +1,296 @@
+"""The user's side: the one resolution rule, global and scoped."""
+
+import asyncio
+import threading
+
+import pytest
+
+import coheriq as cq
+
+
+def test_default_is_the_reference(lib, two_engines):
+    assert cq.active_implementation(lib.name) is None
+    assert lib.total([1, 2]) == ("reference", 3)
+    assert cq.active_implementation(lib.name) == cq.REFERENCE
+
+
+@pytest.mark.parametrize("how", ["name", "engine", "class", "domain object"])
+def test_enable_engine_accepts_every_spelling(lib, two_engines, how):
+    _, slow = two_engines
+    domain, engine = {
+        "name": (lib.name, "slow"),
+        "engine": (lib.name, slow),
+        "class": (lib.name, slow.engine_class),
+        "domain object": (lib.domain, "slow"),
+    }[how]
+    cq.enable_engine(domain, engine)
+    assert cq.active_implementation(lib.name) == "slow"
+    assert lib.total([1]) == ("slow", 1)
+
+
+def test_names_imported_earlier_follow(lib, two_engines):
+    total = lib.total  # like `from mylib import total` before enabling
+    cq.enable_engine(lib.name, "fast")
+    assert total([1]) == ("fast", 1)
+
+
+def test_enable_reference_settles(lib, two_engines):
+    cq.enable_engine(lib.name, cq.REFERENCE)
+    assert cq.active_implementation(lib.name) == cq.REFERENCE
+    with pytest.raises(cq.CoheriqEngineSettledError):
+        cq.enable_engine(lib.name, "fast")
+
+
+def test_global_choice_is_one_way(lib, two_engines):
+    cq.enable_engine(lib.name, "fast")
+    cq.enable_engine(lib.name, "fast")  # the same again: nothing happens
+    with pytest.raises(cq.CoheriqEngineSettledError, match="using_engine") as info:
+        cq.enable_engine(lib.name, "slow")
+    message = str(info.value)
+    assert "'fast'" in message and "'slow'" in message and "enable_engine" in message
+    assert lib.total([1]) == ("fast", 1)
+
+
+def test_first_call_settles_then_enable_is_refused(lib, two_engines):
+    lib.total([1])
+    with pytest.raises(cq.CoheriqEngineSettledError, match="default, at its first use"):
+        cq.enable_engine(lib.name, "fast")
+    assert isinstance(cq.CoheriqEngineSettledError("x"), cq.CoheriqUserError)
+
+
+def test_environment_variable(lib, two_engines, monkeypatch):
+    monkeypatch.setenv(lib.env_var, "slow")
+    assert cq.active_implementation(lib.name) is None  # reading it is not settling
+    assert lib.total([1]) == ("slow", 1)
+    assert cq.active_implementation(lib.name) == "slow"
+    with pytest.raises(cq.CoheriqEngineSettledError, match=lib.env_var):
+        cq.enable_engine(lib.name, "fast")
+
+
+def test_explicit_enable_beats_environment(lib, two_engines, monkeypatch):
+    monkeypatch.setenv(lib.env_var, "slow")
+    cq.enable_engine(lib.name, "fast")
+    assert lib.total([1]) == ("fast", 1)
+
+
+@pytest.mark.parametrize("value", ["", "  ", "reference"])
+def test_empty_or_reference_environment_means_reference(lib, two_engines, monkeypatch, value):
+    monkeypatch.setenv(lib.env_var, value)
+    assert lib.total([1]) == ("reference", 1)
+
+
+def test_unknown_engine_in_environment(lib, two_engines, monkeypatch):
+    monkeypatch.setenv(lib.env_var, "fats")
+    with pytest.raises(cq.CoheriqEngineNotFoundError) as info:
+        lib.total([1])
+    message = str(info.value)
+    assert (
+        lib.env_var in message and "'fast', 'slow'" in message and "Did you mean 'fast'" in message
+    )
+    assert cq.active_implementation(lib.name) is None
+    monkeypatch.setenv(lib.env_var, "fast")
+    assert lib.total([1]) == ("fast", 1)
+
+
+def test_domain_without_prefix_ignores_environment(unique, monkeypatch):
+    name = unique()
+    domain = cq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def f():
+        return "reference"
+
+    domain.materialize()
+    monkeypatch.setenv(f"{name.upper()}_ENGINE", "nope")
+    assert f() == "reference"
+
+
+def test_environment_error_in_engine_init_surfaces_at_first_call(lib, monkeypatch):
+    class Broken(cq.engine_class(lib.name), name="broken"):
+        def __init__(self):
+            raise RuntimeError("driver missing")
+
+    monkeypatch.setenv(lib.env_var, "broken")
+    with pytest.raises(cq.CoheriqEngineError, match="driver missing"):
+        lib.total([1])
+    assert cq.active_implementation(lib.name) is None
+    monkeypatch.delenv(lib.env_var)
+    assert lib.total([1]) == ("reference", 1)
+
+
+def test_scope_nests_and_restores(lib, two_engines):
+    cq.enable_engine(lib.name, "slow")
+    with cq.using_engine(lib.name, "fast"):
+        assert lib.total([1]) == ("fast", 1)
+        assert cq.active_implementation(lib.name) == "fast"
+        with cq.using_engine(lib.name, cq.REFERENCE):
+            assert lib.total([1]) == ("reference", 1)
+            assert cq.active_implementation(lib.name) == cq.REFERENCE
+        assert lib.total([1]) == ("fast", 1)
+    assert lib.total([1]) == ("slow", 1)
+
+
+def test_scope_restores_on_exception(lib, two_engines):
+    with pytest.raises(ZeroDivisionError):
+        with cq.using_engine(lib.name, "fast"):
+            1 / 0  # noqa: B018
+    assert cq.active_implementation(lib.name) is None
+    assert lib.total([1]) == ("reference", 1)
+
+
+def test_scope_does_not_settle_or_change_global(lib, two_engines):
+    with cq.using_engine(lib.name, "fast"):
+        lib.total([1])
+    assert cq.active_implementation(lib.name) is None
+    cq.enable_engine(lib.name, "slow")  # still possible: nothing was settled
+    with cq.using_engine(lib.name, "fast"):
+        assert lib.total([1]) == ("fast", 1)
+    assert lib.total([1]) == ("slow", 1)
+
+
+def test_same_scope_object_reentered(lib, two_engines):
+    scope = cq.using_engine(lib.name, "fast")
+    with scope:
+        with cq.using_engine(lib.name, "slow"):
+            with scope:
+                assert lib.total([1]) == ("fast", 1)
+            assert lib.total([1]) == ("slow", 1)
+        assert lib.total([1]) == ("fast", 1)
+    assert cq.active_implementation(lib.name) is None
+    assert "using_engine" in repr(scope)
+
+
+def test_using_engine_as_decorator(lib, two_engines):
+    @cq.using_engine(lib.name, "fast")
+    def work(xs):
+        """Work."""
+        return lib.total(xs)
+
+    assert work([1]) == ("fast", 1)
+    assert work.__name__ == "work" and work.__doc__ == "Work."
+    assert lib.total([1]) == ("reference", 1)
+
+
+def test_using_engine_decorates_coroutines(lib, two_engines):
+    @cq.using_engine(lib.name, "fast")
+    async def work():
+        await asyncio.sleep(0)
+        return lib.total([1])
+
+    assert asyncio.run(work()) == ("fast", 1)
+    assert cq.active_implementation(lib.name) is None
+
+
+def test_using_engine_validates_arguments(lib):
+    with pytest.raises(cq.CoheriqTypeError):
+        cq.using_engine(lib.name, 3)
+    with pytest.raises(cq.CoheriqTypeError):
+        cq.using_engine(3, "fast")
+    with pytest.raises(cq.CoheriqEngineNotFoundError):
+        with cq.using_engine(lib.name, "nope"):
+            pass
+    assert cq.active_implementation(lib.name) is None
+
+
+def test_scope_is_per_thread(lib, two_engines):
+    seen = {}
+    inside = threading.Event()
+    release = threading.Event()
+
+    def other():
+        inside.wait()
+        seen["other"] = lib.total([1])
+        release.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with cq.using_engine(lib.name, "fast"):
+        inside.set()
+        release.wait()
+        seen["this"] = lib.total([1])
+    thread.join()
+    assert seen == {"this": ("fast", 1), "other": ("reference", 1)}
+
+
+def test_scope_is_per_asyncio_task_and_inherited(lib, two_engines):
+    async def call_in(engine, delay):
+        with cq.using_engine(lib.name, engine):
+            await asyncio.sleep(delay)
+            return lib.total([1])[0]
+
+    async def read():
+        return lib.total([1])[0]
+
+    async def child_sees_parent():
+        with cq.using_engine(lib.name, "slow"):
+            return await asyncio.create_task(read())
+
+    async def main():
+        results = await asyncio.gather(
+            call_in("fast", 0.01), call_in("slow", 0), call_in(cq.REFERENCE, 0.005)
+        )
+        inherited = await child_sees_parent()
+        return results, inherited, lib.total([1])[0]
+
+    assert asyncio.run(main()) == (["fast", "slow", "reference"], "slow", "reference")
+
+
+def test_task_outliving_its_scope_falls_back(lib, two_engines):
+    async def main():
+        gate = asyncio.Event()
+
+        async def late():
+            before = lib.total([1])[0]
+            await gate.wait()
+            return before, lib.total([1])[0]
+
+        with cq.using_engine(lib.name, "fast"):
+            task = asyncio.create_task(late())
+            await asyncio.sleep(0)
+        gate.set()
+        return await task
+
+    assert asyncio.run(main()) == ("fast", "reference")
+
+
+def test_domains_are_independent(lib, two_engines, unique):
+    from conftest import build_lib
+
+    other = build_lib(unique())
+    cq.enable_engine(lib.name, "fast")
+    with cq.using_engine(lib.name, "slow"):
+        assert other.total([1]) == ("reference", 1)
+    assert cq.active_implementation(other.name) == cq.REFERENCE
+    assert cq.active_implementation(lib.name) == "fast"
+
+
+def test_resolve_impl(lib, two_engines):
+    fast, _ = two_engines
+    assert cq.active_implementation(lib.name) is None
+    with cq.using_engine(lib.name, "fast"):
+        impl = cq.resolve_impl(lib.total)
+        assert impl.__func__ is fast.total and impl([1]) == ("fast", 1)
+        assert cq.resolve_impl(lib.Batch) is fast.Batch
+    assert cq.active_implementation(lib.name) is None  # the scope settled nothing
+    assert cq.resolve_impl(lib.total) is lib.total.__wrapped__  # this settles, like a call
+    assert cq.active_implementation(lib.name) == cq.REFERENCE
+    for bad in (len, "total", None, lib.total.__wrapped__):
+        with pytest.raises(cq.CoheriqTypeError, match="not a coheriq candidate"):
+            cq.resolve_impl(bad)
+
+
+def test_available_engines_never_settles_or_lists_reference(lib, two_engines):
+    assert cq.available_engines(lib.domain) == ["fast", "slow"]
+    assert cq.active_implementation(lib.name) is None
+
+
+def test_enable_engine_of_another_domain(lib, two_engines, unique):
+    from conftest import build_lib
+
+    other = build_lib(unique())
+    fast, _ = two_engines
+    with pytest.raises(cq.CoheriqTypeError, match="belongs to domain"):
+        cq.enable_engine(other.name, fast)
+    with pytest.raises(cq.CoheriqTypeError):
+        cq.enable_engine(other.name, 1.5)
+    assert cq.active_implementation(other.name) is None
