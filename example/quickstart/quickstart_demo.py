@@ -4,9 +4,10 @@ import os
 import subprocess
 import sys
 
-import coheriq
 import mylib
 from mylib import normalize  # imported before the engine is chosen: it follows anyway
+
+import coheriq
 
 
 def show(title: str) -> None:
