@@ -11,6 +11,7 @@ from .activation import (
     active_implementation,
     available_engines,
     enable_engine,
+    engine_of,
     resolve_impl,
     using_engine,
 )
@@ -26,6 +27,7 @@ from .exceptions import (
     CoheriqEngineSettledError,
     CoheriqError,
     CoheriqLibraryError,
+    CoheriqSignatureWarning,
     CoheriqTypeError,
     CoheriqUserError,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "CoheriqEngineSettledError",
     "CoheriqError",
     "CoheriqLibraryError",
+    "CoheriqSignatureWarning",
     "CoheriqTypeError",
     "CoheriqUserError",
     "EngineMeta",
@@ -51,6 +54,7 @@ __all__ = [
     "available_engines",
     "enable_engine",
     "engine_class",
+    "engine_of",
     "resolve_impl",
     "using_engine",
 ]

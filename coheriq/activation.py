@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .domain import AccelerationDomain, lookup_domain
+from .domain import AccelerationDomain, all_domains, lookup_domain
 from .engine import AccelerationEngine, resolve_engine
 from .exceptions import CoheriqEngineSettledError, CoheriqTypeError
 from .meta import EngineMeta
@@ -26,6 +26,7 @@ __all__ = [
     "active_implementation",
     "available_engines",
     "enable_engine",
+    "engine_of",
     "resolve_impl",
     "using_engine",
 ]
@@ -193,3 +194,29 @@ def resolve_impl(candidate: Any) -> Any:
             "library marked with @domain.acceleration_candidate, as the library exports it."
         )
     return info.domain._member_here(info.name)
+
+
+def engine_of(obj: object) -> str:
+    """Return the name of the engine whose implementation of a class candidate made ``obj``.
+
+    The engine is the one whose class body defines the implementation: an object
+    made while a hybrid was active reports the engine the hybrid inherits that
+    class from. Instances of subclasses of an implementation count as that
+    implementation.
+
+    Returns:
+        An engine name, or :data:`~coheriq.REFERENCE` for the reference class.
+
+    Raises:
+        CoheriqTypeError: ``obj`` is not an instance of any class candidate's
+            implementation.
+    """
+    for domain in all_domains():
+        engine = domain._engine_of_type(type(obj))
+        if engine is not None:
+            return engine
+    raise CoheriqTypeError(
+        f"{type(obj).__qualname__} object {obj!r:.80} is not an instance of any coheriq class "
+        "candidate's implementation, so it was made by no engine. engine_of takes objects "
+        "made by calling a class candidate such as mylib.Batch(...)."
+    )

@@ -43,7 +43,7 @@ from .exceptions import (
 from .meta import EngineMeta
 from .proxy import CandidateInfo, Switchboard, candidate_of
 
-__all__ = ["AccelerationDomain", "Settlement", "lookup_domain"]
+__all__ = ["AccelerationDomain", "Settlement", "all_domains", "lookup_domain"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,6 +85,11 @@ class _Scope:
         self.live = True
 
 
+def all_domains() -> list[AccelerationDomain]:
+    """Return every domain created in this process, in creation order."""
+    return list(_domains.values())
+
+
 def lookup_domain(domain: AccelerationDomain | str) -> AccelerationDomain:
     """Return the domain given by object or name.
 
@@ -118,13 +123,17 @@ class AccelerationDomain:
         env_prefix: If given, the environment variable ``<env_prefix>_ENGINE`` names
             the engine to use when the program does not call ``enable_engine``;
             an empty value means the reference implementation.
+        strict: If true, an engine override whose signature cannot accept every
+            call its candidate accepts is an error instead of a
+            :class:`~coheriq.CoheriqSignatureWarning` (``COHERIQ_STRICT=1`` does the
+            same for every domain).
 
     Raises:
         CoheriqTypeError: ``name`` or ``env_prefix`` is not a valid name.
         CoheriqDomainError: A domain of that name exists already.
     """
 
-    def __init__(self, name: str, *, env_prefix: str | None = None) -> None:
+    def __init__(self, name: str, *, env_prefix: str | None = None, strict: bool = False) -> None:
         check_name(name, "domain name")
         if env_prefix is not None and not (
             isinstance(env_prefix, str) and env_prefix.isidentifier() and env_prefix.isascii()
@@ -135,9 +144,12 @@ class AccelerationDomain:
             )
         self.name = name
         self.env_prefix = env_prefix
+        self.strict = bool(strict)
         self._module = sys._getframe(1).f_globals.get("__name__", "__main__")
         self._candidates: dict[str, CandidateInfo] = {}
-        self._implementations: dict[str, set[type]] = {}
+        # Class candidate -> {implementing class: engine class whose body defines
+        # it, or None for the reference}; proxies answer isinstance from its keys.
+        self._implementations: dict[str, dict[type, EngineMeta | None]] = {}
         self._reference: EngineMeta | None = None
         self._engines: dict[str, EngineMeta] = {}
         self._engine_classes: list[EngineMeta] = []
@@ -173,6 +185,10 @@ class AccelerationDomain:
     def candidate_kinds(self) -> Mapping[str, bool]:
         """Candidate name -> whether it is a class candidate, in marking order."""
         return {n: c.is_class for n, c in self._candidates.items()}
+
+    def _reference_of(self, candidate: str) -> Any:
+        """The reference implementation of ``candidate`` (for EngineMeta)."""
+        return self._candidates[candidate].reference
 
     @property
     def materialized(self) -> bool:
@@ -244,7 +260,7 @@ class AccelerationDomain:
                 )
             info = CandidateInfo(self, name, target)
             if info.is_class:
-                implementations = {target}
+                implementations: dict[type, EngineMeta | None] = {target: None}
                 proxy: Any = self._switchboard.class_proxy(info, implementations)
                 self._implementations[name] = implementations
             else:
@@ -313,7 +329,7 @@ class AccelerationDomain:
             self._engine_classes.append(cls)
             for candidate in cls.__coheriq_overrides__:
                 if candidate in self._implementations:
-                    self._implementations[candidate].add(getattr(cls, candidate))
+                    self._implementations[candidate].setdefault(getattr(cls, candidate), cls)
 
     def _forget_engines_of_module(self, module: str) -> None:
         """Drop the engine classes defined by ``module``, whose import failed."""
@@ -327,8 +343,27 @@ class AccelerationDomain:
                 self._engine_classes.remove(cls)
                 if self._engines.get(cls.__coheriq_name__ or "") is cls:
                     del self._engines[cls.__coheriq_name__]  # type: ignore[arg-type]
-                for candidate in cls.__coheriq_overrides__:
-                    self._implementations.get(candidate, set()).discard(getattr(cls, candidate))
+                for implementations in self._implementations.values():
+                    for impl, owner in list(implementations.items()):
+                        if owner is cls:
+                            del implementations[impl]
+
+    def _engine_of_type(self, cls: type) -> str | None:
+        """The engine whose implementation of a class candidate ``cls`` is, or None.
+
+        The engine is the one whose class body defines the implementation (the
+        first named engine built on it, for an unnamed mixin); a subclass of an
+        implementation counts as that implementation.
+        """
+        for klass in cls.__mro__:
+            for implementations in self._implementations.values():
+                if klass in implementations:
+                    owner = implementations[klass]
+                    if owner is None or owner.__coheriq_name__ is not None:
+                        return REFERENCE if owner is None else owner.__coheriq_name__
+                    users = [e for e in self._engines.values() if issubclass(e, owner)]
+                    return users[0].__coheriq_name__ if users else repr(owner)
+        return None
 
     def _engine_names(self) -> list[str]:
         """Sorted names of the registered and the advertised engines (imports none)."""

@@ -22,6 +22,7 @@ __all__ = [
     "CoheriqEngineSettledError",
     "CoheriqError",
     "CoheriqLibraryError",
+    "CoheriqSignatureWarning",
     "CoheriqTypeError",
     "CoheriqUserError",
 ]
@@ -69,6 +70,14 @@ class CoheriqEngineSettledError(CoheriqUserError):
 
 class CoheriqTypeError(CoheriqUserError, TypeError):
     """A value of the wrong kind was passed to coheriq."""
+
+
+class CoheriqSignatureWarning(UserWarning):
+    """An engine's override cannot accept every call its candidate accepts.
+
+    Raised as a :class:`CoheriqEngineError` instead when the domain is strict or
+    the environment variable ``COHERIQ_STRICT`` is set to ``1``.
+    """
 
 
 def did_you_mean(name: object, choices: Iterable[str]) -> str:

@@ -22,6 +22,7 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
+from .signatures import check_override
 
 __all__ = ["EngineMeta"]
 
@@ -30,10 +31,13 @@ class _Domain(Protocol):
     """What the metaclass needs from a domain (see :mod:`coheriq.domain`)."""
 
     name: str
+    strict: bool
 
     @property
     def candidate_kinds(self) -> Mapping[str, bool]:
         """Candidate name -> whether it is a class candidate."""
+
+    def _reference_of(self, candidate: str) -> Any: ...
 
     def _check_engine_name_free(self, name: str) -> None: ...
 
@@ -88,6 +92,17 @@ class EngineMeta(type):
             _check_mro(cls_name, bases, domain)
             _check_class_keywords(cls_name, bases, kwargs)
         overrides = _check_body(cls_name, namespace, domain)
+        if reference_of is None:
+            label = repr(name) if name is not None else f"mixin {cls_name!r}"
+            for candidate in sorted(overrides):
+                check_override(
+                    domain=domain,
+                    engine=label,
+                    candidate=candidate,
+                    reference=domain._reference_of(candidate),
+                    override=namespace[candidate],
+                    is_class=domain.candidate_kinds[candidate],
+                )
         namespace["__coheriq_domain__"] = domain
         namespace["__coheriq_name__"] = name
         namespace["__coheriq_overrides__"] = overrides

@@ -26,7 +26,7 @@ the implementations of every engine of the domain.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableSet
+from collections.abc import Callable, Container, Mapping
 from types import FunctionType
 from typing import Any
 
@@ -117,14 +117,14 @@ class Switchboard:
         proxy.__coheriq_candidate__ = info  # type: ignore[attr-defined]
         return proxy
 
-    def class_proxy(self, info: CandidateInfo, implementations: MutableSet[type]) -> type:
+    def class_proxy(self, info: CandidateInfo, implementations: Container[type]) -> type:
         """Return a class that stands for ``info``'s class candidate.
 
         Args:
             info: The candidate; ``info.reference`` is the reference class.
-            implementations: The live set of every class that implements this
-                candidate in some engine of the domain (the domain adds to it);
-                ``isinstance`` and ``issubclass`` consult it.
+            implementations: The live collection of every class that implements
+                this candidate in some engine of the domain (the domain adds to
+                it); ``isinstance`` and ``issubclass`` consult it.
         """
         cls: type = info.reference
         self._disconnect(info.name)
@@ -138,7 +138,12 @@ class Switchboard:
             "__coheriq_slot__": _slot(info.name),
             "__coheriq_implementations__": implementations,
         }
-        return type.__new__(CandidateClassMeta, cls.__name__, (), namespace)
+        match_args = getattr(cls, "__match_args__", None)
+        if match_args is not None:  # for `case Batch(x, y):` patterns
+            namespace["__match_args__"] = match_args
+        proxy = type.__new__(CandidateClassMeta, cls.__name__, (), namespace)
+        _make_reference_picklable(cls, proxy)
+        return proxy
 
     def connect(self, members: Mapping[str, Any]) -> None:
         """Point every candidate's slot at the given member (the settled engine's)."""
@@ -157,6 +162,36 @@ class Switchboard:
             return first_call(name, *args, **kwargs)
 
         self.namespace[_slot(name)] = settle_and_call
+
+
+def _make_reference_picklable(cls: type, proxy: type) -> None:
+    """Let instances of the reference class ``cls`` pickle although ``proxy`` took its name.
+
+    Pickle finds a class by module and qualified name, which now lead to the proxy,
+    so the reduction is rewritten to name the proxy and rebuild ``cls`` from its
+    ``__wrapped__``. Classes that define their own ``__reduce_ex__`` are left alone.
+    """
+    if "__reduce_ex__" in vars(cls) or any("__reduce_ex__" in vars(k) for k in cls.__mro__[1:-1]):
+        return
+
+    def __reduce_ex__(self: Any, protocol: Any) -> Any:  # noqa: N807
+        reduced = object.__reduce_ex__(self, protocol)
+        if type(self) is not cls or not isinstance(reduced, tuple):
+            return reduced  # a subclass pickles by its own name, as usual
+        constructor, args, *rest = reduced
+        if not args or args[0] is not cls:
+            return reduced
+        return (_rebuild_reference, (proxy, constructor, args[1:]), *rest)
+
+    try:
+        cls.__reduce_ex__ = __reduce_ex__  # type: ignore[method-assign,assignment]
+    except TypeError:  # a built-in or extension type: leave it as it is
+        pass
+
+
+def _rebuild_reference(proxy: Any, constructor: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Unpickle helper: call ``constructor`` with the reference class behind ``proxy``."""
+    return constructor(proxy.__wrapped__, *args)
 
 
 def _parameter_lists(fn: object) -> tuple[str, str] | None:

@@ -65,7 +65,8 @@ def test_diamond_hybrid_resolves_by_mro(lib):
             return ("mpi", sum(xs))
 
         class Batch:
-            pass
+            def __init__(self, rows):
+                self.rows = rows
 
     class Hybrid(cq.engine_class(lib.name, "gpu"), cq.engine_class(lib.name, "mpi"), name="hybrid"):
         pass

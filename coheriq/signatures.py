@@ -1,0 +1,192 @@
+"""Checking, once per engine class, that each override accepts every call its candidate accepts.
+
+A call through a proxy is bound against the candidate's signature: an override
+that lacks a parameter, makes one keyword-only or positional-only, drops a
+default, or requires a parameter the candidate does not have would fail (or,
+worse, behave differently) only under that engine. The check compares the two
+signatures when the engine class is created and reports every difference, as a
+:class:`~coheriq.exceptions.CoheriqSignatureWarning` or, in strict mode, as a
+:class:`~coheriq.exceptions.CoheriqEngineError`.
+
+Extra optional parameters, ``*args``/``**kwargs`` catch-alls and callables whose
+signature cannot be read (some built-ins) are accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from types import FunctionType
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import CoheriqEngineError, CoheriqSignatureWarning
+
+if TYPE_CHECKING:
+    from inspect import Signature
+
+__all__ = ["check_override", "incompatibilities"]
+
+STRICT_ENV = "COHERIQ_STRICT"
+
+
+def check_override(
+    *, domain: Any, engine: str, candidate: str, reference: Any, override: Any, is_class: bool
+) -> None:
+    """Compare one override with its candidate; warn, or raise in strict mode.
+
+    Args:
+        domain: The domain (its ``name`` and ``strict`` are read).
+        engine: How to name the engine class in the message.
+        candidate: The candidate's name.
+        reference: The reference implementation (function or class).
+        override: The value in the engine's class body.
+        is_class: Whether the candidate is a class (constructors are compared).
+
+    Raises:
+        CoheriqEngineError: In strict mode, when the override is incompatible.
+    """
+    # Imported here: inspect costs milliseconds that ``import coheriq`` need not pay.
+    import inspect
+
+    try:
+        wanted = inspect.signature(reference)
+        given = inspect.signature(_callable_of(override))
+    except (TypeError, ValueError):  # no introspectable signature: nothing to compare
+        return
+    if not is_class and isinstance(override, FunctionType):
+        # A plain function in a class body is a method: the instance fills its first slot.
+        given = given.replace(parameters=list(given.parameters.values())[1:])
+    elif not is_class and isinstance(override, classmethod):
+        given = given.replace(parameters=list(given.parameters.values())[1:])
+    problems = incompatibilities(wanted, given)
+    if not problems:
+        return
+    what = f"the constructor of class candidate {candidate!r}" if is_class else repr(candidate)
+    message = (
+        f"Engine {engine} of domain {domain.name!r} overrides {what} with a signature "
+        f"that cannot accept every call the candidate accepts: {'; '.join(problems)}. "
+        f"Candidate: {candidate}{wanted}; override: {candidate}{given}."
+    )
+    if domain.strict or os.environ.get(STRICT_ENV, "").strip() not in ("", "0"):
+        raise CoheriqEngineError(message + " Make the override's parameters match.")
+    warnings.warn(
+        message + f" (Set {STRICT_ENV}=1 to make this an error.)",
+        CoheriqSignatureWarning,
+        stacklevel=_first_frame_outside_coheriq(),
+    )
+
+
+def _callable_of(override: Any) -> Any:
+    return override.__func__ if isinstance(override, (staticmethod, classmethod)) else override
+
+
+def incompatibilities(candidate: Signature, override: Signature) -> list[str]:
+    """Return, as sentences, each way in which ``override`` rejects a call ``candidate`` takes."""
+    from inspect import Parameter
+
+    positional_kinds = (Parameter.POSITIONAL_ONLY, Parameter.POSITIONAL_OR_KEYWORD)
+    wanted = list(candidate.parameters.values())
+    given = list(override.parameters.values())
+    given_by_name = {p.name: p for p in given}
+    given_positional = [p for p in given if p.kind in positional_kinds]
+    takes_args = any(p.kind is Parameter.VAR_POSITIONAL for p in given)
+    takes_kwargs = any(p.kind is Parameter.VAR_KEYWORD for p in given)
+    problems: list[str] = []
+    matched: set[str] = set()
+
+    for i, want in enumerate(p for p in wanted if p.kind in positional_kinds):
+        at = given_positional[i] if i < len(given_positional) else None
+        by_name = given_by_name.get(want.name)
+        if want.kind is Parameter.POSITIONAL_ONLY:
+            if at is None:
+                if not takes_args:
+                    problems.append(f"positional parameter {i + 1} ({want.name!r}) is missing")
+                continue
+            matched.add(at.name)
+            problems += _default_problems(want, at)
+        elif at is not None and at.name == want.name and at.kind is want.kind:
+            matched.add(at.name)
+            problems += _default_problems(want, at)
+        elif by_name is None:
+            if not (takes_args and takes_kwargs):
+                problems.append(f"parameter {want.name!r} is missing")
+        else:
+            matched.add(by_name.name)
+            problems.append(_moved(want, by_name, i, given_positional))
+
+    for want in (p for p in wanted if p.kind is Parameter.KEYWORD_ONLY):
+        have = given_by_name.get(want.name)
+        if have is None or have.kind is Parameter.POSITIONAL_ONLY:
+            if have is None and takes_kwargs:
+                continue
+            problems.append(f"keyword-only parameter {want.name!r} is missing")
+            continue
+        matched.add(have.name)
+        problems += _default_problems(want, have)
+
+    if any(p.kind is Parameter.VAR_POSITIONAL for p in wanted) and not takes_args:
+        problems.append("the candidate takes extra positional arguments (*args), the override not")
+    if any(p.kind is Parameter.VAR_KEYWORD for p in wanted) and not takes_kwargs:
+        problems.append("the candidate takes extra keyword arguments (**kwargs), the override not")
+    for have in given:
+        variadic = have.kind in (Parameter.VAR_POSITIONAL, Parameter.VAR_KEYWORD)
+        if have.name not in matched and not variadic and have.default is Parameter.empty:
+            problems.append(
+                f"the override requires {have.name!r}, which the candidate does not have"
+            )
+    return problems
+
+
+def _moved(want: Any, have: Any, index: int, given_positional: list[Any]) -> str:
+    from inspect import Parameter
+
+    name = repr(want.name)
+    if have.kind is Parameter.KEYWORD_ONLY:
+        return (
+            f"parameter {name} is keyword-only in the override, so it cannot be passed by position"
+        )
+    if have.kind is Parameter.POSITIONAL_ONLY:
+        return (
+            f"parameter {name} is positional-only in the override, so it cannot be passed by name"
+        )
+    where = given_positional.index(have) + 1
+    return (
+        f"parameter {name} is at position {where} in the override but {index + 1} in the candidate"
+    )
+
+
+def _default_problems(want: Any, have: Any) -> list[str]:
+    from inspect import Parameter
+
+    if want.default is Parameter.empty:
+        return []
+    if have.default is Parameter.empty:
+        return [f"parameter {have.name!r} lost its default ({want.default!r})"]
+    if not _same(want.default, have.default):
+        return [
+            f"parameter {have.name!r} defaults to {have.default!r} in the override but to "
+            f"{want.default!r} in the candidate (calls through the candidate pass "
+            f"{want.default!r})"
+        ]
+    return []
+
+
+def _same(a: object, b: object) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # arrays and the like: cannot tell, so do not complain
+        return True
+
+
+def _first_frame_outside_coheriq() -> int:
+    """The ``stacklevel`` that points a warning at the code that defined the engine."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not (module == "types" or module == "coheriq" or module.startswith("coheriq.")):
+            break
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
