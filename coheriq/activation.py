@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 _CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
 
@@ -177,7 +178,7 @@ def active_implementation(domain: AccelerationDomain | str) -> str | None:
     return lookup_domain(domain)._active_engine()
 
 
-def resolve_impl(candidate: Any) -> Any:
+def resolve_impl(candidate: T) -> T:
     """Return what a call of ``candidate`` would run here and now.
 
     For a function candidate, the engine's function or bound method; for a class
@@ -193,7 +194,8 @@ def resolve_impl(candidate: Any) -> Any:
             f"{candidate!r} is not a coheriq candidate. Pass a function or class that a "
             "library marked with @domain.acceleration_candidate, as the library exports it."
         )
-    return info.domain._member_here(info.name)
+    member: T = info.domain._member_here(info.name)
+    return member
 
 
 def engine_of(obj: object) -> str:

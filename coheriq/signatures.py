@@ -92,6 +92,7 @@ def incompatibilities(candidate: Signature, override: Signature) -> list[str]:
     given_positional = [p for p in given if p.kind in positional_kinds]
     takes_args = any(p.kind is Parameter.VAR_POSITIONAL for p in given)
     takes_kwargs = any(p.kind is Parameter.VAR_KEYWORD for p in given)
+    named_later = {p.name for p in wanted if p.kind is not Parameter.POSITIONAL_ONLY}
     problems: list[str] = []
     matched: set[str] = set()
 
@@ -99,8 +100,9 @@ def incompatibilities(candidate: Signature, override: Signature) -> list[str]:
         at = given_positional[i] if i < len(given_positional) else None
         by_name = given_by_name.get(want.name)
         if want.kind is Parameter.POSITIONAL_ONLY:
-            if at is None:
-                if not takes_args:
+            if at is None or at.name in named_later:
+                # Nothing in this position, or a parameter the candidate has further on.
+                if at is not None or not takes_args:
                     problems.append(f"positional parameter {i + 1} ({want.name!r}) is missing")
                 continue
             matched.add(at.name)
@@ -166,8 +168,7 @@ def _default_problems(want: Any, have: Any) -> list[str]:
     if not _same(want.default, have.default):
         return [
             f"parameter {have.name!r} defaults to {have.default!r} in the override but to "
-            f"{want.default!r} in the candidate (calls through the candidate pass "
-            f"{want.default!r})"
+            f"{want.default!r} in the candidate"
         ]
     return []
 

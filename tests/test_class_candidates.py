@@ -1,0 +1,189 @@
+"""Class candidates behave like classes, whichever engine implements them."""
+
+import functools
+import inspect
+import pickle
+import typing
+
+import pytest
+
+import coheriq as cq
+
+
+def test_construction_follows_scope_then_global(lib, two_engines):
+    fast, _ = two_engines
+    cq.enable_engine(lib.name, "slow")  # slow keeps the reference Batch
+    assert type(lib.Batch([1])) is lib.Batch.__wrapped__
+    with cq.using_engine(lib.name, "fast"):
+        made_inside = lib.Batch([1])
+        assert type(made_inside) is fast.Batch
+    assert isinstance(made_inside, lib.Batch)  # still a Batch after the block
+    assert type(lib.Batch([1])) is lib.Batch.__wrapped__
+
+
+def test_class_members_reach_the_active_implementation(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    class Batch:
+        DTYPE = "float64"
+
+        def __init__(self, rows):
+            self.rows = rows
+
+        @classmethod
+        def from_flat(cls, values):
+            return cls([values])
+
+        @staticmethod
+        def version():
+            return 1
+
+        @property
+        def size(self):
+            return len(self.rows)
+
+    domain.materialize()
+    reference = Batch.__wrapped__
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        class Batch(reference):
+            DTYPE = "float32"
+
+            @staticmethod
+            def version():
+                return 2
+
+    assert Batch.DTYPE == "float64" and Batch.version() == 1
+    assert isinstance(Batch.size, property)
+    with cq.using_engine(domain, "fast"):
+        assert Batch.DTYPE == "float32" and Batch.version() == 2
+        made = Batch.from_flat([1, 2])
+        assert type(made) is Fast.Batch and made.size == 1
+
+
+def test_class_proxy_identity_and_signature(lib):
+    reference = lib.Batch.__wrapped__
+    assert repr(lib.Batch) == repr(reference)
+    for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
+        assert getattr(lib.Batch, attr) == getattr(reference, attr)
+    assert inspect.signature(lib.Batch) == inspect.signature(reference)
+    assert str(inspect.signature(lib.Batch)) == "(rows)"
+    assert cq.active_implementation(lib.name) is None  # none of this chose an engine
+
+
+PICKLED_MODULE = """
+import dataclasses
+import coheriq
+
+domain = coheriq.AccelerationDomain({name!r})
+
+@domain.acceleration_candidate
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int = 0
+
+@domain.acceleration_candidate
+class Slots:
+    __slots__ = ("a",)
+
+    def __init__(self, a):
+        self.a = a
+
+domain.materialize()
+
+class Fast(coheriq.engine_class({name!r}), name="fast"):
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: int = 0
+"""
+
+
+@pytest.fixture
+def pickled_module(make_dist, unique):
+    import importlib
+
+    module = unique("pickled")
+    make_dist(module + "_dist", {module: PICKLED_MODULE.format(name=module)}, {})
+    return importlib.import_module(module)
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_instances_pickle(pickled_module, protocol):
+    import copy
+
+    mod = pickled_module
+    point, slots = mod.Point(1, 2), mod.Slots(7)
+    with cq.using_engine(mod.domain, "fast"):
+        fast_point = mod.Point(3)
+    for obj in (point, fast_point, copy.copy(point), copy.deepcopy(fast_point)):
+        again = pickle.loads(pickle.dumps(obj, protocol))
+        assert type(again) is type(obj) and again == obj
+        assert cq.engine_of(again) == cq.engine_of(obj)
+    if protocol >= 2:  # Python pickles __slots__ classes from protocol 2 on
+        assert pickle.loads(pickle.dumps(slots, protocol)).a == 7
+    assert repr(point) == "Point(x=1, y=2)"  # the reference class keeps its own name
+
+
+def test_engine_of(lib, two_engines):
+    fast, _ = two_engines
+
+    class Hybrid(fast, cq.engine_class(lib.name, "slow"), name="hybrid"):
+        pass
+
+    class Mine(fast.Batch):
+        pass
+
+    assert cq.engine_of(lib.Batch([1])) == cq.REFERENCE
+    with cq.using_engine(lib.name, "fast"):
+        assert cq.engine_of(lib.Batch([1])) == "fast"
+    with cq.using_engine(lib.name, "hybrid"):
+        assert cq.engine_of(lib.Batch([1])) == "fast"  # the engine that defines the class
+    assert cq.engine_of(Mine([1])) == "fast"
+    for obj in (1, "x", [lib.Batch([1])], lib.Batch):
+        with pytest.raises(cq.CoheriqTypeError, match="not an instance of any coheriq class"):
+            cq.engine_of(obj)
+
+
+def test_engine_of_a_mixin_implementation(lib):
+    class Mixin(cq.engine_class(lib.name)):
+        class Batch:
+            def __init__(self, rows):
+                self.rows = rows
+
+    class Named(Mixin, name="named"):
+        pass
+
+    with cq.using_engine(lib.name, "named"):
+        assert cq.engine_of(lib.Batch([])) == "named"
+
+
+def test_annotations_match_and_singledispatch(lib, two_engines):
+    def rows_of(batch: lib.Batch) -> int:
+        return len(batch.rows)
+
+    assert typing.get_type_hints(rows_of)["batch"] is lib.Batch
+
+    def kind(obj):
+        match obj:
+            case lib.Batch(rows=rows):
+                return f"batch of {len(rows)}"
+            case _:
+                return "other"
+
+    @functools.singledispatch
+    def describe(obj):
+        return "object"
+
+    @describe.register
+    def _(obj: lib.Batch):
+        return "a Batch"
+
+    with cq.using_engine(lib.name, "fast"):
+        fast_batch = lib.Batch([1, 2])
+    for obj in (lib.Batch([1, 2]), fast_batch):
+        assert kind(obj) == "batch of 2"
+        assert describe(obj) == "a Batch"
+    assert kind(3) == "other" and describe(3) == "object"

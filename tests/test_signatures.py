@@ -1,0 +1,160 @@
+"""Overrides are checked against their candidates' signatures when an engine is created."""
+
+import itertools
+import warnings
+
+import pytest
+
+import coheriq as cq
+
+
+@pytest.fixture
+def domain(unique, monkeypatch):
+    monkeypatch.delenv("COHERIQ_STRICT", raising=False)
+    made = cq.AccelerationDomain(unique())
+
+    @made.acceleration_candidate
+    def f(a, b=1, /, c=2, *, d, e=3):
+        return "reference"
+
+    @made.acceleration_candidate
+    def g(x, *args, **kwargs):
+        return "reference"
+
+    @made.acceleration_candidate
+    class Box:
+        def __init__(self, size, *, fill=0):
+            self.size = size
+
+    made.materialize()
+    return made
+
+
+_engines = itertools.count()
+
+
+def problems_of(domain, name, override, *, form="class"):
+    """Define an engine overriding ``name`` and return the warnings it raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if form == "class":
+            type(cq.engine_class(domain))(
+                "E", (cq.engine_class(domain),), {name: override}, name=f"e{next(_engines)}"
+            )
+        else:
+            engine = cq.AccelerationEngine(domain, f"decorated{next(_engines)}")
+            engine.override(name)(override)
+            engine.materialize()
+    return [str(w.message) for w in caught if issubclass(w.category, cq.CoheriqSignatureWarning)]
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        (lambda self, a, b=1, /, c=2, *, d, e=3: 0, None),
+        (lambda self, a, b=1, /, c=2, *, d, e=3, extra=None: 0, None),  # extra optional
+        (lambda self, *args, **kwargs: 0, None),  # catch-alls
+        (lambda self, a, b=1, /, *args, d, **kwargs: 0, None),
+        (lambda self, a, b, /, c=2, *, d, e=3: 0, "parameter 'b' lost its default"),
+        (lambda self, a, b=1, /, *, c=2, d, e=3: 0, "'c' is keyword-only in the override"),
+        (lambda self, a, b=1, c=2, /, *, d, e=3: 0, "'c' is positional-only in the override"),
+        (lambda self, a, b=1, /, c=2, *, e=3: 0, "keyword-only parameter 'd' is missing"),
+        (lambda self, a, /, c=2, *, d, e=3: 0, "positional parameter 2 ('b') is missing"),
+        (lambda self, a, b=1, /, c=2, *, d, e=3, z: 0, "the override requires 'z'"),
+        (lambda self, a, b=1: 0, "parameter 'c' is missing"),
+        (lambda self, a, b=1, /, c=2, *, d, e=4: 0, "'e' defaults to 4 in the override but to 3"),
+        (lambda self, a, b=1, /, x=0, c=2, *, d, e=3: 0, "'c' is at position 4 in the override"),
+    ],
+)
+def test_function_overrides(domain, override, expected):
+    found = problems_of(domain, "f", override)
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and expected in found[0]
+        assert repr(domain.name) in found[0] and "'f'" in found[0]
+
+
+def test_variadic_candidates_need_variadic_overrides(domain):
+    (message,) = problems_of(domain, "g", lambda self, x: 0)
+    assert "(*args)" in message and "(**kwargs)" in message
+
+
+def test_static_and_class_methods_and_decorator_form(domain):
+    assert problems_of(domain, "f", staticmethod(lambda a, b=1, /, c=2, *, d, e=3: 0)) == []
+    assert problems_of(domain, "f", classmethod(lambda cls, a, b=1, /, c=2, *, d, e=3: 0)) == []
+    (message,) = problems_of(domain, "f", lambda a, b=1, /, *, d, e=3: 0, form="decorator")
+    assert "'decorated" in message and "'c' is missing" in message
+
+
+def test_builtins_without_signature_are_accepted(domain):
+    assert problems_of(domain, "g", staticmethod(min)) == []  # min has no signature
+
+
+def test_class_candidate_constructors_are_compared(domain):
+    class Good:
+        def __init__(self, size, *, fill=0, device=None):
+            pass
+
+    class Bad:
+        def __init__(self, length, fill=0):
+            pass
+
+    assert problems_of(domain, "Box", Good) == []
+    (message,) = problems_of(domain, "Box", Bad)
+    assert "constructor of class candidate 'Box'" in message
+    assert "'size' is missing" in message and "the override requires 'length'" in message
+    assert "Candidate: Box(size, *, fill=0); override: Box(length, fill=0)" in message
+
+
+def test_warning_points_at_the_engine_definition(domain):
+    with pytest.warns(cq.CoheriqSignatureWarning) as record:
+
+        class Engine(cq.engine_class(domain), name="pointed"):
+            def f(self, a):
+                return a
+
+    assert record[0].filename == __file__
+
+
+@pytest.mark.parametrize("how", ["domain", "environment"])
+def test_strict_mode_raises_and_registers_nothing(unique, monkeypatch, how):
+    if how == "environment":
+        monkeypatch.setenv("COHERIQ_STRICT", "1")
+    domain = cq.AccelerationDomain(unique(), strict=(how == "domain"))
+
+    @domain.acceleration_candidate
+    def f(a, b):
+        return "reference"
+
+    domain.materialize()
+    with pytest.raises(cq.CoheriqEngineError, match="'b' is missing"):
+
+        class Strict(cq.engine_class(domain), name="strict"):
+            def f(self, a):
+                return a
+
+    engine = cq.AccelerationEngine(domain, "decorated")
+    engine.override("f")(lambda a: a)
+    with pytest.raises(cq.CoheriqEngineError, match="'b' is missing"):
+        engine.materialize()
+    assert cq.available_engines(domain) == []
+
+
+def test_checked_once_at_definition_not_per_call(domain):
+    with pytest.warns(cq.CoheriqSignatureWarning):
+
+        class Loose(cq.engine_class(domain), name="loose"):
+            def g(self, x, *args, **kwargs):
+                return "loose"
+
+            def f(self, *args, **kwargs):
+                return "loose"
+
+            class Box:
+                pass
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with cq.using_engine(domain, "loose"):
+            pass
