@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import keyword
-
 from .exceptions import CoheriqTypeError
 
 REFERENCE = "reference"
@@ -53,6 +51,8 @@ def check_candidate_name(value: object) -> str:
         raise CoheriqTypeError(
             f"A candidate name must be a string, not {type(value).__name__} ({value!r})."
         )
+    import keyword  # here: marking candidates needs it, `import coheriq` does not
+
     if not value.isidentifier() or value.startswith("_") or keyword.iskeyword(value):
         raise CoheriqTypeError(
             f"The candidate name {value!r} is not usable: engines override a candidate by "

@@ -11,16 +11,21 @@ the first of:
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from types import TracebackType
-from typing import Any, TypeVar
-
+from ._typing import TYPE_CHECKING
 from .domain import AccelerationDomain, all_domains, lookup_domain
 from .engine import AccelerationEngine, resolve_engine
 from .exceptions import CoheriqEngineSettledError, CoheriqTypeError
 from .meta import EngineMeta
 from .proxy import candidate_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
+    from typing import Any, TypeAlias, TypeVar
+
+    F = TypeVar("F", bound=Callable[..., Any])
+    T = TypeVar("T")
+    EngineLike: TypeAlias = str | AccelerationEngine | EngineMeta
 
 __all__ = [
     "active_implementation",
@@ -31,12 +36,7 @@ __all__ = [
     "using_engine",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
-
 _CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
-
-EngineLike = str | AccelerationEngine | EngineMeta
 
 
 def enable_engine(domain: AccelerationDomain | str, engine: EngineLike) -> None:
@@ -139,6 +139,8 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this scope."""
+        import functools  # here, not at the top: it imports collections (see _typing)
+
         domain, engine = self.domain, self.engine
         code = getattr(fn, "__code__", None)
         if code is not None and code.co_flags & _CO_COROUTINE:

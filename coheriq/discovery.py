@@ -12,12 +12,12 @@ when an engine must be listed or found, and each group is read once per process.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from ._typing import TYPE_CHECKING
 from .exceptions import CoheriqEngineLoadError
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
+    from typing import Any
 
 __all__ = ["advertised", "clear_cache", "describe", "group_of", "load"]
 

@@ -21,14 +21,17 @@ engine class is instantiated once. A forked child gets fresh locks.
 
 from __future__ import annotations
 
+# _thread rather than threading: the same locks, without importing threading.
+import _thread
 import os
 import sys
-import threading
-from collections.abc import Callable, Mapping
-from contextvars import ContextVar, Token
-from typing import Any, NamedTuple, TypeVar, overload
+
+# _contextvars is what the contextvars module re-exports; importing it directly
+# spares a module at start-up.
+from _contextvars import ContextVar
 
 from . import discovery
+from ._typing import TYPE_CHECKING, MappingProxyType, overload
 from ._validate import REFERENCE, check_candidate_name, check_name
 from .exceptions import (
     CoheriqDomainError,
@@ -43,15 +46,20 @@ from .exceptions import (
 from .meta import EngineMeta
 from .proxy import CandidateInfo, Switchboard, candidate_of
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from contextvars import Token
+    from typing import Any, TypeVar
+
+    F = TypeVar("F", bound=Callable[..., Any])
+
 __all__ = ["AccelerationDomain", "Settlement", "all_domains", "lookup_domain"]
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 _domains: dict[str, AccelerationDomain] = {}
-_registry_lock = threading.Lock()
+_registry_lock = _thread.allocate_lock()
 
 
-class Settlement(NamedTuple):
+class Settlement:
     """The process-global choice of a domain, once it is made.
 
     Attributes:
@@ -62,27 +70,51 @@ class Settlement(NamedTuple):
         members: Candidate name -> the member of the engine instance a call runs.
     """
 
-    engine: str
-    engine_class: EngineMeta
-    reason: str
-    members: Mapping[str, Any]
+    __slots__ = ("engine", "engine_class", "members", "reason")
+
+    def __init__(
+        self, engine: str, engine_class: EngineMeta, reason: str, members: Mapping[str, Any]
+    ) -> None:
+        self.engine = engine
+        self.engine_class = engine_class
+        self.reason = reason
+        self.members = members
+
+    def __repr__(self) -> str:
+        return f"<Settlement on {self.engine!r} by {self.reason}>"
 
 
 class _Scope:
     """One ``using_engine`` block: live from its entry until its exit.
 
-    A task or thread started inside the block inherits the context variable that
-    points here; once the block exits, ``live`` is false and lookups from such
-    contexts fall through to the enclosing scope or the global choice.
+    Proxies call ``scope.members[name]``. A task or thread started inside the
+    block inherits the context variable that points here, and may outlive the
+    block; so on exit ``members`` becomes a :class:`_Fallthrough` to the scope
+    around it (or the global choice), and ``live`` turns false.
     """
 
     __slots__ = ("engine", "live", "members", "parent")
 
     def __init__(self, engine: str, members: Mapping[str, Any], parent: _Scope | None) -> None:
         self.engine = engine
-        self.members = members
+        self.members: Mapping[str, Any] | _Fallthrough = members
         self.parent = parent
         self.live = True
+
+
+class _Fallthrough:
+    """The members of an exited scope: whatever its enclosing context runs now."""
+
+    __slots__ = ("domain", "parent")
+
+    def __init__(self, domain: AccelerationDomain, parent: _Scope | None) -> None:
+        self.domain = domain
+        self.parent = parent
+
+    def __getitem__(self, name: str) -> Any:
+        if self.parent is not None:
+            return self.parent.members[name]
+        return self.domain._settle(f"call candidate {name!r}").members[name]
 
 
 def all_domains() -> list[AccelerationDomain]:
@@ -147,6 +179,7 @@ class AccelerationDomain:
         self.strict = bool(strict)
         self._module = sys._getframe(1).f_globals.get("__name__", "__main__")
         self._candidates: dict[str, CandidateInfo] = {}
+        self._kinds: dict[str, bool] = {}  # name -> is a class; read on every engine check
         # Class candidate -> {implementing class: engine class whose body defines
         # it, or None for the reference}; proxies answer isinstance from its keys.
         self._implementations: dict[str, dict[type, EngineMeta | None]] = {}
@@ -159,8 +192,10 @@ class AccelerationDomain:
         self._settling: str | None = None
         self._open_scopes = 0
         self._scope: ContextVar[_Scope | None] = ContextVar(f"coheriq:{name}", default=None)
-        self._switchboard = Switchboard(here=self._member_here, first_call=self._call_first)
-        self._lock = threading.RLock()
+        self._switchboard = Switchboard(
+            current=self._scope.get, here=self._member_here, first_call=self._call_first
+        )
+        self._lock = _thread.RLock()
         with _registry_lock:
             if name in _domains:
                 raise CoheriqDomainError(
@@ -183,8 +218,8 @@ class AccelerationDomain:
 
     @property
     def candidate_kinds(self) -> Mapping[str, bool]:
-        """Candidate name -> whether it is a class candidate, in marking order."""
-        return {n: c.is_class for n, c in self._candidates.items()}
+        """Candidate name -> whether it is a class candidate, in marking order (read-only)."""
+        return MappingProxyType(self._kinds)
 
     def _reference_of(self, candidate: str) -> Any:
         """The reference implementation of ``candidate`` (for EngineMeta)."""
@@ -266,6 +301,7 @@ class AccelerationDomain:
             else:
                 proxy = self._switchboard.function_proxy(info)
             self._candidates[name] = info
+            self._kinds[name] = info.is_class
         return proxy
 
     def materialize(self) -> EngineMeta:
@@ -500,10 +536,8 @@ class AccelerationDomain:
     def _member_here(self, name: str) -> Any:
         """Return the member a call of candidate ``name`` runs in this context."""
         scope = self._scope.get()
-        while scope is not None:
-            if scope.live:
-                return scope.members[name]
-            scope = scope.parent
+        if scope is not None:
+            return scope.members[name]
         return self._settle(f"call candidate {name!r}").members[name]
 
     def _active_engine(self) -> str | None:
@@ -528,6 +562,7 @@ class AccelerationDomain:
 
     def _exit_scope(self, scope: _Scope, token: Token[_Scope | None]) -> None:
         scope.live = False
+        scope.members = _Fallthrough(self, scope.parent)
         try:
             self._scope.reset(token)
         except ValueError:
@@ -551,9 +586,9 @@ def _reinit_locks_in_child() -> None:
     # A thread that held a lock at fork time does not exist in the child, so its
     # locks would stay held forever; replace them, and forget set-ups in flight.
     global _registry_lock
-    _registry_lock = threading.Lock()
+    _registry_lock = _thread.allocate_lock()
     for domain in _domains.values():
-        domain._lock = threading.RLock()
+        domain._lock = _thread.RLock()
         domain._initializing.clear()
         domain._settling = None
 

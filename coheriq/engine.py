@@ -25,18 +25,20 @@ under its name in its domain, so hybrids are ordinary multiple inheritance.
 from __future__ import annotations
 
 import sys
-import types
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, overload
 
+from ._typing import TYPE_CHECKING, overload
 from ._validate import REFERENCE, check_candidate_name, check_name
 from .domain import AccelerationDomain, lookup_domain
 from .exceptions import CoheriqEngineError, CoheriqTypeError, did_you_mean, listing
 from .meta import EngineMeta
 
-__all__ = ["AccelerationEngine", "engine_class", "resolve_engine"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any, TypeVar
 
-F = TypeVar("F", bound=Callable[..., Any])
+    F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["AccelerationEngine", "engine_class", "resolve_engine"]
 
 
 def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> EngineMeta:
@@ -139,8 +141,8 @@ class AccelerationEngine:
                 "name is reserved for the domain's own implementations. Choose another name."
             )
         self.domain._check_engine_name_free(name)
-        if isinstance(bases, (str, AccelerationEngine, EngineMeta)) or not isinstance(
-            bases, Iterable
+        if isinstance(bases, (str, AccelerationEngine, EngineMeta)) or not hasattr(
+            bases, "__iter__"
         ):
             raise CoheriqTypeError(
                 f"The bases of engine {name!r} must be a list of engines (names, "
@@ -236,6 +238,8 @@ class AccelerationEngine:
             n: v if isinstance(v, type) else staticmethod(v) for n, v in self._overrides.items()
         }
         body["__module__"] = self._module
+        import types  # here, not at the top: only materializing an engine needs it
+
         self._class = types.new_class(  # type: ignore[assignment]
             self.name, bases, {"name": self.name}, lambda ns: ns.update(body)
         )

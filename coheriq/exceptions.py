@@ -10,7 +10,10 @@ domain, engine or candidate involved and says what to do instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from ._typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "CoheriqDomainError",

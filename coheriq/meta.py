@@ -11,9 +11,7 @@ lookup along ``Engine.__mro__``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
-
+from ._typing import TYPE_CHECKING
 from ._validate import REFERENCE, check_name
 from .exceptions import (
     CoheriqEngineError,
@@ -22,26 +20,29 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
-from .signatures import check_override
 
 __all__ = ["EngineMeta"]
 
 
-class _Domain(Protocol):
-    """What the metaclass needs from a domain (see :mod:`coheriq.domain`)."""
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, Protocol
 
-    name: str
-    strict: bool
+    class _Domain(Protocol):
+        """What the metaclass needs from a domain (see :mod:`coheriq.domain`)."""
 
-    @property
-    def candidate_kinds(self) -> Mapping[str, bool]:
-        """Candidate name -> whether it is a class candidate."""
+        name: str
+        strict: bool
 
-    def _reference_of(self, candidate: str) -> Any: ...
+        @property
+        def candidate_kinds(self) -> Mapping[str, bool]:
+            """Candidate name -> whether it is a class candidate."""
 
-    def _check_engine_name_free(self, name: str) -> None: ...
+        def _reference_of(self, candidate: str) -> Any: ...
 
-    def _register_engine_class(self, cls: EngineMeta) -> None: ...
+        def _check_engine_name_free(self, name: str) -> None: ...
+
+        def _register_engine_class(self, cls: EngineMeta) -> None: ...
 
 
 class EngineMeta(type):
@@ -91,8 +92,12 @@ class EngineMeta(type):
                 domain._check_engine_name_free(name)
             _check_mro(cls_name, bases, domain)
             _check_class_keywords(cls_name, bases, kwargs)
-        overrides = _check_body(cls_name, namespace, domain)
+        kinds = domain.candidate_kinds
+        overrides = _check_body(cls_name, namespace, domain, kinds)
         if reference_of is None:
+            # Imported here: only defining an engine needs it, `import coheriq` does not.
+            from .signatures import check_override
+
             label = repr(name) if name is not None else f"mixin {cls_name!r}"
             for candidate in sorted(overrides):
                 check_override(
@@ -101,7 +106,7 @@ class EngineMeta(type):
                     candidate=candidate,
                     reference=domain._reference_of(candidate),
                     override=namespace[candidate],
-                    is_class=domain.candidate_kinds[candidate],
+                    is_class=kinds[candidate],
                 )
         namespace["__coheriq_domain__"] = domain
         namespace["__coheriq_name__"] = name
@@ -192,9 +197,10 @@ def _check_class_keywords(cls_name: str, bases: tuple[type, ...], kwargs: dict[s
         )
 
 
-def _check_body(cls_name: str, namespace: dict[str, Any], domain: _Domain) -> frozenset[str]:
+def _check_body(
+    cls_name: str, namespace: dict[str, Any], domain: _Domain, kinds: Mapping[str, bool]
+) -> frozenset[str]:
     """Check the public names of a class body and return the candidates it defines."""
-    kinds = domain.candidate_kinds
     overrides = []
     for attr, value in namespace.items():
         if attr.startswith("_"):

@@ -13,28 +13,37 @@ them into a tuple and a dict. For ``def normalize(xs, *, eps=1e-9)`` it reads::
 
     def normalize(xs, *, eps=None):   # defaults are copied from the candidate
         if _coheriq_scoped:
-            return _coheriq_here('normalize')(xs, eps=eps)
+            _coheriq_scope = _coheriq_current()
+            if _coheriq_scope is not None:
+                return _coheriq_scope.members['normalize'](xs, eps=eps)
         return _coheriq_impl_normalize(xs, eps=eps)
 
-Callables whose parameters cannot be read from a code object get the same body
-with ``*args, **kwargs``.
+``_coheriq_current`` reads the domain's context variable; a scope whose block has
+exited answers with the members of the context around it. Callables whose
+parameters cannot be read from a code object get the same body with
+``*args, **kwargs``.
 
-A class proxy is a class whose metaclass, :class:`CandidateClassMeta`, constructs
-the active implementation when called and answers ``isinstance``/``issubclass`` for
-the implementations of every engine of the domain.
+A class proxy is a class whose metaclass, a subclass of
+:class:`CandidateClassMeta` made for it alone, has a ``__call__`` generated the
+same way from the reference class's ``__init__`` (Python looks ``__call__`` up on
+the type of what is called, so a call of the proxy lands there directly). The
+metaclass answers ``isinstance`` and ``issubclass`` for the implementations of
+every engine of the domain.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping
-from types import FunctionType
-from typing import Any
-
+from ._typing import TYPE_CHECKING, FunctionType
 from .exceptions import CoheriqTypeError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Container, Mapping
+    from typing import Any
 
 __all__ = ["CandidateClassMeta", "Switchboard", "candidate_of"]
 
 _SCOPED = "_coheriq_scoped"
+_CURRENT = "_coheriq_current"
 _HERE = "_coheriq_here"
 _RESERVED_PREFIX = "_coheriq_"
 
@@ -86,26 +95,30 @@ class Switchboard:
     """The namespace that all proxies of one domain read at call time.
 
     Args:
-        here: Returns the member that a call of the named candidate runs in the
-            current context (innermost live scope, else the global engine,
-            settling it if needed). Used while any scope of the domain is open.
+        current: Returns the scope of the current context (an object whose
+            ``members`` maps candidate names to what a call runs), or ``None``.
+            Consulted only while some scope of the domain is open.
+        here: Returns the member that the named candidate stands for in the
+            current context, settling the domain if needed (for attribute
+            access through class proxies).
         first_call: Called as ``first_call(name, *args, **kwargs)`` until the
             domain settles; it settles the domain and calls the member.
     """
 
     def __init__(
         self,
+        current: Callable[[], Any],
         here: Callable[[str], Any],
         first_call: Callable[..., Any],
     ) -> None:
         self._first_call = first_call
-        self.namespace: dict[str, Any] = {_SCOPED: False, _HERE: here}
+        self.namespace: dict[str, Any] = {_SCOPED: False, _CURRENT: current, _HERE: here}
 
     def function_proxy(self, info: CandidateInfo) -> Callable[..., Any]:
         """Return a generated function that dispatches calls of ``info``'s candidate."""
         fn = info.reference
         self._disconnect(info.name)
-        proxy = _generate(fn, info.name, self.namespace)
+        proxy = _generate(fn, info.name, info.name, self.namespace)
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
             try:
                 setattr(proxy, attr, getattr(fn, attr))
@@ -135,13 +148,18 @@ class Switchboard:
             "__wrapped__": cls,
             "__coheriq_candidate__": info,
             "__coheriq_switchboard__": self.namespace,
-            "__coheriq_slot__": _slot(info.name),
             "__coheriq_implementations__": implementations,
         }
         match_args = getattr(cls, "__match_args__", None)
         if match_args is not None:  # for `case Batch(x, y):` patterns
             namespace["__match_args__"] = match_args
-        proxy = type.__new__(CandidateClassMeta, cls.__name__, (), namespace)
+        call = _generate(_constructor(cls), "__call__", info.name, self.namespace)
+        meta = type(
+            f"CandidateClassMeta[{cls.__name__}]",
+            (CandidateClassMeta,),
+            {"__call__": call, "__module__": __name__},
+        )
+        proxy: type = meta(cls.__name__, (), namespace)
         _make_reference_picklable(cls, proxy)
         return proxy
 
@@ -194,6 +212,26 @@ def _rebuild_reference(proxy: Any, constructor: Callable[..., Any], args: tuple[
     return constructor(proxy.__wrapped__, *args)
 
 
+def _constructor(cls: type) -> Any:
+    """Return what fixes the call signature of ``cls``: its ``__init__``, or None.
+
+    A class with its own ``__new__``, or only ``object.__init__``, gets a generic
+    proxy constructor.
+    """
+    if cls.__new__ is not object.__new__ or cls.__init__ is object.__init__:  # type: ignore[comparison-overlap,misc]
+        return None
+    return _Method(cls.__init__)  # type: ignore[misc]
+
+
+class _Method:
+    """A function whose first parameter (``self``) the caller does not pass."""
+
+    __slots__ = ("function",)
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+
 def _parameter_lists(fn: object) -> tuple[str, str] | None:
     """Return ``(parameters, arguments)`` source for ``fn``'s exact signature.
 
@@ -202,10 +240,14 @@ def _parameter_lists(fn: object) -> tuple[str, str] | None:
     implementation. Returns ``None`` when the signature cannot be reproduced: not
     a plain Python function, or a parameter name that coheriq uses itself.
     """
+    skip = 1 if isinstance(fn, _Method) else 0
+    fn = fn.function if isinstance(fn, _Method) else fn
     if type(fn) is not FunctionType:
         return None
     code = fn.__code__
     npos, nposonly, nkwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    if npos < skip:
+        return None
     names = list(code.co_varnames[: npos + nkwonly])
     rest = npos + nkwonly
     varargs = code.co_varnames[rest] if code.co_flags & _CO_VARARGS else None
@@ -220,9 +262,10 @@ def _parameter_lists(fn: object) -> tuple[str, str] | None:
     params: list[str] = []
     args: list[str] = []
     for i, n in enumerate(names[:npos]):
-        params.append(f"{n}=None" if i >= first_default else n)
-        args.append(n)
-        if i + 1 == nposonly:
+        if i >= skip:
+            params.append(f"{n}=None" if i >= first_default else n)
+            args.append(n)
+        if i + 1 == nposonly and i >= skip:
             params.append("/")
     if varargs:
         params.append(f"*{varargs}")
@@ -238,22 +281,35 @@ def _parameter_lists(fn: object) -> tuple[str, str] | None:
     return ", ".join(params), ", ".join(args)
 
 
-def _generate(fn: Any, name: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+def _generate(
+    fn: Any, defname: str, candidate: str, namespace: dict[str, Any]
+) -> Callable[..., Any]:
+    """Compile the proxy function ``defname`` that dispatches calls of ``candidate``.
+
+    For a class proxy's ``__call__`` (``fn`` a :class:`_Method`), the generated
+    function takes the proxy class first, as a metaclass method does, and does not
+    pass it on.
+    """
     exact = _parameter_lists(fn)
     params, args = exact or ("*args, **kwargs", "*args, **kwargs")
+    if defname == "__call__":
+        params = f"_coheriq_cls, {params}" if params else "_coheriq_cls"
     source = (
-        f"def {name}({params}):\n"
+        f"def {defname}({params}):\n"
         f"    if {_SCOPED}:\n"
-        f"        return {_HERE}({name!r})({args})\n"
-        f"    return {_slot(name)}({args})\n"
+        f"        _coheriq_scope = {_CURRENT}()\n"
+        f"        if _coheriq_scope is not None:\n"
+        f"            return _coheriq_scope.members[{candidate!r}]({args})\n"
+        f"    return {_slot(candidate)}({args})\n"
     )
-    code = compile(source, f"<coheriq proxy of {name}>", "exec")
+    code = compile(source, f"<coheriq proxy of {candidate}>", "exec")
     local: dict[str, Any] = {}
     exec(code, namespace, local)
-    proxy: Callable[..., Any] = local[name]
+    proxy: Callable[..., Any] = local[defname]
     if exact is not None:
-        proxy.__defaults__ = fn.__defaults__
-        proxy.__kwdefaults__ = fn.__kwdefaults__
+        source_fn = fn.function if isinstance(fn, _Method) else fn
+        proxy.__defaults__ = source_fn.__defaults__
+        proxy.__kwdefaults__ = source_fn.__kwdefaults__
     return proxy
 
 
@@ -283,12 +339,6 @@ class CandidateClassMeta(type):
                 f"coheriq.engine_class({info.domain.name!r}).{info.name}."
             )
         return super().__new__(mcls, cls_name, bases, namespace, **kwargs)
-
-    def __call__(cls, /, *args: Any, **kwargs: Any) -> Any:
-        board = cls.__coheriq_switchboard__
-        if board[_SCOPED]:
-            return board[_HERE](cls.__coheriq_candidate__.name)(*args, **kwargs)
-        return board[cls.__coheriq_slot__](*args, **kwargs)
 
     def __getattr__(cls, attr: str) -> Any:
         if attr.startswith("__"):

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
-from types import FunctionType
-from typing import TYPE_CHECKING, Any
 
+from ._typing import TYPE_CHECKING, FunctionType
 from .exceptions import CoheriqEngineError, CoheriqSignatureWarning
 
 if TYPE_CHECKING:
     from inspect import Signature
+    from typing import Any
 
 __all__ = ["check_override", "incompatibilities"]
 
@@ -46,6 +45,9 @@ def check_override(
     Raises:
         CoheriqEngineError: In strict mode, when the override is incompatible.
     """
+    is_method = not is_class and isinstance(override, (FunctionType, classmethod))
+    if not is_class and _same_parameters(reference, _callable_of(override), skip=is_method):
+        return  # the usual case, decided without building Signature objects
     # Imported here: inspect costs milliseconds that ``import coheriq`` need not pay.
     import inspect
 
@@ -54,10 +56,9 @@ def check_override(
         given = inspect.signature(_callable_of(override))
     except (TypeError, ValueError):  # no introspectable signature: nothing to compare
         return
-    if not is_class and isinstance(override, FunctionType):
-        # A plain function in a class body is a method: the instance fills its first slot.
-        given = given.replace(parameters=list(given.parameters.values())[1:])
-    elif not is_class and isinstance(override, classmethod):
+    if is_method:
+        # A function in a class body is a method (the instance fills its first
+        # parameter), and so is a classmethod (the class does).
         given = given.replace(parameters=list(given.parameters.values())[1:])
     problems = incompatibilities(wanted, given)
     if not problems:
@@ -70,11 +71,45 @@ def check_override(
     )
     if domain.strict or os.environ.get(STRICT_ENV, "").strip() not in ("", "0"):
         raise CoheriqEngineError(message + " Make the override's parameters match.")
+    import warnings  # on the warning path only: not imported by `import coheriq`
+
     warnings.warn(
         message + f" (Set {STRICT_ENV}=1 to make this an error.)",
         CoheriqSignatureWarning,
         stacklevel=_first_frame_outside_coheriq(),
     )
+
+
+def _same_parameters(reference: Any, override: Any, *, skip: bool) -> bool:
+    """Whether two plain functions have the same parameters (names, kinds, defaults).
+
+    ``skip`` drops the override's first parameter (``self`` or ``cls``).
+    """
+    if type(reference) is not FunctionType or type(override) is not FunctionType:
+        return False
+    ref, over = reference.__code__, override.__code__
+    shift = int(skip)
+    if (
+        over.co_argcount - shift != ref.co_argcount
+        or max(over.co_posonlyargcount - shift, 0) != ref.co_posonlyargcount
+        or over.co_kwonlyargcount != ref.co_kwonlyargcount
+        or over.co_flags & _VARIADIC != ref.co_flags & _VARIADIC
+    ):
+        return False
+    count = ref.co_argcount + ref.co_kwonlyargcount + bin(ref.co_flags & _VARIADIC).count("1")
+    if over.co_varnames[shift : shift + count] != ref.co_varnames[:count]:
+        return False
+    ref_defaults, over_defaults = reference.__defaults__ or (), override.__defaults__ or ()
+    ref_kw, over_kw = reference.__kwdefaults__ or {}, override.__kwdefaults__ or {}
+    return (
+        len(ref_defaults) == len(over_defaults)
+        and all(map(_same, ref_defaults, over_defaults))
+        and ref_kw.keys() == over_kw.keys()
+        and all(_same(ref_kw[k], over_kw[k]) for k in ref_kw)
+    )
+
+
+_VARIADIC = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 
 
 def _callable_of(override: Any) -> Any:

@@ -1,0 +1,262 @@
+"""coheriq's benchmark suite: what dispatch, activation, import and set-up cost.
+
+Run ``python benchmarks/run.py`` (``--quick`` for a smoke run that only checks the
+suite works). Speed figures are paired ratios: in each round a statement and its
+baseline (a direct call of the same implementation, or constructing the
+implementing class directly) are timed by :mod:`timeit` right after each other
+over the same number of iterations, and the table shows the median, minimum and
+maximum of the per-round ratios. Absolute figures (us, ms, s) are medians of
+rounds. Nothing here asserts: the targets are printed beside the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import timeit
+from dataclasses import dataclass
+from typing import Any
+
+import coheriq
+
+
+@dataclass
+class Row:
+    case: str
+    median: float
+    low: float
+    high: float
+    unit: str
+    target: float
+
+    @property
+    def verdict(self) -> str:
+        return "ok" if self.median <= self.target else "OVER"
+
+
+@dataclass
+class Plan:
+    rounds: int
+    number: int
+    setup_rounds: int
+    import_rounds: int
+
+
+def paired(case: str, baseline: str, names: dict[str, Any], plan: Plan) -> list[float]:
+    """Per-round ratios of ``case`` to ``baseline``, timed back to back."""
+    case_timer = timeit.Timer(case, globals=names)
+    base_timer = timeit.Timer(baseline, globals=names)
+    ratios = []
+    for _ in range(plan.rounds):
+        base = base_timer.timeit(plan.number)
+        ratios.append(case_timer.timeit(plan.number) / base)
+    return ratios
+
+
+def ratio_row(case: str, target: float, ratios: list[float]) -> Row:
+    return Row(case, statistics.median(ratios), min(ratios), max(ratios), "x", target)
+
+
+def micro_row(case: str, target: float, stmt: str, names: dict[str, Any], plan: Plan) -> Row:
+    timer = timeit.Timer(stmt, globals=names)
+    samples = [timer.timeit(plan.number) / plan.number * 1e6 for _ in range(plan.rounds)]
+    return Row(case, statistics.median(samples), min(samples), max(samples), "us", target)
+
+
+def build_domain() -> tuple[coheriq.AccelerationDomain, dict[str, Any]]:
+    """A domain with f(x) and Box(x), and an engine "fast" implementing both."""
+    domain = coheriq.AccelerationDomain("bench")
+
+    @domain.acceleration_candidate
+    def f(x):
+        return x
+
+    @domain.acceleration_candidate
+    class Box:
+        def __init__(self, x):
+            self.x = x
+
+    domain.materialize()
+    engine = coheriq.AccelerationEngine(domain, "fast")
+
+    @engine.override("f")
+    def fast_f(x):
+        return x
+
+    @engine.override("Box")
+    class FastBox:
+        def __init__(self, x):
+            self.x = x
+
+    engine.materialize()
+    names = {"f": f, "impl": fast_f, "Box": Box, "Impl": FastBox, "coheriq": coheriq}
+    return domain, {**names, "domain": domain}
+
+
+def bench_dispatch(plan: Plan) -> list[Row]:
+    domain, names = build_domain()
+    coheriq.enable_engine(domain, "fast")
+    rows = [
+        ratio_row("call, global engine, positional", 2.0, paired("f(1)", "impl(1)", names, plan)),
+        ratio_row("call, global engine, keyword", 2.5, paired("f(x=1)", "impl(x=1)", names, plan)),
+        ratio_row("construct class candidate", 1.6, paired("Box(1)", "Impl(1)", names, plan)),
+    ]
+    with coheriq.using_engine(domain, "fast"):
+        rows.append(
+            ratio_row("call inside using_engine", 3.0, paired("f(1)", "impl(1)", names, plan))
+        )
+        rows.append(
+            ratio_row(
+                "construct inside using_engine", 3.0, paired("Box(1)", "Impl(1)", names, plan)
+            )
+        )
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def hold_scope() -> None:
+        with coheriq.using_engine(domain, "fast"):
+            entered.set()
+            leave.wait()
+
+    holder = threading.Thread(target=hold_scope)
+    holder.start()
+    entered.wait()
+    rows.append(
+        ratio_row(
+            "call while another thread is scoped", 3.0, paired("f(1)", "impl(1)", names, plan)
+        )
+    )
+    leave.set()
+    holder.join()
+    rows.append(micro_row("resolve_impl", 2.0, "coheriq.resolve_impl(f)", names, plan))
+    rows.append(
+        micro_row(
+            "active_implementation", 2.0, "coheriq.active_implementation(domain)", names, plan
+        )
+    )
+    return rows
+
+
+def bench_setup(plan: Plan) -> list[Row]:
+    marking, engines = [], []
+    for i in range(plan.setup_rounds):
+        start = time.perf_counter()
+        domain = coheriq.AccelerationDomain(f"setup{i}")
+        for k in range(1000):
+
+            def candidate(x, y=1, *, z=None):
+                return x
+
+            domain.acceleration_candidate(name=f"c{k}")(candidate)
+        domain.materialize()
+        marking.append(time.perf_counter() - start)
+
+        start = time.perf_counter()
+        fast = coheriq.AccelerationEngine(domain, "fast")
+        for k in range(500):
+
+            def override(x, y=1, *, z=None):
+                return x
+
+            fast.override(name=f"c{k}")(override)
+        fast.materialize()
+        engines.append(time.perf_counter() - start)
+    return [
+        Row(
+            "mark 1000 candidates + materialize",
+            statistics.median(marking),
+            min(marking),
+            max(marking),
+            "s",
+            0.25,
+        ),
+        Row(
+            "materialize engine, 500 overrides",
+            statistics.median(engines),
+            min(engines),
+            max(engines),
+            "s",
+            0.1,
+        ),
+    ]
+
+
+PROBE = "import sys, coheriq; print(' '.join(sorted(sys.modules)))"
+
+
+def bench_import(plan: Plan) -> tuple[Row, list[str]]:
+    """``-X importtime`` cumulative of coheriq, and what ``import coheriq`` adds.
+
+    Bytecode is written by a first import and read afterwards, as for an
+    installed package (so a ``PYTHONDONTWRITEBYTECODE`` of the caller is dropped).
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def python(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, check=True, env=env
+        )
+
+    bare = set(python("-c", "import sys; print(' '.join(sys.modules))").stdout.split())
+    python("-c", "import coheriq")  # writes the bytecode caches
+    samples: list[float] = []
+    added: list[str] = []
+    for _ in range(plan.import_rounds):
+        done = python("-X", "importtime", "-c", PROBE)
+        added = sorted(set(done.stdout.split()) - bare)
+        for line in done.stderr.splitlines():
+            parts = [p.strip() for p in line.split("|")]
+            if len(parts) == 3 and parts[2] == "coheriq":
+                samples.append(int(parts[1]) / 1000)
+    row = Row(
+        "import coheriq (-X importtime)",
+        statistics.median(samples),
+        min(samples),
+        max(samples),
+        "ms",
+        5.0,
+    )
+    return row, added
+
+
+def render(rows: list[Row]) -> str:
+    lines = [f"{'case':<38} {'median':>9} {'min':>9} {'max':>9}  {'target':<8}", "-" * 78]
+    for r in rows:
+        lines.append(
+            f"{r.case:<38} {r.median:>7.3g}{r.unit:<2} {r.low:>7.3g}{r.unit:<2} "
+            f"{r.high:>7.3g}{r.unit:<2}  <={r.target:g}{r.unit:<4} {r.verdict}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="coheriq's benchmark suite")
+    parser.add_argument("--quick", action="store_true", help="few short rounds: a smoke run")
+    args = parser.parse_args(argv)
+    plan = Plan(3, 2_000, 1, 2) if args.quick else Plan(31, 300_000, 5, 10)
+    print(
+        f"coheriq {coheriq.__version__}, Python {platform.python_version()} "
+        f"({platform.python_implementation()}), {platform.machine()}, "
+        f"{os.cpu_count()} CPUs{', --quick' if args.quick else ''}"
+    )
+    rows: list[Row] = []
+    steps = [("dispatch", bench_dispatch), ("set-up", bench_setup)]
+    for i, (label, step) in enumerate(steps, 1):
+        print(f"[{i}/{len(steps) + 1}] {label} ...", file=sys.stderr, flush=True)
+        rows += step(plan)
+    print(f"[{len(steps) + 1}/{len(steps) + 1}] import ...", file=sys.stderr, flush=True)
+    row, added = bench_import(plan)
+    rows.append(row)
+    print(render(rows))
+    print(f"modules that `import coheriq` adds: {' '.join(added)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
