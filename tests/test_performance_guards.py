@@ -1,0 +1,61 @@
+"""What the performance promises rest on, checked without timing anything.
+
+The timings themselves live in benchmarks/run.py; here we only keep the suite
+runnable and hold the import promise, which is not a timing.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_coheriq_pulls_in_nothing_heavy():
+    probe = (
+        "import sys; before = set(sys.modules); import coheriq; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    added = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    for heavy in ("importlib.metadata", "inspect", "typing", "threading", "asyncio"):
+        assert heavy not in added
+    assert all(m.startswith("coheriq") or m.startswith("_") or m == "__future__" for m in added)
+
+
+def test_engine_metadata_is_read_once_per_group(lib, make_dist, unique):
+    import coheriq as cq
+    from coheriq import discovery
+
+    group = f"coheriq.engines.{lib.name}"
+    site = make_dist(unique("d"), {}, {group: {"gpu": "gpu_mod"}})
+    assert cq.available_engines(lib.name) == ["gpu"]
+    late = site / "late-1.0.dist-info"  # installed after the first look
+    late.mkdir()
+    (late / "METADATA").write_text("Metadata-Version: 2.1\nName: late\nVersion: 1.0\n")
+    (late / "entry_points.txt").write_text(f"[{group}]\nmpi = mpi_mod\n")
+    assert cq.available_engines(lib.name) == ["gpu"]  # answered from the cache
+    discovery.clear_cache()
+    assert cq.available_engines(lib.name) == ["gpu", "mpi"]
+
+
+def test_benchmark_suite_runs_in_quick_mode():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    table = done.stdout
+    for case in (
+        "call, global engine, positional",
+        "call inside using_engine",
+        "construct class candidate",
+        "resolve_impl",
+        "mark 1000 candidates",
+        "import coheriq",
+    ):
+        assert case in table
+    assert "modules that `import coheriq` adds:" in table
