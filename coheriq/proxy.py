@@ -51,6 +51,21 @@ _RESERVED_PREFIX = "_coheriq_"
 # directly so that marking candidates does not import ``inspect``.
 _CO_VARARGS = 0x04
 _CO_VARKEYWORDS = 0x08
+_CO_COROUTINE = 0x80
+
+
+def _mark_coroutine_function(proxy: Callable[..., Any]) -> None:
+    """Let ``inspect.iscoroutinefunction`` see an ``async def`` candidate through its proxy.
+
+    The proxy itself is a plain function that returns the implementation's
+    coroutine (so the engine is chosen when the call is made, not when it is
+    awaited). Python 3.12 added a way to say so; older versions cannot be told.
+    """
+    import inspect  # only for async candidates, at the library's import
+
+    mark = getattr(inspect, "markcoroutinefunction", None)
+    if mark is not None:
+        mark(proxy)
 
 
 class CandidateInfo:
@@ -128,6 +143,8 @@ class Switchboard:
         proxy.__annotations__ = dict(getattr(fn, "__annotations__", {}) or {})
         proxy.__wrapped__ = fn  # type: ignore[attr-defined]
         proxy.__coheriq_candidate__ = info  # type: ignore[attr-defined]
+        if getattr(getattr(fn, "__code__", None), "co_flags", 0) & _CO_COROUTINE:
+            _mark_coroutine_function(proxy)
         return proxy
 
     def class_proxy(self, info: CandidateInfo, implementations: Container[type]) -> type:

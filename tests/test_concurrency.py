@@ -93,6 +93,8 @@ def test_scopes_switching_under_many_threads(lib, two_engines):
 
 
 fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+# Forking with threads alive is what these tests are about; Python 3.12+ warns of it.
+forks_with_threads = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 
 
 def run_in_child(body, timeout=10.0):
@@ -116,6 +118,7 @@ def run_in_child(body, timeout=10.0):
 
 
 @fork_only
+@forks_with_threads
 def test_fork_while_another_thread_sets_up_an_engine(lib, two_engines):
     entered, release = threading.Event(), threading.Event()
 

@@ -2,6 +2,7 @@
 
 import asyncio
 import inspect
+import sys
 import traceback
 
 import pytest
@@ -72,6 +73,15 @@ def test_generators_and_coroutines(domain):
     g, c = mark_and_materialize(domain, count, fetch)
     assert list(g(3)) == [0, 1, 2]
     assert asyncio.run(c(21)) == 42
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="inspect.markcoroutinefunction is 3.12+")
+def test_async_candidates_read_as_coroutine_functions(domain):
+    async def fetch():
+        return 1
+
+    (proxy,) = mark_and_materialize(domain, fetch)
+    assert inspect.iscoroutinefunction(proxy)
 
 
 def test_recursion_through_the_proxy(domain):
