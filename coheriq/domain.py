@@ -30,7 +30,6 @@ import sys
 # spares a module at start-up.
 from _contextvars import ContextVar
 
-from . import discovery
 from ._typing import TYPE_CHECKING, MappingProxyType, overload
 from ._validate import REFERENCE, check_candidate_name, check_name
 from .exceptions import (
@@ -403,6 +402,8 @@ class AccelerationDomain:
 
     def _engine_names(self) -> list[str]:
         """Sorted names of the registered and the advertised engines (imports none)."""
+        from . import discovery  # first use of entry points: see _engine_class
+
         return sorted(set(self._engines) | set(discovery.advertised(self.name)))
 
     def _engine_class(self, name: str, *, named_by: str = "") -> EngineMeta:
@@ -422,6 +423,10 @@ class AccelerationDomain:
         cls = self._engines.get(name)
         if cls is not None:
             return cls
+        # Imported on the first look for an advertised engine, not with coheriq:
+        # a program that only uses registered engines never reads package metadata.
+        from . import discovery
+
         ep = discovery.advertised(self.name).get(name)
         if ep is None:
             known = self._engine_names()
