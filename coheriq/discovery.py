@@ -54,6 +54,16 @@ def clear_cache() -> None:
     _cache.clear()
 
 
+def _replace_cache(
+    cache: dict[str, dict[str, EntryPoint]],
+) -> dict[str, dict[str, EntryPoint]]:
+    """Install ``cache`` as what was read from metadata; return the one replaced."""
+    replaced = dict(_cache)
+    _cache.clear()
+    _cache.update(cache)
+    return replaced
+
+
 def describe(ep: EntryPoint) -> str:
     """Return ``ep`` as a reader would look for it: group, name, value, distribution."""
     dist = getattr(ep, "dist", None)

@@ -116,6 +116,20 @@ class _Fallthrough:
         return self.domain._settle(f"call candidate {name!r}").members[name]
 
 
+def _replace_registry(
+    domains: dict[str, AccelerationDomain],
+) -> dict[str, AccelerationDomain]:
+    """Install ``domains`` as the registry of domains; return the one replaced.
+
+    For :mod:`coheriq.testing`, which gives each test a world of its own.
+    """
+    with _registry_lock:
+        replaced = dict(_domains)
+        _domains.clear()
+        _domains.update(domains)
+    return replaced
+
+
 def all_domains() -> list[AccelerationDomain]:
     """Return every domain created in this process, in creation order."""
     return list(_domains.values())

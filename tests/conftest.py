@@ -15,6 +15,12 @@ import coheriq
 from coheriq import discovery
 
 _counter = itertools.count()
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _clean_world(coheriq_isolated):
+    """Every test runs in a coheriq world of its own, forked or not."""
 
 
 @pytest.fixture

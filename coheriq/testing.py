@@ -1,0 +1,66 @@
+"""Support for testing code that uses coheriq, with or without pytest.
+
+coheriq keeps process-wide state: the registry of domains, their engines and
+their global choices, and the entry points read from package metadata.
+:func:`isolated` gives a block a clean world of its own and puts the previous one
+back afterwards, so that domains and engines made by one test never leak into
+the next, without running each test in a forked process::
+
+    from coheriq.testing import isolated
+
+    def test_something():
+        with isolated():
+            domain = coheriq.AccelerationDomain("mylib")   # free to reuse the name
+            ...
+
+Under pytest, the fixture ``coheriq_isolated`` does the same (see
+:mod:`coheriq.pytest_plugin`).
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+from . import discovery
+from ._typing import TYPE_CHECKING
+from .domain import AccelerationDomain, _replace_registry
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+__all__ = ["isolated"]
+
+
+@contextmanager
+def isolated() -> Iterator[None]:
+    """Run the block in a clean coheriq world, then restore the previous one.
+
+    Inside the block no domain is registered (so none is settled, and no scope of
+    one is open) and no entry point has been read yet. On exit, whatever the block
+    created is dropped: its domains and their engines, what it read from package
+    metadata, and the modules first imported inside the block that defined a
+    domain or an engine (so that importing them again defines them again). The
+    domains that existed before the block come back as they were.
+
+    Environment variables are not coheriq's state: set them with pytest's
+    ``monkeypatch`` or restore them yourself.
+    """
+    before = set(sys.modules)
+    outer_domains = _replace_registry({})
+    outer_cache = discovery._replace_cache({})
+    try:
+        yield
+    finally:
+        inner = _replace_registry(outer_domains)
+        discovery._replace_cache(outer_cache)
+        for module in _modules_that_defined(inner.values()) - before:
+            sys.modules.pop(module, None)
+
+
+def _modules_that_defined(domains: Iterable[AccelerationDomain]) -> set[str]:
+    modules: set[str] = set()
+    for domain in domains:
+        modules.add(domain._module)
+        modules.update(cls.__module__ for cls in domain._engine_classes)
+    return modules

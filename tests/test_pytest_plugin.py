@@ -1,0 +1,180 @@
+"""The pytest plugin, driven through pytester in a separate pytest process."""
+
+import textwrap
+
+import pytest
+
+from coheriq.testing import isolated
+
+LIBRARY = """
+import coheriq
+
+domain = coheriq.AccelerationDomain("plugdom", env_prefix="PLUGDOM")
+
+@domain.acceleration_candidate
+def which():
+    return "reference"
+
+domain.materialize()
+
+class Fast(coheriq.engine_class("plugdom"), name="fast"):
+    def which(self):
+        return "fast"
+
+class Gpu(coheriq.engine_class("plugdom"), name="gpu"):
+    def which(self):
+        return "gpu"
+"""
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    monkeypatch.delenv("COHERIQ_TEST_ENGINES", raising=False)
+    monkeypatch.delenv("PLUGDOM_ENGINE", raising=False)
+    pytester.makepyfile(plugdom=LIBRARY)
+    pytester.syspathinsert()  # as `python -m pytest` puts the current folder on sys.path
+    return pytester
+
+
+def run(pytester, test_source, *args):
+    """Run pytest in this process, in a coheriq world of its own.
+
+    Hypothesis's plugin is left out: it costs a second per in-process session.
+    """
+    pytester.makepyfile(test_it=textwrap.dedent(test_source))
+    with isolated():
+        return pytester.runpytest_inprocess(
+            "-p", "no:cacheprovider", "-p", "no:hypothesispytest", *args
+        )
+
+
+GLOBAL_TEST = """
+    import coheriq, plugdom
+
+    def test_runs_on_the_enabled_engine():
+        assert plugdom.which() == "fast"
+        assert coheriq.active_implementation("plugdom") == "fast"
+"""
+
+
+def test_option_enables_engine_before_collection_and_header_says_so(project):
+    result = run(project, GLOBAL_TEST, "--coheriq-engine=plugdom:fast")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["coheriq: plugdom on 'fast' (--coheriq-engine)"])
+
+
+def test_environment_variable_does_the_same(project, monkeypatch):
+    monkeypatch.setenv("COHERIQ_TEST_ENGINES", " plugdom:fast ")
+    result = run(project, GLOBAL_TEST)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["coheriq: plugdom on 'fast' (--coheriq-engine)"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("plugdom:fsat", "*no engine named 'fsat'*Did you mean 'fast'*"),
+        ("nodom:fast", "*no coheriq domain named 'nodom'*Importing a module named 'nodom'*"),
+        ("plugdom", "*'plugdom' is not DOMAIN:ENGINE*"),
+    ],
+)
+def test_bad_specs_stop_the_run_with_one_clear_message(project, spec, message):
+    result = run(project, GLOBAL_TEST, f"--coheriq-engine={spec}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str()
+
+
+PER_ENGINE_TEST = """
+    import pytest, coheriq, plugdom
+
+    @pytest.mark.coheriq_engines("plugdom")
+    def test_each(coheriq_engine):
+        assert plugdom.which() == coheriq_engine
+
+    @pytest.mark.coheriq_engines("plugdom")
+    def test_without_fixture():
+        assert plugdom.which() == coheriq.active_implementation("plugdom")
+
+    @pytest.mark.coheriq_engines("plugdom")
+    @pytest.mark.coheriq_xfail("plugdom", "gpu", reason="gpu rounds differently")
+    def test_known_difference():
+        assert plugdom.which() != "gpu"
+
+    def test_outside_is_untouched():
+        assert coheriq.active_implementation("plugdom") in (None, "reference")
+"""
+
+
+def test_marker_runs_every_engine_with_readable_ids(project):
+    result = run(project, PER_ENGINE_TEST, "-v")
+    result.stdout.fnmatch_lines(
+        [
+            "*test_each?reference? PASSED*",
+            "*test_each?fast? PASSED*",
+            "*test_each?gpu? PASSED*",
+            "*test_without_fixture?gpu? PASSED*",
+            "*test_known_difference?fast? PASSED*",
+            "*test_known_difference?gpu? XFAIL*gpu rounds differently*",
+        ]
+    )
+    result.assert_outcomes(passed=9, xfailed=1)
+
+
+def test_xfail_follows_the_global_engine(project):
+    source = """
+        import pytest, plugdom
+
+        @pytest.mark.coheriq_xfail("plugdom", ["fast", "gpu"], strict=True)
+        def test_fails_on_fast():
+            assert plugdom.which() == "reference"
+    """
+    run(project, source, "--coheriq-engine=plugdom:fast").assert_outcomes(xfailed=1)
+    run(project, source).assert_outcomes(passed=1)
+
+
+def test_engine_that_fails_to_load_fails_its_own_case_only(project):
+    info = project.path / "brokeneng-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokeneng\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[coheriq.engines.plugdom]\nbroken = no_such_module\n")
+    source = """
+        import pytest, plugdom
+
+        @pytest.mark.coheriq_engines("plugdom")
+        def test_each(coheriq_engine):
+            assert plugdom.which() == coheriq_engine
+    """
+    result = run(project, source, "-v")
+    result.stdout.fnmatch_lines(["*test_each?broken? ERROR*", "*no_such_module*"])
+    result.assert_outcomes(passed=3, errors=1)
+
+
+def test_isolated_fixture_keeps_tests_apart(project):
+    source = """
+        import coheriq, pytest
+
+        def make():
+            domain = coheriq.AccelerationDomain("scratch")
+            domain.materialize()
+
+        def test_one(coheriq_isolated):
+            make()
+
+        def test_two(coheriq_isolated):
+            make()  # would raise "exists already" if test_one had leaked
+
+        def test_outer_world_is_back():
+            import plugdom
+            assert coheriq.engine_class("plugdom") is not None
+            with pytest.raises(coheriq.CoheriqDomainNotFoundError):
+                coheriq.engine_class("scratch")
+    """
+    run(project, source).assert_outcomes(passed=3)
+
+
+def test_plugin_is_inert_when_unused(pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    result.assert_outcomes(passed=1)
+    assert "coheriq:" not in result.stdout.str()  # no header line (the plugin list names it)
