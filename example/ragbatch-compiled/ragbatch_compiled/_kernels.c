@@ -1,0 +1,240 @@
+/*
+ * Row kernels of ragbatch's compiled engine.
+ *
+ * Every function takes flat buffers: values (float64), offsets (int64, n_rows + 1
+ * entries, already validated) and preallocated output buffers, and works row by
+ * row with the GIL released. Buffers come through the buffer protocol, so
+ * array.array, memoryview and NumPy arrays all work without copies.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Buf;
+
+static void release(Buf *b) {
+    if (b->held) {
+        PyBuffer_Release(&b->view);
+        b->held = 0;
+    }
+}
+
+/* Get a C-contiguous buffer whose items are 8 bytes of the given kind ('d' or 'q'). */
+static int get(PyObject *obj, Buf *b, char kind, int writable, const char *what) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &b->view, flags) < 0) {
+        return -1;
+    }
+    b->held = 1;
+    const char *f = b->view.format ? b->view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') {
+        f++;
+    }
+    int ok = b->view.itemsize == 8 &&
+             (kind == 'd' ? (*f == 'd') : (*f == 'q' || *f == 'l' || *f == 'Q' || *f == 'L'));
+    if (!ok || f[1] != '\0') {
+        PyErr_Format(PyExc_TypeError, "%s must be a buffer of %s, not format '%s'", what,
+                     kind == 'd' ? "float64" : "int64", b->view.format ? b->view.format : "B");
+        release(b);
+        return -1;
+    }
+    return 0;
+}
+
+#define N_ITEMS(b) ((b).view.len / 8)
+
+/* softmax(values, offsets, out) */
+static PyObject *softmax(PyObject *self, PyObject *args) {
+    PyObject *v, *o, *out;
+    Buf bv = {0}, bo = {0}, bout = {0};
+    if (!PyArg_ParseTuple(args, "OOO", &v, &o, &out)) return NULL;
+    if (get(v, &bv, 'd', 0, "values") || get(o, &bo, 'q', 0, "offsets") ||
+        get(out, &bout, 'd', 1, "out")) {
+        release(&bv); release(&bo); release(&bout);
+        return NULL;
+    }
+    const double *x = bv.view.buf;
+    const int64_t *off = bo.view.buf;
+    double *y = bout.view.buf;
+    Py_ssize_t rows = N_ITEMS(bo) - 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        int64_t a = off[r], b = off[r + 1];
+        if (a == b) continue;
+        double top = x[a];
+        for (int64_t i = a + 1; i < b; i++) if (x[i] > top) top = x[i];
+        double total = 0.0;
+        for (int64_t i = a; i < b; i++) { y[i] = exp(x[i] - top); total += y[i]; }
+        double inv = 1.0 / total;
+        for (int64_t i = a; i < b; i++) y[i] *= inv;
+    }
+    Py_END_ALLOW_THREADS
+    release(&bv); release(&bo); release(&bout);
+    Py_RETURN_NONE;
+}
+
+/* row_sum(values, offsets, out, mean): sums, or means (NaN for empty rows) */
+static PyObject *row_reduce(PyObject *self, PyObject *args) {
+    PyObject *v, *o, *out;
+    int mean;
+    Buf bv = {0}, bo = {0}, bout = {0};
+    if (!PyArg_ParseTuple(args, "OOOp", &v, &o, &out, &mean)) return NULL;
+    if (get(v, &bv, 'd', 0, "values") || get(o, &bo, 'q', 0, "offsets") ||
+        get(out, &bout, 'd', 1, "out")) {
+        release(&bv); release(&bo); release(&bout);
+        return NULL;
+    }
+    const double *x = bv.view.buf;
+    const int64_t *off = bo.view.buf;
+    double *y = bout.view.buf;
+    Py_ssize_t rows = N_ITEMS(bo) - 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        double total = 0.0;
+        for (int64_t i = off[r]; i < off[r + 1]; i++) total += x[i];
+        int64_t n = off[r + 1] - off[r];
+        y[r] = mean ? (n ? total / (double)n : NAN) : total;
+    }
+    Py_END_ALLOW_THREADS
+    release(&bv); release(&bo); release(&bout);
+    Py_RETURN_NONE;
+}
+
+/* topk_offsets(offsets, k, out_offsets) -> total number of kept entries */
+static PyObject *topk_offsets(PyObject *self, PyObject *args) {
+    PyObject *o, *out;
+    long long k;
+    Buf bo = {0}, bout = {0};
+    if (!PyArg_ParseTuple(args, "OLO", &o, &k, &out)) return NULL;
+    if (get(o, &bo, 'q', 0, "offsets") || get(out, &bout, 'q', 1, "out_offsets")) {
+        release(&bo); release(&bout);
+        return NULL;
+    }
+    const int64_t *off = bo.view.buf;
+    int64_t *y = bout.view.buf;
+    Py_ssize_t rows = N_ITEMS(bo) - 1;
+    y[0] = 0;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        int64_t n = off[r + 1] - off[r];
+        y[r + 1] = y[r] + (n < k ? n : k);
+    }
+    long long total = y[rows];
+    release(&bo); release(&bout);
+    return PyLong_FromLongLong(total);
+}
+
+typedef struct {
+    double value;
+    int64_t index;
+} Entry;
+
+/* Larger values first; equal values in index order. */
+static int before(const Entry *p, const Entry *q) {
+    return p->value > q->value || (p->value == q->value && p->index < q->index);
+}
+
+static int compare(const void *a, const void *b) {
+    const Entry *p = a, *q = b;
+    return before(p, q) ? -1 : (before(q, p) ? 1 : 0);
+}
+
+/* topk(values, offsets, k, new_offsets, out_indices, out_probabilities) */
+static PyObject *topk(PyObject *self, PyObject *args) {
+    PyObject *v, *o, *no, *oi, *op;
+    long long k;
+    Buf bv = {0}, bo = {0}, bno = {0}, boi = {0}, bop = {0};
+    if (!PyArg_ParseTuple(args, "OOLOOO", &v, &o, &k, &no, &oi, &op)) return NULL;
+    if (get(v, &bv, 'd', 0, "values") || get(o, &bo, 'q', 0, "offsets") ||
+        get(no, &bno, 'q', 0, "new_offsets") || get(oi, &boi, 'q', 1, "out_indices") ||
+        get(op, &bop, 'd', 1, "out_probabilities")) {
+        release(&bv); release(&bo); release(&bno); release(&boi); release(&bop);
+        return NULL;
+    }
+    const double *x = bv.view.buf;
+    const int64_t *off = bo.view.buf, *noff = bno.view.buf;
+    int64_t *idx = boi.view.buf;
+    double *prob = bop.view.buf;
+    Py_ssize_t rows = N_ITEMS(bo) - 1;
+    int64_t widest = 0;
+    for (Py_ssize_t r = 0; r < rows; r++)
+        if (off[r + 1] - off[r] > widest) widest = off[r + 1] - off[r];
+    Entry *best = malloc(sizeof(Entry) * (size_t)(widest > 0 ? widest : 1));
+    if (!best) {
+        release(&bv); release(&bo); release(&bno); release(&boi); release(&bop);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        int64_t a = off[r], n = off[r + 1] - off[r], keep = noff[r + 1] - noff[r];
+        if (n == 0) continue;
+        double top = x[a];
+        for (int64_t i = 1; i < n; i++) if (x[a + i] > top) top = x[a + i];
+        double total = 0.0;
+        for (int64_t i = 0; i < n; i++) total += exp(x[a + i] - top);
+        if (keep * 8 >= n) {
+            /* Many kept: sort the whole row. */
+            for (int64_t i = 0; i < n; i++) { best[i].value = x[a + i]; best[i].index = i; }
+            qsort(best, (size_t)n, sizeof(Entry), compare);
+        } else {
+            /* Few kept: insert into a sorted list of the best `keep` so far. */
+            int64_t have = 0;
+            for (int64_t i = 0; i < n; i++) {
+                Entry e = {x[a + i], i};
+                if (have == keep && !before(&e, &best[keep - 1])) continue;
+                int64_t j = have < keep ? have++ : keep - 1;
+                while (j > 0 && before(&e, &best[j - 1])) { best[j] = best[j - 1]; j--; }
+                best[j] = e;
+            }
+        }
+        for (int64_t j = 0; j < keep; j++) {
+            idx[noff[r] + j] = best[j].index;
+            prob[noff[r] + j] = exp(best[j].value - top) / total;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(best);
+    release(&bv); release(&bo); release(&bno); release(&boi); release(&bop);
+    Py_RETURN_NONE;
+}
+
+/* first_bad_offset(offsets, n_values) -> -1 if valid, else the index of the first problem */
+static PyObject *first_bad_offset(PyObject *self, PyObject *args) {
+    PyObject *o;
+    long long n;
+    Buf bo = {0};
+    if (!PyArg_ParseTuple(args, "OL", &o, &n)) return NULL;
+    if (get(o, &bo, 'q', 0, "offsets")) return NULL;
+    const int64_t *off = bo.view.buf;
+    Py_ssize_t count = N_ITEMS(bo);
+    long long bad = -1;
+    if (count == 0 || off[0] != 0) bad = 0;
+    for (Py_ssize_t i = 1; bad < 0 && i < count; i++)
+        if (off[i] < off[i - 1]) bad = i;
+    if (bad < 0 && off[count - 1] != n) bad = count - 1;
+    release(&bo);
+    return PyLong_FromLongLong(bad);
+}
+
+static PyMethodDef methods[] = {
+    {"softmax", softmax, METH_VARARGS, "softmax(values, offsets, out): per-row softmax."},
+    {"row_reduce", row_reduce, METH_VARARGS,
+     "row_reduce(values, offsets, out, mean): per-row sums or means."},
+    {"topk_offsets", topk_offsets, METH_VARARGS,
+     "topk_offsets(offsets, k, out_offsets) -> total: offsets of the top-k result."},
+    {"topk", topk, METH_VARARGS,
+     "topk(values, offsets, k, new_offsets, out_indices, out_probabilities)."},
+    {"first_bad_offset", first_bad_offset, METH_VARARGS,
+     "first_bad_offset(offsets, n_values) -> -1, or where the offsets go wrong."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_kernels", "Row kernels of ragbatch's compiled engine.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }

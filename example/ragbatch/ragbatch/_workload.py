@@ -1,0 +1,72 @@
+"""The shared workload of ragbatch's demo and benchmark: one batch, every engine."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ragbatch
+
+import coheriq
+
+
+def make_batch(n_values: int, n_rows: int, seed: int = 0) -> Any:
+    """A batch of ``n_values`` random floats in ``n_rows`` rows of random lengths."""
+    rng = random.Random(seed)
+    cuts = sorted(rng.randrange(n_values + 1) for _ in range(n_rows - 1))
+    values = [rng.gauss(0.0, 3.0) for _ in range(n_values)]
+    with coheriq.using_engine("ragbatch", coheriq.REFERENCE):
+        return ragbatch.from_flat(values, [0, *cuts, n_values])
+
+
+def engines() -> list[str]:
+    """The reference and every installed engine of ragbatch."""
+    return [coheriq.REFERENCE, *coheriq.available_engines("ragbatch")]
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """The median seconds of ``repeat`` calls of ``fn``, and its last result."""
+    samples, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), result
+
+
+def flat_floats(result: Any) -> list[float]:
+    """Every number in a result (a batch, a sequence, or a tuple of them) as floats."""
+    if isinstance(result, tuple):
+        return [x for part in result for x in flat_floats(part)]
+    values = result.values if isinstance(result, ragbatch.RaggedBatch) else result
+    return [float(x) for x in values]
+
+
+def max_relative_error(got: Sequence[float], want: Sequence[float]) -> float:
+    if len(got) != len(want):
+        return float("inf")
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        if g != w:
+            worst = max(worst, abs(g - w) / max(abs(w), sys.float_info.min))
+    return worst
+
+
+class Progress:
+    """A one-line progress bar on standard error."""
+
+    def __init__(self, total: int, width: int = 30) -> None:
+        self.total, self.done, self.width = total, 0, width
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        filled = self.width * self.done // self.total
+        bar = "#" * filled + "." * (self.width - filled)
+        sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {label:<24}")
+        sys.stderr.flush()
+        if self.done == self.total:
+            sys.stderr.write("\n")

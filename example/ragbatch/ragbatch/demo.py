@@ -1,0 +1,64 @@
+"""The ragbatch demo: one pipeline, the same call sites, every installed engine.
+
+``python -m ragbatch.demo`` builds a batch of 10^6 scores in 10^4 rows of
+different lengths, then runs :func:`pipeline` once under each engine of ragbatch
+(the reference and whatever is installed), choosing the engine with
+``coheriq.using_engine`` around the unchanged calls, and prints the time of each
+and its speed-up over the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+from array import array
+
+import ragbatch
+
+import coheriq
+
+from ._workload import Progress, engines, flat_floats, make_batch, max_relative_error, timed
+
+
+def pipeline(values, offsets):
+    """Flat scores -> the 5 most likely entries of each row, their mass, and the row means."""
+    batch = ragbatch.from_flat(values, offsets)
+    probabilities = ragbatch.softmax(batch)
+    best, best_probabilities = ragbatch.topk(batch, 5)
+    return best, ragbatch.row_sum(best_probabilities), ragbatch.row_mean(probabilities), batch
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run ragbatch under every installed engine.")
+    parser.add_argument("--values", type=int, default=10**6)
+    parser.add_argument("--rows", type=int, default=10**4)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    names = engines()
+    progress = Progress(1 + len(names))
+    flat_values, flat_offsets = ragbatch.to_flat(make_batch(args.values, args.rows))
+    values, offsets = array("d", flat_values), array("q", flat_offsets)  # flat buffers
+    progress.step("made the batch")
+    rows = []
+    for engine in names:
+        with coheriq.using_engine("ragbatch", engine):
+            seconds, result = timed(lambda: pipeline(values, offsets), args.repeat)
+        rows.append((engine, seconds, result))
+        progress.step(engine)
+
+    base_seconds, base_result = rows[0][1], rows[0][2]
+    print(
+        f"ragbatch pipeline on {args.values:,} values in {args.rows:,} rows "
+        "(from_flat, softmax, topk k=5, row_sum, row_mean); same call sites under each engine"
+    )
+    print(f"{'engine':<10} {'container':<10} {'time':>10} {'speed-up':>9} {'same result':>12}")
+    for engine, seconds, result in rows:
+        same = max_relative_error(flat_floats(result[:3]), flat_floats(base_result[:3])) <= 1e-12
+        print(
+            f"{engine:<10} {coheriq.engine_of(result[3]):<10} {seconds * 1e3:>8.1f}ms "
+            f"{base_seconds / seconds:>8.1f}x {'yes' if same else 'NO':>12}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
