@@ -8,8 +8,9 @@ so under this engine they all build the hybrid's container.
 
 from typing import Any
 
-import coheriq
 import ragbatch
+
+import coheriq
 
 Numpy = coheriq.engine_class("ragbatch", "numpy")  # imports the two engines
 Compiled = coheriq.engine_class("ragbatch", "compiled")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 import random
 
-import coheriq
 import pytest
-
 import ragbatch
+
+import coheriq
 
 TOLERANCE = 1e-12
 
