@@ -19,7 +19,18 @@ if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
     from typing import Any
 
-__all__ = ["advertised", "clear_cache", "describe", "group_of", "load"]
+__all__ = [
+    "DOMAINS_GROUP",
+    "advertised",
+    "advertised_domains",
+    "clear_cache",
+    "describe",
+    "group_of",
+    "load",
+]
+
+DOMAINS_GROUP = "coheriq.domains"
+"""Libraries may advertise the module that creates their domain here (name = domain)."""
 
 _cache: dict[str, dict[str, EntryPoint]] = {}
 
@@ -35,7 +46,15 @@ def advertised(domain_name: str) -> dict[str, EntryPoint]:
     Where two distributions advertise the same name, the one found first on
     ``sys.path`` wins, as it would for an import.
     """
-    group = group_of(domain_name)
+    return _read(group_of(domain_name))
+
+
+def advertised_domains() -> dict[str, EntryPoint]:
+    """Return the domains that libraries advertise in :data:`DOMAINS_GROUP`, importing none."""
+    return _read(DOMAINS_GROUP)
+
+
+def _read(group: str) -> dict[str, EntryPoint]:
     found = _cache.get(group)
     if found is None:
         # Imported here, not at the top: reading metadata costs tens of

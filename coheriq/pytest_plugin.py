@@ -33,6 +33,7 @@ from contextlib import nullcontext
 
 import pytest
 
+from . import discovery
 from ._typing import TYPE_CHECKING
 from ._validate import REFERENCE
 from .activation import active_implementation, available_engines, enable_engine, using_engine
@@ -92,16 +93,22 @@ def _parse(text: str, source: str) -> tuple[str, str]:
 
 
 def _import_domain(name: str) -> None:
-    """Make sure domain ``name`` exists, importing the module of that name if needed."""
+    """Make sure domain ``name`` exists, importing the library that creates it if needed.
+
+    The library is the module a distribution advertises for the domain in the
+    entry-point group ``coheriq.domains``, else the module of the domain's name.
+    """
     try:
         lookup_domain(name)
         return
     except CoheriqDomainNotFoundError as missing:
+        ep = discovery.advertised_domains().get(name)
+        module = ep.value.partition(":")[0].strip() if ep is not None else name
         try:
-            importlib.import_module(name)
+            importlib.import_module(module)
         except ImportError as error:
             raise CoheriqDomainNotFoundError(
-                f"{missing} Importing a module named {name!r} to create it failed too: {error}."
+                f"{missing} Importing a module named {module!r} to create it failed too: {error}."
             ) from error
     lookup_domain(name)
 

@@ -63,6 +63,23 @@ def test_option_enables_engine_before_collection_and_header_says_so(project):
     result.stdout.fnmatch_lines(["coheriq: plugdom on 'fast' (--coheriq-engine)"])
 
 
+def test_domain_advertised_under_another_module_name_is_imported(project):
+    project.makepyfile(some_library=LIBRARY.replace('"plugdom"', '"advertised"'))
+    info = project.path / "somelib-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: somelib\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[coheriq.domains]\nadvertised = some_library\n")
+    source = """
+        import coheriq
+
+        def test_runs_on_the_enabled_engine():
+            assert coheriq.active_implementation("advertised") == "fast"
+    """
+    result = run(project, source, "--coheriq-engine=advertised:fast")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["coheriq: advertised on 'fast' (--coheriq-engine)"])
+
+
 def test_environment_variable_does_the_same(project, monkeypatch):
     monkeypatch.setenv("COHERIQ_TEST_ENGINES", " plugdom:fast ")
     result = run(project, GLOBAL_TEST)
