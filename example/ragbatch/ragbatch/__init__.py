@@ -149,8 +149,9 @@ def to_flat(batch: RaggedBatch) -> tuple[Sequence[float], Sequence[int]]:
     return list(batch.values), list(batch.offsets)
 
 
-def _rows(batch: RaggedBatch) -> Iterator[Sequence[float]]:
-    values, offsets = batch.values, batch.offsets
+def _rows(batch: RaggedBatch) -> Iterator[list[float]]:
+    # Lists, whatever engine's container this is (an array engine's rows are arrays).
+    values, offsets = list(batch.values), [int(o) for o in batch.offsets]
     return (values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1))
 
 

@@ -185,6 +185,16 @@ def test_a_row_of_a_million_values():
     assert float(ragbatch.row_sum(batch)[0]) == pytest.approx(math.fsum(row), rel=1e-9)
 
 
+def test_batches_from_another_engine_are_accepted():
+    rows = BATCHES["mixed"]
+    with coheriq.using_engine("ragbatch", coheriq.REFERENCE):
+        made_by_reference = ragbatch.RaggedBatch(rows)
+    made_here = ragbatch.RaggedBatch(rows)
+    assert close(ragbatch.softmax(made_by_reference).values, ragbatch.softmax(made_here).values)
+    with coheriq.using_engine("ragbatch", coheriq.REFERENCE):
+        assert close(ragbatch.row_mean(made_here), ragbatch.row_mean(made_by_reference))
+
+
 def test_results_come_in_this_engines_container():
     batch = ragbatch.RaggedBatch([[1.0, 2.0]])
     indices, probabilities = ragbatch.topk(batch, 1)
