@@ -85,8 +85,10 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
     The choice holds in the current thread or asyncio task only, for the extent
     of the block; blocks nest and the previous choice returns on exit, also on an
-    exception. Tasks and threads started inside the block see it while the block
-    is live. It never makes or changes the global choice.
+    exception. Asyncio tasks created inside the block (and code run in a copy of
+    its context, ``contextvars.copy_context().run``) see it while the block is
+    live; a new ``threading.Thread`` starts without it. It never makes or changes
+    the global choice.
 
     Example::
 
