@@ -90,13 +90,22 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
     live; a new ``threading.Thread`` starts without it. It never makes or changes
     the global choice.
 
-    Example::
-
-        with coheriq.using_engine("mylib", "fast"):
-            mylib.normalize(xs)             # runs engine "fast"
-
-        @coheriq.using_engine("mylib", "fast")
-        def work(): ...                     # each call runs on "fast"
+    >>> doc = coheriq.AccelerationDomain("doc_using_engine")
+    >>> @doc.acceleration_candidate
+    ... def which():
+    ...     return "reference"
+    >>> _ = doc.materialize()
+    >>> class Fast(coheriq.engine_class("doc_using_engine"), name="fast"):
+    ...     def which(self):
+    ...         return "fast"
+    >>> with coheriq.using_engine("doc_using_engine", "fast"):
+    ...     which()
+    'fast'
+    >>> @coheriq.using_engine("doc_using_engine", "fast")
+    ... def work():
+    ...     return which()
+    >>> work(), which()
+    ('fast', 'reference')
 
     The engine is looked up (and imported, and instantiated once per process) on
     entry. A ``using_engine`` object may be re-entered in one thread; as a

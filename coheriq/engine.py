@@ -45,11 +45,17 @@ def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> E
     """Return a domain's reference class, or the class of one of its engines.
 
     Subclass the reference class to write an engine in the class form, and the
-    classes of engines to combine them::
+    classes of engines to combine them into a hybrid:
 
-        class Hybrid(engine_class("mylib", "gpu"), engine_class("mylib", "mpi"),
-                     name="hybrid"):
-            pass
+    >>> doc = coheriq.AccelerationDomain("doc_engine_class")
+    >>> _ = doc.materialize()
+    >>> class Gpu(coheriq.engine_class("doc_engine_class"), name="gpu"): pass
+    >>> class Mpi(coheriq.engine_class("doc_engine_class"), name="mpi"): pass
+    >>> class Hybrid(coheriq.engine_class("doc_engine_class", "gpu"),
+    ...              coheriq.engine_class("doc_engine_class", "mpi"), name="hybrid"):
+    ...     pass
+    >>> [klass.__name__ for klass in Hybrid.__mro__[:4]]
+    ['Hybrid', 'Gpu', 'Mpi', 'reference']
 
     Args:
         domain: The domain or its name.

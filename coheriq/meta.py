@@ -48,10 +48,19 @@ if TYPE_CHECKING:
 class EngineMeta(type):
     """Metaclass of a domain's reference class and of every engine class.
 
-    Create an engine by subclassing :func:`coheriq.engine_class`::
+    Create an engine by subclassing :func:`coheriq.engine_class`:
 
-        class Fast(coheriq.engine_class("mylib"), name="fast"):
-            def normalize(self, xs): ...
+    >>> doc = coheriq.AccelerationDomain("doc_engine_meta")
+    >>> @doc.acceleration_candidate
+    ... def normalize(xs):
+    ...     return [x / sum(xs) for x in xs]
+    >>> _ = doc.materialize()
+    >>> class Fast(coheriq.engine_class("doc_engine_meta"), name="fast"):
+    ...     def normalize(self, xs):
+    ...         inverse = 1 / sum(xs)
+    ...         return [x * inverse for x in xs]
+    >>> type(Fast) is coheriq.EngineMeta
+    True
 
     Class keywords:
         name: The engine's name in its domain. Without it the class is an unnamed

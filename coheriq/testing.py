@@ -4,14 +4,14 @@ coheriq keeps process-wide state: the registry of domains, their engines and
 their global choices, and the entry points read from package metadata.
 :func:`isolated` gives a block a clean world of its own and puts the previous one
 back afterwards, so that domains and engines made by one test never leak into
-the next, without running each test in a forked process::
+the next, without running each test in a forked process:
 
-    from coheriq.testing import isolated
-
-    def test_something():
-        with isolated():
-            domain = coheriq.AccelerationDomain("mylib")   # free to reuse the name
-            ...
+>>> from coheriq.testing import isolated
+>>> outer = coheriq.AccelerationDomain("doc_testing")
+>>> with isolated():
+...     inner = coheriq.AccelerationDomain("doc_testing")  # the name is free in here
+>>> coheriq.available_engines("doc_testing")  # and the outer domain is back
+[]
 
 Under pytest, the fixture ``coheriq_isolated`` does the same (see
 :mod:`coheriq.pytest_plugin`).
