@@ -10,9 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 import coheriq
 from coheriq import discovery
+
+# 300 examples per property by default (CI); `--hypothesis-profile=soak` for 20,000.
+settings.register_profile("coheriq", max_examples=300, deadline=None)
+settings.register_profile("soak", max_examples=20_000, deadline=None)
+settings.load_profile("coheriq")
 
 _counter = itertools.count()
 pytest_plugins = ["pytester"]

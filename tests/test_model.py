@@ -1,0 +1,301 @@
+"""coheriq against a small, obviously correct model of its rules (hypothesis stateful).
+
+Random sequences of operations drive the real API and the model side by side:
+creating domains, marking function and class candidates, materializing, defining
+engines in both forms (hybrids included, some with failing ``__init__``),
+enabling, setting the environment variable, entering and leaving scopes, calling
+candidates, asking what runs, and every misuse among them. After each step, the
+implementation that ran, what the introspection functions say and the class of
+any exception raised must agree with the model.
+
+Runs 300 sequences by default; ``--hypothesis-profile=soak`` runs 20,000.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import coheriq as cq
+from coheriq.domain import lookup_domain
+from coheriq.testing import isolated
+
+DOMAINS = ["d0", "d1"]
+CANDIDATES = ["f", "g", "Box"]  # Box is marked as a class
+ENGINES = ["e0", "e1", "e2", "reference"]  # "reference" is reserved: always an error
+ENV_VALUES = ["", "e0", "e1", "reference", "nope"]
+
+
+@dataclass
+class ModelEngine:
+    bases: list[str]
+    overrides: set[str]
+    failing_init: bool
+    mirror: type  # a plain class with the same bases: Python's MRO, as the model's
+
+
+@dataclass
+class ModelDomain:
+    candidates: dict[str, bool] = field(default_factory=dict)  # name -> is a class
+    materialized: bool = False
+    engines: dict[str, ModelEngine] = field(default_factory=dict)
+    settled: str | None = None
+    env: str | None = None
+    reference_mirror: type = field(default_factory=lambda: type("reference", (), {}))
+
+    def mro(self, engine: str) -> list[str]:
+        if engine == cq.REFERENCE:
+            return []
+        return [k.__name__ for k in self.engines[engine].mirror.__mro__[:-2]]
+
+    def supplier(self, engine: str, candidate: str) -> str:
+        for name in self.mro(engine):
+            if candidate in self.engines[name].overrides:
+                return name
+        return cq.REFERENCE
+
+    def fails_to_start(self, engine: str) -> bool:
+        return any(self.engines[name].failing_init for name in self.mro(engine))
+
+
+def implementation(engine, candidate, is_class):
+    """What an engine's override of ``candidate`` is: it says who it is."""
+    if is_class:
+        return type(candidate, (), {"__init__": lambda self: None, "made_by": engine})
+    return lambda: (engine, candidate)
+
+
+def failing_init(self):
+    raise RuntimeError("this engine cannot start")
+
+
+class CoheriqModel(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.world = isolated()
+        self.world.__enter__()
+        self.model: dict[str, ModelDomain] = {}
+        self.proxies: dict[tuple[str, str], object] = {}
+        self.scopes: list[tuple[str, str, cq.using_engine]] = []
+        self.saved_env = {d: os.environ.get(env_var(d)) for d in DOMAINS}
+
+    def teardown(self):
+        while self.scopes:
+            self.scopes.pop()[2].__exit__(None, None, None)
+        self.world.__exit__(None, None, None)
+        for domain, value in self.saved_env.items():
+            if value is None:
+                os.environ.pop(env_var(domain), None)
+            else:
+                os.environ[env_var(domain)] = value
+
+    # -- helpers -------------------------------------------------------------
+
+    def check(self, expected, action):
+        """Run ``action``; the exception class it raises must be ``expected`` (or none)."""
+        try:
+            result = action()
+        except cq.CoheriqError as error:
+            assert type(error) is expected, f"raised {type(error).__name__}: {error}"
+            return None
+        assert expected is None, f"expected {expected.__name__}, nothing raised"
+        return result
+
+    def engine_for_call(self, domain):
+        """(error class, engine) that a call in this context runs, settling like coheriq."""
+        model = self.model[domain]
+        if not model.materialized:
+            return cq.CoheriqDomainError, None
+        for name, engine, _ in reversed(self.scopes):
+            if name == domain:
+                return None, engine
+        if model.settled is None:
+            value = (model.env or "").strip()
+            engine = value or cq.REFERENCE
+            if engine != cq.REFERENCE and engine not in model.engines:
+                return cq.CoheriqEngineNotFoundError, None
+            if engine != cq.REFERENCE and model.fails_to_start(engine):
+                return cq.CoheriqEngineError, None
+            model.settled = engine
+        return None, model.settled
+
+    # -- domains and candidates ---------------------------------------------
+
+    @rule(domain=st.sampled_from(DOMAINS))
+    def create_domain(self, domain):
+        expected = cq.CoheriqDomainError if domain in self.model else None
+        made = self.check(
+            expected, lambda: cq.AccelerationDomain(domain, env_prefix=domain.upper())
+        )
+        if made is not None:
+            self.model[domain] = ModelDomain()
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), candidate=st.sampled_from(CANDIDATES))
+    def mark(self, data, candidate):
+        domain = data.draw(st.sampled_from(sorted(self.model)))
+        model = self.model[domain]
+        is_class = candidate == "Box"
+        expected = None
+        if model.materialized or candidate in model.candidates:
+            expected = cq.CoheriqDomainError
+        real = lookup_domain(domain)
+        proxy = self.check(
+            expected,
+            lambda: real.acceleration_candidate(name=candidate)(
+                implementation(cq.REFERENCE, candidate, is_class)
+            ),
+        )
+        if proxy is not None:
+            model.candidates[candidate] = is_class
+            self.proxies[domain, candidate] = proxy
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def materialize(self, data):
+        domain = data.draw(st.sampled_from(sorted(self.model)))
+        model = self.model[domain]
+        expected = cq.CoheriqDomainError if model.materialized else None
+        real = lookup_domain(domain)
+        if self.check(expected, real.materialize) is not None:
+            model.materialized = True
+
+    # -- engines --------------------------------------------------------------
+
+    def expected_definition_error(self, domain, name, bases):
+        model = self.model[domain]
+        if not model.materialized:
+            return cq.CoheriqDomainError, None
+        if name == cq.REFERENCE or name in model.engines:
+            return cq.CoheriqEngineError, None
+        mirrors = tuple(model.engines[b].mirror for b in bases) or (model.reference_mirror,)
+        try:
+            mirror = type(name, mirrors, {})
+        except TypeError:  # Python cannot linearize these bases
+            return cq.CoheriqEngineInheritanceError, None
+        return None, mirror
+
+    @precondition(lambda self: self.model)
+    @rule(
+        data=st.data(),
+        name=st.sampled_from(ENGINES),
+        failing=st.booleans(),
+        class_form=st.booleans(),
+    )
+    def define_engine(self, data, name, failing, class_form):
+        domain = data.draw(st.sampled_from(sorted(self.model)))
+        model = self.model[domain]
+        bases = data.draw(st.lists(st.sampled_from(sorted(model.engines) or ["e0"]), max_size=2))
+        bases = [b for b in bases if b in model.engines]
+        overrides = data.draw(st.sets(st.sampled_from(sorted(model.candidates) or ["f"])))
+        overrides &= set(model.candidates)
+        failing = failing and class_form  # the decorator form has no __init__
+        expected, mirror = self.expected_definition_error(domain, name, bases)
+        body = {c: implementation(name, c, model.candidates[c]) for c in overrides}
+
+        def define_class_form():
+            base_classes = tuple(cq.engine_class(domain, b) for b in bases) or (
+                cq.engine_class(domain),
+            )
+            namespace = {c: v if isinstance(v, type) else staticmethod(v) for c, v in body.items()}
+            if failing:
+                namespace["__init__"] = failing_init
+            return cq.EngineMeta(name, base_classes, namespace, name=name)
+
+        def define_decorator_form():
+            engine = cq.AccelerationEngine(domain, name, bases)
+            for candidate, value in body.items():
+                engine.override(name=candidate)(value)
+            return engine.materialize()
+
+        made = self.check(expected, define_class_form if class_form else define_decorator_form)
+        if made is not None:
+            model.engines[name] = ModelEngine(bases, overrides, failing, mirror)
+
+    # -- choosing -------------------------------------------------------------
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), engine=st.sampled_from([*ENGINES, "unknown"]))
+    def enable(self, data, engine):
+        domain = data.draw(st.sampled_from(sorted(self.model)))
+        model = self.model[domain]
+        if not model.materialized:
+            expected = cq.CoheriqDomainError
+        elif engine != cq.REFERENCE and engine not in model.engines:
+            expected = cq.CoheriqEngineNotFoundError
+        elif model.settled is not None:
+            expected = None if model.settled == engine else cq.CoheriqEngineSettledError
+        elif engine != cq.REFERENCE and model.fails_to_start(engine):
+            expected = cq.CoheriqEngineError
+        else:
+            expected = None
+            model.settled = engine
+        self.check(expected, lambda: cq.enable_engine(domain, engine))
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), value=st.sampled_from(ENV_VALUES))
+    def set_environment(self, data, value):
+        domain = data.draw(st.sampled_from(sorted(self.model)))
+        os.environ[env_var(domain)] = value
+        self.model[domain].env = value
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), engine=st.sampled_from([*ENGINES, "unknown"]))
+    def enter_scope(self, data, engine):
+        domain = data.draw(st.sampled_from(sorted(self.model)))
+        model = self.model[domain]
+        if not model.materialized:
+            expected = cq.CoheriqDomainError
+        elif engine != cq.REFERENCE and engine not in model.engines:
+            expected = cq.CoheriqEngineNotFoundError
+        elif engine != cq.REFERENCE and model.fails_to_start(engine):
+            expected = cq.CoheriqEngineError
+        else:
+            expected = None
+        scope = cq.using_engine(domain, engine)
+        self.check(expected, scope.__enter__)
+        if expected is None:
+            self.scopes.append((domain, engine, scope))
+
+    @precondition(lambda self: self.scopes)
+    @rule()
+    def exit_scope(self):
+        self.scopes.pop()[2].__exit__(None, None, None)
+
+    # -- calling --------------------------------------------------------------
+
+    @precondition(lambda self: self.proxies)
+    @rule(data=st.data())
+    def call(self, data):
+        domain, candidate = data.draw(st.sampled_from(sorted(self.proxies)))
+        model = self.model[domain]
+        expected, engine = self.engine_for_call(domain)
+        proxy = self.proxies[domain, candidate]
+        result = self.check(expected, proxy)
+        if expected is not None:
+            return
+        supplier = model.supplier(engine, candidate)
+        if model.candidates[candidate]:
+            assert result.made_by == supplier
+            assert cq.engine_of(result) == supplier
+            assert isinstance(result, proxy)
+        else:
+            assert result == (supplier, candidate)
+
+    @invariant()
+    def introspection_agrees(self):
+        for domain, model in self.model.items():
+            scoped = [engine for name, engine, _ in self.scopes if name == domain]
+            active = scoped[-1] if scoped else model.settled
+            assert cq.active_implementation(domain) == active
+            assert cq.available_engines(domain) == sorted(model.engines)
+
+
+def env_var(domain):
+    return f"{domain.upper()}_ENGINE"
+
+
+TestCoheriqModel = CoheriqModel.TestCase
