@@ -187,9 +187,13 @@ class AccelerationDomain:
                 f"The env_prefix of domain {name!r} must be a string of letters, digits and "
                 f"'_' that can start an environment variable name, not {env_prefix!r}."
             )
+        if not isinstance(strict, bool):
+            raise CoheriqTypeError(
+                f"The strict option of domain {name!r} is True or False, not {strict!r}."
+            )
         self.name = name
         self.env_prefix = env_prefix
-        self.strict = bool(strict)
+        self.strict = strict
         self._module = sys._getframe(1).f_globals.get("__name__", "__main__")
         self._candidates: dict[str, CandidateInfo] = {}
         self._kinds: dict[str, bool] = {}  # name -> is a class; read on every engine check
@@ -458,10 +462,16 @@ class AccelerationDomain:
             raise
         cls = self._engines.get(name)
         if cls is None:
-            defined = [
-                c.__coheriq_name__ for c in self._engine_classes if c.__module__ == ep.module
-            ]
+            module = _module_of(ep)
+            defined = [c.__coheriq_name__ for c in self._engine_classes if c.__module__ == module]
             also = f" It defined {listing(n for n in defined if n)} instead." if defined else ""
+            # As for a failed import: the domain is left as it was, and the module is
+            # forgotten, so that a fixed package is imported afresh on the next try.
+            self._forget_engines_of_module(module)
+            imported = sys.modules.get(module)
+            spec = getattr(imported, "__spec__", None)
+            if not getattr(spec, "_initializing", False):  # not while its import runs
+                sys.modules.pop(module, None)
             raise CoheriqEngineLoadError(
                 f"Engine {name!r} of domain {self.name!r} is advertised by "
                 f"{discovery.describe(ep)}, but importing it did not define an engine of that "

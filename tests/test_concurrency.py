@@ -1,9 +1,14 @@
 """Threads, tasks and fork: set-up is safe, dispatch takes no lock."""
 
+import asyncio
+import builtins
+import gc
 import os
 import signal
+import sys
 import threading
 import time
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -36,7 +41,7 @@ def test_concurrent_first_calls_settle_once(lib, monkeypatch):
 
 
 def test_enable_races_first_calls(lib, two_engines):
-    barrier = threading.Barrier(17)
+    barrier = threading.Barrier(33)
     outcome = {}
 
     def caller(_):
@@ -53,8 +58,8 @@ def test_enable_races_first_calls(lib, two_engines):
 
     thread = threading.Thread(target=enabler)
     thread.start()
-    with ThreadPoolExecutor(16) as pool:
-        results = set(pool.map(caller, range(16)))
+    with ThreadPoolExecutor(32) as pool:
+        results = set(pool.map(caller, range(32)))
     thread.join()
     settled = cq.active_implementation(lib.name)
     assert settled in ("fast", cq.REFERENCE)
@@ -149,3 +154,179 @@ def test_fork_while_another_thread_sets_up_an_engine(lib, two_engines):
 def test_child_inherits_settled_choice(lib, two_engines):
     cq.enable_engine(lib.name, "fast")
     assert run_in_child(lambda: lib.total([1]) == ("fast", 1)) == 0
+
+
+def test_many_tasks_and_threads_each_see_their_own_scope(lib, two_engines):
+    cq.enable_engine(lib.name, "slow")
+    engines = ["fast", "slow", cq.REFERENCE]
+    wrong = []
+
+    async def task(i):
+        engine = engines[i % 3]
+        with cq.using_engine(lib.name, engine):
+            for _ in range(20):
+                await asyncio.sleep(0)
+                if lib.total([1])[0] != engine:
+                    wrong.append(("task", i))
+
+    async def outside():
+        for _ in range(40):
+            await asyncio.sleep(0)
+            if lib.total([1])[0] != "slow":
+                wrong.append(("outside task", 0))
+
+    def thread(i):
+        engine = engines[i % 3]
+        with cq.using_engine(lib.name, engine):
+            for _ in range(200):
+                time.sleep(0)
+                if lib.total([1])[0] != engine:
+                    wrong.append(("thread", i))
+
+    async def main():
+        await asyncio.gather(outside(), *(task(i) for i in range(64)))
+
+    threads = [threading.Thread(target=thread, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    asyncio.run(main())
+    for t in threads:
+        t.join()
+    assert wrong == []
+    assert lib.total([1]) == ("slow", 1)
+
+
+def test_a_million_scopes_leave_memory_flat(lib, two_engines):
+    scope = cq.using_engine(lib.name, "fast")
+    for _ in range(10_000):  # warm up: the engine instance, caches
+        with scope:
+            pass
+    tracemalloc.start()
+    try:
+        for _ in range(20_000):
+            with scope:
+                lib.total([1])
+        traced_before, _ = tracemalloc.get_traced_memory()
+        for _ in range(20_000):
+            with scope:
+                lib.total([1])
+        traced_after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert traced_after - traced_before < 10_000  # bytes, for 20,000 more scopes
+    gc.collect()
+    blocks = sys.getallocatedblocks()
+    for _ in range(1_000_000):
+        with scope:
+            pass
+    gc.collect()
+    assert sys.getallocatedblocks() - blocks < 1_000  # a leak would be a million objects
+    assert cq.active_implementation(lib.name) is None
+
+
+def test_no_scope_is_left_behind(lib, two_engines):
+    def in_generator():
+        with cq.using_engine(lib.name, "fast"):
+            yield lib.total([1])[0]
+            yield "never reached"
+
+    generator = in_generator()
+    assert next(generator) == "fast"
+    assert cq.active_implementation(lib.name) == "fast"  # a suspended generator holds it
+    generator.close()  # the generator returns: its block exits
+    assert cq.active_implementation(lib.name) is None
+
+    def returns_early():
+        with cq.using_engine(lib.name, "fast"):
+            return lib.total([1])[0]
+
+    assert returns_early() == "fast"
+    assert cq.active_implementation(lib.name) is None
+
+    async def cancelled():
+        started = asyncio.Event()
+
+        async def body():
+            with cq.using_engine(lib.name, "fast"):
+                started.set()
+                await asyncio.sleep(3600)
+
+        task = asyncio.create_task(body())
+        await started.wait()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return cq.active_implementation(lib.name)
+
+    assert asyncio.run(cancelled()) is None
+    with cq.using_engine(lib.name, "slow"):  # scopes still work, and nest normally
+        assert lib.total([1])[0] == "slow"
+    assert lib.total([1]) == ("reference", 1)
+
+
+def test_engine_module_calling_its_own_domain_at_import(lib, make_dist, unique, monkeypatch):
+    # The engine modules reach the library through a builtin set here, as they
+    # would through `import mylib`.
+    monkeypatch.setattr(builtins, "SELFCALL_LIB", lib, raising=False)
+    early, late = unique("early_mod"), unique("late_mod")
+    engine = (
+        "import coheriq\n"
+        f"class Engine(coheriq.engine_class({lib.name!r}), name=NAME):\n"
+        "    def total(self, xs):\n"
+        "        return (NAME, sum(xs))\n"
+    )
+    call = "WARM = SELFCALL_LIB.total([1])\n"
+    make_dist(
+        unique("selfcall"),
+        {early: "NAME = 'early'\n" + call + engine, late: "NAME = 'late'\n" + engine + call},
+        {f"coheriq.engines.{lib.name}": {"early": early, "late": late}},
+    )
+    monkeypatch.setenv(lib.env_var, "early")  # calls its domain before defining itself
+    with pytest.raises(cq.CoheriqEngineLoadError, match="'early'"):
+        lib.total([1])  # a clear error, not a deadlock
+    assert cq.active_implementation(lib.name) is None
+    monkeypatch.setenv(lib.env_var, "late")  # defines itself first: the call finds it
+    assert lib.total([1]) == ("late", 1)
+
+
+@fork_only
+@forks_with_threads
+def test_fork_during_a_slow_engine_import(lib, two_engines, make_dist, unique):
+    module = unique("slow_import")
+    gate = unique("gate")
+    make_dist(
+        unique("slowdist"),
+        {
+            module: (
+                "import sys, time\n"
+                f"sys.modules[{gate!r}].entered.set()\n"
+                f"sys.modules[{gate!r}].release.wait(30)\n"
+                "import coheriq\n"
+                f"class Slow(coheriq.engine_class({lib.name!r}), name='slowimport'):\n"
+                "    pass\n"
+            )
+        },
+        {f"coheriq.engines.{lib.name}": {"slowimport": module}},
+    )
+    signals = type(sys)(gate)
+    signals.entered, signals.release = threading.Event(), threading.Event()
+    sys.modules[gate] = signals
+    thread = threading.Thread(target=lambda: cq.enable_engine(lib.name, "slowimport"))
+    thread.start()
+    signals.entered.wait(10)  # the other thread is importing the engine now
+
+    def child():
+        with cq.using_engine(lib.name, "slow"):
+            scoped = lib.total([1])
+        cq.enable_engine(lib.name, "fast")
+        return scoped == ("slow", 1) and lib.total([1]) == ("fast", 1)
+
+    try:
+        assert run_in_child(child) == 0
+    finally:
+        signals.release.set()
+        thread.join()
+        del sys.modules[gate]
+    assert cq.active_implementation(lib.name) == "slowimport"

@@ -1,0 +1,370 @@
+"""Every bad input answered, broken engine packages survived, the environment is data.
+
+Each case checks the error class, that its message names the offending value and
+says what to do, and that afterwards every domain is exactly as it was (as the
+public introspection functions see it).
+"""
+
+import sys
+
+import pytest
+
+import coheriq as cq
+from coheriq.domain import all_domains
+from conftest import build_lib
+
+
+def world_state():
+    return [
+        (d.name, d.materialized, cq.available_engines(d), cq.active_implementation(d))
+        for d in all_domains()
+    ]
+
+
+class Plain:
+    pass
+
+
+def plain_function():
+    return None
+
+
+@pytest.fixture
+def world(lib, two_engines, unique):
+    other = build_lib(unique("other"))
+
+    class OtherEngine(cq.engine_class(other.name), name="elsewhere"):
+        pass
+
+    return {"lib": lib, "other": other, "other_engine": OtherEngine, "fast": two_engines[0]}
+
+
+def _cases():
+    """(id, action taking the world, expected error, text the message must contain)."""
+    T, N, E, D = (
+        cq.CoheriqTypeError,
+        cq.CoheriqEngineNotFoundError,
+        cq.CoheriqEngineError,
+        cq.CoheriqDomainError,
+    )
+    DN = cq.CoheriqDomainNotFoundError
+    cases = []
+    for value, text in [(None, "None"), (3, "3"), (2.5, "2.5"), (Plain, "Plain"), (b"x", "b'x'")]:
+        cases += [
+            (f"AccelerationDomain({text})", lambda w, v=value: cq.AccelerationDomain(v), T, text),
+            (f"engine_class({text})", lambda w, v=value: cq.engine_class(v), T, text),
+            (f"enable_engine({text}, e)", lambda w, v=value: cq.enable_engine(v, "fast"), T, text),
+            (
+                f"enable_engine(d, {text})",
+                lambda w, v=value: cq.enable_engine(w["lib"].name, v),
+                T,
+                text,
+            ),
+            (f"using_engine({text}, e)", lambda w, v=value: cq.using_engine(v, "fast"), T, text),
+            (
+                f"using_engine(d, {text})",
+                lambda w, v=value: cq.using_engine(w["lib"].name, v),
+                T,
+                text,
+            ),
+            (f"available_engines({text})", lambda w, v=value: cq.available_engines(v), T, text),
+            (
+                f"active_implementation({text})",
+                lambda w, v=value: cq.active_implementation(v),
+                T,
+                text,
+            ),
+            (f"resolve_impl({text})", lambda w, v=value: cq.resolve_impl(v), T, text),
+            (f"engine_of({text})", lambda w, v=value: cq.engine_of(v), T, text),
+            (
+                f"AccelerationEngine({text}, e)",
+                lambda w, v=value: cq.AccelerationEngine(v, "x"),
+                T,
+                text,
+            ),
+            (
+                f"AccelerationEngine(d, {text})",
+                lambda w, v=value: cq.AccelerationEngine(w["lib"].name, v),
+                T,
+                text,
+            ),
+            *(
+                []
+                if value is None  # engine_class(d, None) is the reference class, by design
+                else [
+                    (
+                        f"engine_class(d, {text})",
+                        lambda w, v=value: cq.engine_class(w["lib"].name, v),
+                        T,
+                        text,
+                    )
+                ]
+            ),
+        ]
+    for name in ["", " ", "\t", "a b", "x:y"]:
+        cases += [
+            (
+                f"AccelerationDomain({name!r})",
+                lambda w, n=name: cq.AccelerationDomain(n),
+                T,
+                repr(name),
+            ),
+            (
+                f"enable_engine(d, {name!r})",
+                lambda w, n=name: cq.enable_engine(w["lib"].name, n),
+                T,
+                repr(name),
+            ),
+            (
+                f"engine_class(d, {name!r})",
+                lambda w, n=name: cq.engine_class(w["lib"].name, n),
+                T,
+                repr(name),
+            ),
+            (
+                f"candidate name {name!r}",
+                lambda w, n=name: w["lib"].domain.acceleration_candidate(name=n),
+                T,
+                repr(name),
+            ),
+        ]
+    cases += [
+        (
+            "domain of another's name",
+            lambda w: cq.AccelerationDomain(w["lib"].name),
+            D,
+            "exists already",
+        ),
+        ("env_prefix 3", lambda w: cq.AccelerationDomain("fresh", env_prefix=3), T, "3"),
+        ("env_prefix '1X'", lambda w: cq.AccelerationDomain("fresh", env_prefix="1X"), T, "'1X'"),
+        ("strict 'yes'", lambda w: cq.AccelerationDomain("fresh", strict="yes"), T, "'yes'"),
+        (
+            "unknown domain",
+            lambda w: cq.enable_engine("nosuchdomain", "fast"),
+            DN,
+            "'nosuchdomain'",
+        ),
+        (
+            "unknown engine",
+            lambda w: cq.enable_engine(w["lib"].name, "fsat"),
+            N,
+            "Did you mean 'fast'",
+        ),
+        (
+            "another domain's engine name",
+            lambda w: cq.enable_engine(w["lib"].name, "elsewhere"),
+            N,
+            "'elsewhere'",
+        ),
+        (
+            "another domain's engine class",
+            lambda w: cq.enable_engine(w["lib"].name, w["other_engine"]),
+            T,
+            "belongs to domain",
+        ),
+        (
+            "a function as engine",
+            lambda w: cq.enable_engine(w["lib"].name, plain_function),
+            T,
+            "plain_function",
+        ),
+        ("a plain class as engine", lambda w: cq.enable_engine(w["lib"].name, Plain), T, "Plain"),
+        (
+            "scope on unknown engine",
+            lambda w: cq.using_engine(w["lib"].name, "fsat").__enter__(),
+            N,
+            "'fsat'",
+        ),
+        ("mark a number", lambda w: w["lib"].domain.acceleration_candidate(3), T, "3"),
+        (
+            "mark after materialize",
+            lambda w: w["lib"].domain.acceleration_candidate(plain_function),
+            D,
+            "'plain_function'",
+        ),
+        ("materialize twice", lambda w: w["lib"].domain.materialize(), D, "materialized already"),
+        (
+            "resolve a plain function",
+            lambda w: cq.resolve_impl(plain_function),
+            T,
+            "plain_function",
+        ),
+        (
+            "resolve the reference itself",
+            lambda w: cq.resolve_impl(w["lib"].normalize.__wrapped__),
+            T,
+            "normalize",
+        ),
+        ("engine_of a class candidate", lambda w: cq.engine_of(w["lib"].Batch), T, "Batch"),
+        (
+            "override a non-candidate",
+            lambda w: cq.AccelerationEngine(w["lib"].name, "x").override(name="normalise")(
+                plain_function
+            ),
+            E,
+            "Did you mean 'normalize'",
+        ),
+        (
+            "override with a number",
+            lambda w: cq.AccelerationEngine(w["lib"].name, "x").override(3),
+            T,
+            "3",
+        ),
+        (
+            "bases a string",
+            lambda w: cq.AccelerationEngine(w["lib"].name, "x", bases="fast"),
+            T,
+            "'fast'",
+        ),
+        (
+            "bases with a number",
+            lambda w: cq.AccelerationEngine(w["lib"].name, "x", bases=[3]).materialize(),
+            T,
+            "3",
+        ),
+        (
+            "bases of another domain",
+            lambda w: cq.AccelerationEngine(
+                w["lib"].name, "x", bases=[w["other_engine"]]
+            ).materialize(),
+            T,
+            "belongs to domain",
+        ),
+        (
+            "unmaterialized engine",
+            lambda w: cq.enable_engine(w["lib"].name, cq.AccelerationEngine(w["lib"].name, "x")),
+            E,
+            "'x'",
+        ),
+        ("subclass a class proxy", lambda w: type("Mine", (w["lib"].Batch,), {}), T, "Batch"),
+    ]
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize(
+    ("action", "error", "text"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_input_is_answered_and_changes_nothing(world, action, error, text):
+    before = world_state()
+    with pytest.raises(cq.CoheriqError) as raised:
+        action(world)
+    assert type(raised.value) is error
+    message = str(raised.value)
+    assert text in message
+    assert len(message) > 40 and message.rstrip()[-1] in ".?)", message  # a sentence with advice
+    assert world_state() == before
+
+
+# -- broken engine packages ---------------------------------------------------------
+
+GOOD = """
+import coheriq
+
+class Good(coheriq.engine_class({domain!r}), name="good"):
+    def total(self, xs):
+        return ("good", sum(xs))
+"""
+
+BROKEN = {
+    "raises ImportError": (
+        "import no_such_dependency_xyz\n",
+        ImportError,
+        "no_such_dependency_xyz",
+    ),
+    "has a syntax error": ("def broken(:\n", SyntaxError, "SyntaxError"),
+    "defines nothing": ("VALUE = 1\n", None, "did not define an engine of that name"),
+    "defines another name": (
+        "import coheriq\nclass X(coheriq.engine_class({domain!r}), name='renamed'):\n    pass\n",
+        None,
+        "It defined 'renamed' instead",
+    ),
+    "fails in __init__": (
+        "import coheriq\nclass X(coheriq.engine_class({domain!r}), name='broken'):\n"
+        "    def __init__(self):\n        raise OSError('no device here')\n",
+        OSError,
+        "no device here",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", [*BROKEN, "has a malformed entry point"])
+def test_broken_engine_package_is_survived(lib, make_dist, unique, how):
+    module = unique("broken_mod")
+    group = f"coheriq.engines.{lib.name}"
+    good_module = unique("good_mod")
+    make_dist(
+        unique("good_dist"),
+        {good_module: GOOD.format(domain=lib.name)},
+        {group: {"good": good_module}},
+    )
+    if how == "has a malformed entry point":
+        source, cause, text = "", None, "'broken'"
+        value = f"{module}:not a valid:value"
+    else:
+        source, cause, text = BROKEN[how]
+        value = module
+    dist = unique("broken_dist")
+    make_dist(dist, {module: source.format(domain=lib.name)}, {group: {"broken": value}})
+    before = world_state()
+    with pytest.raises(cq.CoheriqEngineError) as raised:
+        cq.enable_engine(lib.name, "broken")
+    message = str(raised.value)
+    assert "'broken'" in message and lib.name in message and text in message
+    if how != "fails in __init__":
+        assert isinstance(raised.value, cq.CoheriqEngineLoadError) and dist in message
+    if cause is not None:
+        assert isinstance(raised.value.__cause__, cause)
+    assert cq.active_implementation(lib.name) is None
+    assert world_state() == before  # the domain is exactly as it was
+    cq.enable_engine(lib.name, "good")
+    assert lib.total([1]) == ("good", 1)
+
+
+# -- the environment variable is data, not code ---------------------------------------
+
+SENTINEL = """
+import sys
+sys.modules.setdefault("coheriq_sentinel_log", type(sys)("coheriq_sentinel_log"))
+sys.modules["coheriq_sentinel_log"].imported = True
+"""
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "os",
+        "os:system",
+        "../x",
+        "mod.attr",
+        "sentinel_mod",
+        "sentinel_mod:attr",
+        "good_mod",
+        "x" * 10_000,
+        "ünïcödé",
+        "reference ; rm -rf /",
+        "__import__('os')",
+    ],
+    ids=lambda v: v[:20],
+)
+def test_environment_variable_never_imports_a_module(lib, make_dist, monkeypatch, value):
+    group = f"coheriq.engines.{lib.name}"
+    make_dist(
+        "envdata_dist",
+        {"sentinel_mod": SENTINEL, "good_mod": GOOD.format(domain=lib.name)},
+        {group: {"good": "good_mod"}},
+    )
+    for name in ("sentinel_mod", "good_mod", "coheriq_sentinel_log"):
+        sys.modules.pop(name, None)
+    monkeypatch.setenv(lib.env_var, value)
+    modules_before = set(sys.modules)
+    with pytest.raises(cq.CoheriqEngineNotFoundError) as raised:
+        lib.total([1])
+    assert lib.env_var in str(raised.value)
+    assert set(sys.modules) == modules_before  # nothing at all was imported
+    assert cq.active_implementation(lib.name) is None
+    monkeypatch.setenv(lib.env_var, "good")  # the advertised name is what loads the module
+    assert lib.total([1]) == ("good", 1)
+    assert "good_mod" in sys.modules and "sentinel_mod" not in sys.modules
