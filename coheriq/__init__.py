@@ -4,14 +4,20 @@ A library (the *domain*) marks functions and classes as acceleration candidates;
 separately published *engines* re-implement any subset as subclasses of the
 domain's reference class; the user picks an engine with one line, an environment
 variable or a ``with`` block, and every call site follows.
+
+The tools for looking at a program (:func:`explain`, :func:`coverage`,
+:func:`profile`, :func:`snapshot`) are imported on first use, so that importing an
+accelerated library does not pay for them.
 """
 
+from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE
 from .activation import (
     active_implementation,
     available_engines,
     enable_engine,
     engine_of,
+    import_domain,
     resolve_impl,
     using_engine,
 )
@@ -33,6 +39,22 @@ from .exceptions import (
 )
 from .meta import EngineMeta
 
+if TYPE_CHECKING:
+    from .introspection import Coverage, Explanation, coverage, explain
+    from .profiling import Profile, profile
+    from .propagation import Snapshot, snapshot
+
+_ON_FIRST_USE = {
+    "Coverage": "introspection",
+    "Explanation": "introspection",
+    "coverage": "introspection",
+    "explain": "introspection",
+    "Profile": "profiling",
+    "profile": "profiling",
+    "Snapshot": "propagation",
+    "snapshot": "propagation",
+}
+
 __all__ = [
     "REFERENCE",
     "AccelerationDomain",
@@ -49,14 +71,37 @@ __all__ = [
     "CoheriqSignatureWarning",
     "CoheriqTypeError",
     "CoheriqUserError",
+    "Coverage",
     "EngineMeta",
+    "Explanation",
+    "Profile",
+    "Snapshot",
     "active_implementation",
     "available_engines",
+    "coverage",
     "enable_engine",
     "engine_class",
     "engine_of",
+    "explain",
+    "import_domain",
+    "profile",
     "resolve_impl",
+    "snapshot",
     "using_engine",
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """Import the module of a tool the first time the tool is asked for."""
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'coheriq' has no attribute {name!r}")
+    value = getattr(__import__(f"coheriq.{module}", fromlist=[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

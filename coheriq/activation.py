@@ -11,10 +11,10 @@ the first of:
 
 from __future__ import annotations
 
-from ._typing import TYPE_CHECKING
+from ._stdlib import TYPE_CHECKING
 from .domain import AccelerationDomain, all_domains, lookup_domain
 from .engine import AccelerationEngine, resolve_engine
-from .exceptions import CoheriqEngineSettledError, CoheriqTypeError
+from .exceptions import CoheriqDomainNotFoundError, CoheriqEngineSettledError, CoheriqTypeError
 from .meta import EngineMeta
 from .proxy import candidate_of
 
@@ -32,6 +32,7 @@ __all__ = [
     "available_engines",
     "enable_engine",
     "engine_of",
+    "import_domain",
     "resolve_impl",
     "using_engine",
 ]
@@ -150,7 +151,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this scope."""
-        import functools  # here, not at the top: it imports collections (see _typing)
+        import functools  # here, not at the top: it imports collections (see _stdlib)
 
         domain, engine = self.domain, self.engine
         code = getattr(fn, "__code__", None)
@@ -235,3 +236,29 @@ def engine_of(obj: object) -> str:
         "candidate's implementation, so it was made by no engine. engine_of takes objects "
         "made by calling a class candidate such as mylib.Batch(...)."
     )
+
+
+def import_domain(name: str) -> AccelerationDomain:
+    """Return the domain ``name``, importing the library that creates it if need be.
+
+    The library is the module that a distribution advertises for the domain in the
+    entry-point group ``coheriq.domains``, else the module named like the domain.
+
+    Raises:
+        CoheriqDomainNotFoundError: The domain is neither registered nor created by
+            importing that module; the message says what the import did.
+    """
+    try:
+        return lookup_domain(name)
+    except CoheriqDomainNotFoundError as missing:
+        from . import discovery  # metadata is read only when a domain is missing
+
+        ep = discovery.advertised_domains().get(name)
+        module = ep.value.partition(":")[0].strip() if ep is not None else name
+        try:
+            __import__(module)
+        except ImportError as error:
+            raise CoheriqDomainNotFoundError(
+                f"{missing} Importing a module named {module!r} to create it failed too: {error}."
+            ) from error
+    return lookup_domain(name)

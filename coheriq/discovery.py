@@ -12,7 +12,9 @@ when an engine must be listed or found, and each group is read once per process.
 
 from __future__ import annotations
 
-from ._typing import TYPE_CHECKING
+import time
+
+from ._stdlib import INFO, TYPE_CHECKING, log
 from .exceptions import CoheriqEngineLoadError
 
 if TYPE_CHECKING:
@@ -98,11 +100,21 @@ def load(domain_name: str, engine_name: str, ep: EntryPoint) -> Any:
             names, failed; the message names the engine and the entry point, and
             the original exception is chained.
     """
+    start = time.perf_counter()
     try:
-        return ep.load()
+        loaded = ep.load()
     except Exception as exc:
         raise CoheriqEngineLoadError(
             f"Engine {engine_name!r} of domain {domain_name!r} could not be loaded from "
             f"{describe(ep)}: {type(exc).__name__}: {exc}. The domain is unchanged; fix or "
             "reinstall that package, or choose another engine."
         ) from exc
+    log(
+        INFO,
+        "loaded engine %r of domain %r from %s in %.1f ms",
+        engine_name,
+        domain_name,
+        describe(ep),
+        (time.perf_counter() - start) * 1e3,
+    )
+    return loaded

@@ -30,7 +30,15 @@ import sys
 # spares a module at start-up.
 from _contextvars import ContextVar
 
-from ._typing import TYPE_CHECKING, MappingProxyType, overload
+from ._stdlib import (
+    DEBUG,
+    INFO,
+    TYPE_CHECKING,
+    MappingProxyType,
+    caller_outside_coheriq,
+    log,
+    overload,
+)
 from ._validate import REFERENCE, check_candidate_name, check_name
 from .exceptions import (
     CoheriqDomainError,
@@ -55,6 +63,10 @@ if TYPE_CHECKING:
 __all__ = ["AccelerationDomain", "Settlement", "all_domains", "lookup_domain"]
 
 _domains: dict[str, AccelerationDomain] = {}
+
+# Set by coheriq.profiling while a profile block is open anywhere: makes, for a
+# domain, the function its proxies use to find the current scope.
+profiling_current: Callable[[AccelerationDomain], Callable[[], Any]] | None = None
 _registry_lock = _thread.allocate_lock()
 
 
@@ -67,17 +79,24 @@ class Settlement:
         reason: Why this engine: ``"enable_engine"``, ``"environment variable
             NAME"`` or ``"default"``.
         members: Candidate name -> the member of the engine instance a call runs.
+        where: ``FILE:LINE`` of the code whose call or ``enable_engine`` made the choice.
     """
 
-    __slots__ = ("engine", "engine_class", "members", "reason")
+    __slots__ = ("engine", "engine_class", "members", "reason", "where")
 
     def __init__(
-        self, engine: str, engine_class: EngineMeta, reason: str, members: Mapping[str, Any]
+        self,
+        engine: str,
+        engine_class: EngineMeta,
+        reason: str,
+        members: Mapping[str, Any],
+        where: str,
     ) -> None:
         self.engine = engine
         self.engine_class = engine_class
         self.reason = reason
         self.members = members
+        self.where = where
 
     def __repr__(self) -> str:
         return f"<Settlement on {self.engine!r} by {self.reason}>"
@@ -213,6 +232,9 @@ class AccelerationDomain:
             current=self._scope.get, here=self._member_here, first_call=self._call_first
         )
         self._lock = _thread.RLock()
+        self._profiling: Callable[[], Any] | None = None
+        if profiling_current is not None:
+            self._set_profiling(profiling_current(self))
         with _registry_lock:
             if name in _domains:
                 raise CoheriqDomainError(
@@ -533,10 +555,19 @@ class AccelerationDomain:
                 members = self._members_of(cls)
             finally:
                 self._settling = None
-            settled = Settlement(cls.__coheriq_name__ or REFERENCE, cls, reason, members)
+            where = caller_outside_coheriq()
+            settled = Settlement(cls.__coheriq_name__ or REFERENCE, cls, reason, members, where)
             self._switchboard.connect(members)
             self._settled = settled
-            return settled
+        log(
+            INFO,
+            "domain %r runs on engine %r (%s), chosen at %s",
+            self.name,
+            settled.engine,
+            reason,
+            where,
+        )
+        return settled
 
     def _settle(self, action: str = "call its candidates") -> Settlement:
         """Return the global choice, making it now if it is not made yet.
@@ -569,6 +600,54 @@ class AccelerationDomain:
             return scope.members[name]
         return self._settle(f"call candidate {name!r}").members[name]
 
+    def _set_profiling(self, current: Callable[[], Any] | None) -> None:
+        """Route proxies through ``current`` (a profiler's), or back to the scope variable."""
+        with self._lock:
+            self._profiling = current
+            self._refresh_dispatch()
+
+    def _refresh_dispatch(self) -> None:
+        # Proxies look at the context only while a scope or a profile is open anywhere.
+        self._switchboard.set_scoped(self._open_scopes > 0 or self._profiling is not None)
+        self._switchboard.set_current(self._profiling or self._scope.get)
+
+    def _prospect(self) -> tuple[str | None, str, EngineMeta | None]:
+        """What a call here and now would run, and why, without choosing anything.
+
+        Returns ``(engine, reason, engine class)``; the class is ``None`` for an
+        advertised engine not imported yet, and the engine too when the
+        environment variable names no engine.
+        """
+        scope = self._scope.get()
+        while scope is not None and not scope.live:
+            scope = scope.parent
+        if scope is not None:
+            cls = self._engines.get(scope.engine) or self._reference
+            return scope.engine, "the innermost using_engine block in this context", cls
+        settled = self._settled
+        if settled is not None:
+            how = {"enable_engine": "enable_engine", "default": "the reference by default"}.get(
+                settled.reason, f"the {settled.reason}"
+            )
+            return (
+                settled.engine,
+                f"{how}, settled by a call at {settled.where}",
+                settled.engine_class,
+            )
+        variable = self.env_var
+        value = (os.environ.get(variable, "") if variable else "").strip()
+        if not value or value == REFERENCE:
+            why = f"{variable} is {value!r}" if value else "no enable_engine and no variable set"
+            return REFERENCE, f"the reference by default ({why}); not settled yet", self._reference
+        reason = f"the environment variable {variable}={value!r}; not settled yet"
+        if value in self._engines:
+            return value, reason, self._engines[value]
+        from . import discovery  # reading metadata imports no engine
+
+        if value in discovery.advertised(self.name):
+            return value, reason + " (advertised, not imported yet)", None
+        return None, reason + ", which names no engine: the first call will fail", None
+
     def _active_engine(self) -> str | None:
         """The engine a call would run in this context, or None if undecided."""
         scope = self._scope.get()
@@ -585,13 +664,14 @@ class AccelerationDomain:
         scope = _Scope(cls.__coheriq_name__ or REFERENCE, members, self._scope.get())
         with self._lock:
             self._open_scopes += 1
-            if self._open_scopes == 1:
-                self._switchboard.set_scoped(True)
+            self._refresh_dispatch()
+        log(DEBUG, "domain %r: entering a scope of engine %r", self.name, scope.engine)
         return scope, self._scope.set(scope)
 
     def _exit_scope(self, scope: _Scope, token: Token[_Scope | None]) -> None:
         scope.live = False
         scope.members = _Fallthrough(self, scope.parent)
+        log(DEBUG, "domain %r: leaving the scope of engine %r", self.name, scope.engine)
         try:
             self._scope.reset(token)
         except ValueError:
@@ -600,8 +680,7 @@ class AccelerationDomain:
             pass
         with self._lock:
             self._open_scopes -= 1
-            if self._open_scopes == 0:
-                self._switchboard.set_scoped(False)
+            self._refresh_dispatch()
 
 
 def _module_of(ep: Any) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 
-from ._typing import TYPE_CHECKING, overload
+from ._stdlib import TYPE_CHECKING, overload
 from ._validate import REFERENCE, check_candidate_name, check_name
 from .domain import AccelerationDomain, lookup_domain
 from .exceptions import CoheriqEngineError, CoheriqTypeError, did_you_mean, listing

@@ -10,7 +10,7 @@ domain, engine or candidate involved and says what to do instead.
 
 from __future__ import annotations
 
-from ._typing import TYPE_CHECKING
+from ._stdlib import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -80,7 +80,16 @@ class CoheriqSignatureWarning(UserWarning):
 
     Raised as a :class:`CoheriqEngineError` instead when the domain is strict or
     the environment variable ``COHERIQ_STRICT`` is set to ``1``.
+
+    Attributes:
+        engine: The engine's name (for an unnamed mixin, its class name).
+        candidate: The candidate whose override does not fit.
     """
+
+    def __init__(self, message: str, engine: str = "", candidate: str = "") -> None:
+        super().__init__(message)
+        self.engine = engine
+        self.candidate = candidate
 
 
 def did_you_mean(name: object, choices: Iterable[str]) -> str:

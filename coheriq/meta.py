@@ -11,7 +11,7 @@ lookup along ``Engine.__mro__``.
 
 from __future__ import annotations
 
-from ._typing import TYPE_CHECKING
+from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE, check_name
 from .exceptions import (
     CoheriqEngineError,
@@ -21,7 +21,7 @@ from .exceptions import (
     listing,
 )
 
-__all__ = ["EngineMeta"]
+__all__ = ["EngineMeta", "supplier"]
 
 
 if TYPE_CHECKING:
@@ -107,11 +107,12 @@ class EngineMeta(type):
             # Imported here: only defining an engine needs it, `import coheriq` does not.
             from .signatures import check_override
 
-            label = repr(name) if name is not None else f"mixin {cls_name!r}"
+            label = name if name is not None else cls_name
             for candidate in sorted(overrides):
                 check_override(
                     domain=domain,
                     engine=label,
+                    mixin=name is None,
                     candidate=candidate,
                     reference=domain._reference_of(candidate),
                     override=namespace[candidate],
@@ -137,6 +138,17 @@ class EngineMeta(type):
         if cls.__coheriq_name__ is None:
             return f"<engine mixin {where} of coheriq domain {domain!r}>"
         return f"<engine {cls.__coheriq_name__!r} of coheriq domain {domain!r}: {where}>"
+
+
+def supplier(cls: EngineMeta, candidate: str) -> EngineMeta:
+    """Return the class along ``cls.__mro__`` whose own body supplies ``candidate``.
+
+    That is the reference class when no engine on the way overrides it.
+    """
+    for klass in cls.__mro__:
+        if candidate in getattr(klass, "__coheriq_overrides__", ()):
+            return klass  # type: ignore[return-value]
+    return cls.__mro__[-2]  # type: ignore[return-value]  # the reference, just before object
 
 
 def _domain_of_bases(cls_name: str, bases: tuple[type, ...]) -> _Domain:

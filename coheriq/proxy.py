@@ -33,7 +33,7 @@ every engine of the domain.
 
 from __future__ import annotations
 
-from ._typing import TYPE_CHECKING, FunctionType
+from ._stdlib import TYPE_CHECKING, FunctionType
 from .exceptions import CoheriqTypeError
 
 if TYPE_CHECKING:
@@ -127,7 +127,12 @@ class Switchboard:
         first_call: Callable[..., Any],
     ) -> None:
         self._first_call = first_call
-        self.namespace: dict[str, Any] = {_SCOPED: False, _CURRENT: current, _HERE: here}
+        self.namespace: dict[str, Any] = {
+            "__name__": __name__,  # the generated functions' frames count as coheriq's own
+            _SCOPED: False,
+            _CURRENT: current,
+            _HERE: here,
+        }
 
     def function_proxy(self, info: CandidateInfo) -> Callable[..., Any]:
         """Return a generated function that dispatches calls of ``info``'s candidate."""
@@ -184,6 +189,10 @@ class Switchboard:
         """Point every candidate's slot at the given member (the settled engine's)."""
         for name, member in members.items():
             self.namespace[_slot(name)] = member
+
+    def set_current(self, current: Callable[[], Any]) -> None:
+        """Replace the function that finds the current context's scope (for profiling)."""
+        self.namespace[_CURRENT] = current
 
     def set_scoped(self, scoped: bool) -> None:
         """Say whether any scope of the domain is open, in any thread or task."""

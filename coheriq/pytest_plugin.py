@@ -27,18 +27,22 @@ The report header names every domain known at start-up and its engine.
 
 from __future__ import annotations
 
-import importlib
 import os
 from contextlib import nullcontext
 
 import pytest
 
-from . import discovery
-from ._typing import TYPE_CHECKING
+from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE
-from .activation import active_implementation, available_engines, enable_engine, using_engine
+from .activation import (
+    active_implementation,
+    available_engines,
+    enable_engine,
+    import_domain,
+    using_engine,
+)
 from .domain import all_domains, lookup_domain
-from .exceptions import CoheriqDomainNotFoundError, CoheriqError
+from .exceptions import CoheriqError
 from .testing import isolated
 
 if TYPE_CHECKING:
@@ -76,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     specs += [_parse(text, ENV) for text in from_env.split(",") if text.strip()]
     for domain, engine in specs:
         try:
-            _import_domain(domain)
+            import_domain(domain)
             enable_engine(domain, engine)
         except CoheriqError as error:
             raise pytest.UsageError(f"coheriq engine {domain}:{engine}: {error}") from None
@@ -90,27 +94,6 @@ def _parse(text: str, source: str) -> tuple[str, str]:
             f"{source}: {text!r} is not DOMAIN:ENGINE; write for example mylib:fast."
         )
     return domain.strip(), engine.strip()
-
-
-def _import_domain(name: str) -> None:
-    """Make sure domain ``name`` exists, importing the library that creates it if needed.
-
-    The library is the module a distribution advertises for the domain in the
-    entry-point group ``coheriq.domains``, else the module of the domain's name.
-    """
-    try:
-        lookup_domain(name)
-        return
-    except CoheriqDomainNotFoundError as missing:
-        ep = discovery.advertised_domains().get(name)
-        module = ep.value.partition(":")[0].strip() if ep is not None else name
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise CoheriqDomainNotFoundError(
-                f"{missing} Importing a module named {module!r} to create it failed too: {error}."
-            ) from error
-    lookup_domain(name)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

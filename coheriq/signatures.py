@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ._typing import TYPE_CHECKING, FunctionType
+from ._stdlib import TYPE_CHECKING, FunctionType
 from .exceptions import CoheriqEngineError, CoheriqSignatureWarning
 
 if TYPE_CHECKING:
@@ -30,13 +30,21 @@ STRICT_ENV = "COHERIQ_STRICT"
 
 
 def check_override(
-    *, domain: Any, engine: str, candidate: str, reference: Any, override: Any, is_class: bool
+    *,
+    domain: Any,
+    engine: str,
+    mixin: bool = False,
+    candidate: str,
+    reference: Any,
+    override: Any,
+    is_class: bool,
 ) -> None:
     """Compare one override with its candidate; warn, or raise in strict mode.
 
     Args:
         domain: The domain (its ``name`` and ``strict`` are read).
-        engine: How to name the engine class in the message.
+        engine: The engine's name (an unnamed mixin's class name).
+        mixin: Whether the class is an unnamed mixin.
         candidate: The candidate's name.
         reference: The reference implementation (function or class).
         override: The value in the engine's class body.
@@ -65,7 +73,8 @@ def check_override(
         return
     what = f"the constructor of class candidate {candidate!r}" if is_class else repr(candidate)
     message = (
-        f"Engine {engine} of domain {domain.name!r} overrides {what} with a signature "
+        f"Engine {'mixin ' if mixin else ''}{engine!r} of domain {domain.name!r} overrides "
+        f"{what} with a signature "
         f"that cannot accept every call the candidate accepts: {'; '.join(problems)}. "
         f"Candidate: {candidate}{wanted}; override: {candidate}{given}."
     )
@@ -74,8 +83,9 @@ def check_override(
     import warnings  # on the warning path only: not imported by `import coheriq`
 
     warnings.warn(
-        message + f" (Set {STRICT_ENV}=1 to make this an error.)",
-        CoheriqSignatureWarning,
+        CoheriqSignatureWarning(
+            message + f" (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate
+        ),
         stacklevel=_first_frame_outside_coheriq(),
     )
 

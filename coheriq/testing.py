@@ -23,7 +23,7 @@ import sys
 from contextlib import contextmanager
 
 from . import discovery
-from ._typing import TYPE_CHECKING
+from ._stdlib import TYPE_CHECKING
 from .domain import AccelerationDomain, _replace_registry
 
 if TYPE_CHECKING:

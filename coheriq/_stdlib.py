@@ -1,0 +1,70 @@
+"""Stand-ins for the standard-library modules that ``import coheriq`` must not import.
+
+``import coheriq`` happens in every program that imports an accelerated library,
+so it must not import :mod:`typing` (several milliseconds, with ``re`` and
+``contextlib`` behind it), :mod:`types` or :mod:`logging`:
+
+- typing: annotations are strings (``from __future__ import annotations``),
+  type-only names are imported under ``if TYPE_CHECKING:``, and :func:`overload`
+  has the run-time effect of :func:`typing.overload` (the last, real definition
+  replaces the overloads);
+- types: the two types coheriq needs, taken from objects at hand;
+- logging: :func:`log` sends to ``logging.getLogger("coheriq")`` only if the
+  program has imported logging and enabled the level, so coheriq is silent unless
+  the application configures logging. Nothing is logged per call: INFO when a
+  domain settles or an engine is loaded, DEBUG when a scope is entered or left.
+"""
+
+import sys
+
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import overload
+else:
+
+    def overload(fn):
+        """Return ``fn``: the overloads exist for type checkers only."""
+        return fn
+
+
+FunctionType = type(overload)
+""":class:`types.FunctionType`: the type of functions written in Python."""
+
+MappingProxyType = type(type.__dict__)
+""":class:`types.MappingProxyType`: a read-only view of a mapping."""
+
+__all__ = [
+    "DEBUG",
+    "INFO",
+    "TYPE_CHECKING",
+    "FunctionType",
+    "MappingProxyType",
+    "caller_outside_coheriq",
+    "log",
+    "overload",
+]
+
+DEBUG = 10
+INFO = 20
+
+
+def log(level: int, message: str, *args: object) -> None:
+    """Log ``message % args`` at ``level`` on the "coheriq" logger, if anyone listens."""
+    logging = sys.modules.get("logging")
+    if logging is None:
+        return
+    logger = logging.getLogger("coheriq")
+    if logger.isEnabledFor(level):
+        logger.log(level, message, *args)
+
+
+def caller_outside_coheriq() -> str:
+    """``FILE:LINE`` of the innermost frame that is not coheriq's own code."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not (module == "coheriq" or module.startswith("coheriq.")):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<unknown>"

@@ -1,0 +1,155 @@
+"""Seeing what runs and why: :func:`explain` and :func:`coverage`. Neither chooses anything."""
+
+from __future__ import annotations
+
+from ._stdlib import TYPE_CHECKING
+from ._validate import REFERENCE
+from .domain import AccelerationDomain, lookup_domain
+from .exceptions import CoheriqTypeError
+from .meta import EngineMeta, supplier
+from .proxy import candidate_of
+
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["Coverage", "Explanation", "coverage", "explain"]
+
+
+def _name(cls: EngineMeta) -> str:
+    """An engine class as a reader knows it: its engine name, or the mixin's class."""
+    name = cls.__coheriq_name__
+    return name if name is not None else f"mixin {cls.__module__}.{cls.__qualname__}"
+
+
+class Explanation:
+    """Which engine a call would run here and now, why, and who supplies each candidate.
+
+    Attributes:
+        domain: The domain's name.
+        candidate: The candidate asked about, or ``None`` when asked about a domain.
+        engine: The engine a call would run, or ``None`` if none can be named.
+        reason: Why that engine, as a sentence.
+        settled: Whether the domain's global choice is made.
+        suppliers: Candidate name -> the engine (or ``"reference"``) whose class
+            supplies it, along the engine's MRO; empty when the engine is not
+            imported yet.
+    """
+
+    def __init__(
+        self,
+        domain: str,
+        candidate: str | None,
+        engine: str | None,
+        reason: str,
+        settled: bool,
+        suppliers: dict[str, str],
+    ) -> None:
+        self.domain = domain
+        self.candidate = candidate
+        self.engine = engine
+        self.reason = reason
+        self.settled = settled
+        self.suppliers = suppliers
+
+    def as_dict(self) -> dict[str, Any]:
+        """The explanation as plain data (for JSON)."""
+        return dict(vars(self))
+
+    def __repr__(self) -> str:
+        return f"<Explanation of {self.candidate or self.domain!r}: engine {self.engine!r}>"
+
+    def __str__(self) -> str:
+        subject = f"candidate {self.candidate!r} of domain" if self.candidate else "domain"
+        lines = [
+            f"{subject} {self.domain!r} runs on engine {self.engine!r}",
+            f"  because: {self.reason}",
+            f"  global choice: {'settled' if self.settled else 'not settled yet'}",
+        ]
+        if self.suppliers:
+            lines.append("  supplied by:")
+            width = max(map(len, self.suppliers))
+            lines += [f"    {c:<{width}}  {who}" for c, who in self.suppliers.items()]
+        return "\n".join(lines)
+
+
+def explain(subject: Any) -> Explanation:
+    """Explain which engine a call would run here and now, and why; choose nothing.
+
+    Args:
+        subject: A candidate (as the library exports it), a domain or a domain's name.
+
+    Raises:
+        CoheriqTypeError: ``subject`` is none of these.
+        CoheriqDomainNotFoundError: No domain of that name.
+    """
+    info = candidate_of(subject)
+    if info is not None:
+        domain, candidate = info.domain, info.name
+    elif isinstance(subject, (AccelerationDomain, str)):
+        domain, candidate = lookup_domain(subject), None
+    else:
+        raise CoheriqTypeError(
+            f"explain takes a coheriq candidate, a domain or a domain's name, not "
+            f"{type(subject).__name__} ({subject!r})."
+        )
+    engine, reason, cls = domain._prospect()
+    names = [candidate] if candidate else list(domain.candidate_kinds)
+    suppliers = {} if cls is None else {c: _name(supplier(cls, c)) for c in names}
+    return Explanation(
+        domain.name, candidate, engine, reason, domain._settled is not None, suppliers
+    )
+
+
+class Coverage:
+    """Which engine class supplies each candidate, for each engine of a domain.
+
+    Attributes:
+        domain: The domain's name.
+        engines: The engines covered, ``"reference"`` first.
+        rows: Candidate name -> {engine: ``"own"``, ``"from <engine>"`` or
+            ``"reference"``}.
+    """
+
+    def __init__(self, domain: str, engines: list[str], rows: dict[str, dict[str, str]]):
+        self.domain = domain
+        self.engines = engines
+        self.rows = rows
+
+    def as_dict(self) -> dict[str, Any]:
+        """The table as plain data (for JSON)."""
+        return {"domain": self.domain, "engines": self.engines, "rows": self.rows}
+
+    def __str__(self) -> str:
+        header = ["candidate", *self.engines]
+        table = [header] + [[c, *(row[e] for e in self.engines)] for c, row in self.rows.items()]
+        widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+        return "\n".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+            for line in table
+        )
+
+
+def coverage(domain: AccelerationDomain | str, *, advertised: bool = False) -> Coverage:
+    """Tabulate, for every candidate and engine, which class supplies the candidate.
+
+    Args:
+        domain: The domain or its name.
+        advertised: Also load the engines that installed packages advertise (this
+            imports them); by default only registered engines are covered.
+    """
+    found = lookup_domain(domain)
+    reference = found._require_materialized("tabulate its coverage")
+    names = found._engine_names() if advertised else sorted(found._engines)
+    classes = {REFERENCE: reference, **{n: found._engine_class(n) for n in names}}
+    rows: dict[str, dict[str, str]] = {}
+    for candidate in found.candidate_kinds:
+        row = rows[candidate] = {}
+        for engine, cls in classes.items():
+            source = supplier(cls, candidate)
+            if source is reference:
+                row[engine] = REFERENCE
+            elif source is cls:
+                row[engine] = "own"
+            else:
+                row[engine] = f"from {_name(source)}"
+    return Coverage(found.name, list(classes), rows)

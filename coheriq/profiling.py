@@ -1,0 +1,200 @@
+"""A profiler of the calls made through candidate proxies: :func:`profile`.
+
+While a ``with coheriq.profile() as prof:`` block is open anywhere, proxies find
+their implementation through this module, which wraps it in a timer if the
+calling context has a profiler. Outside any profile block proxies are exactly as
+fast as without this module: it swaps itself out when the last block closes.
+"""
+
+from __future__ import annotations
+
+import _thread
+from contextvars import ContextVar
+from time import perf_counter_ns
+
+from . import domain as _domain
+from ._stdlib import TYPE_CHECKING
+from .domain import AccelerationDomain, all_domains
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
+    from typing import Any
+
+__all__ = ["Profile", "ProfileRow", "profile"]
+
+_active: ContextVar[Profile | None] = ContextVar("coheriq profiler", default=None)
+_lock = _thread.allocate_lock()
+_open = 0  # profile blocks open in the whole process
+
+
+class ProfileRow:
+    """One candidate run by one engine: how often and how long (inclusive of nested calls).
+
+    Attributes:
+        domain: The domain's name.
+        candidate: The candidate's name.
+        engine: The engine that ran it.
+        count: Number of calls.
+        total: Seconds spent in them, in total.
+        mean: Seconds per call.
+    """
+
+    __slots__ = ("candidate", "count", "domain", "engine", "total")
+
+    def __init__(self, domain: str, candidate: str, engine: str, count: int, total: float):
+        self.domain, self.candidate, self.engine = domain, candidate, engine
+        self.count, self.total = count, total
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count
+
+    def __repr__(self) -> str:
+        return (
+            f"ProfileRow({self.domain}.{self.candidate} on {self.engine!r}: "
+            f"{self.count} calls, {self.total:.6f} s)"
+        )
+
+
+class Profile:
+    """The calls recorded by one :func:`profile` block (and the blocks nested in it)."""
+
+    def __init__(self) -> None:
+        self._stats: dict[tuple[str, str, str], list[int]] = {}
+        self._lock = _thread.allocate_lock()
+        self._parent: Profile | None = None
+        self._token: Any = None
+
+    @property
+    def rows(self) -> list[ProfileRow]:
+        """The recorded calls, most total time first."""
+        with self._lock:
+            items = [(key, list(value)) for key, value in self._stats.items()]
+        rows = [ProfileRow(*key, count, total / 1e9) for key, (count, total) in items]
+        return sorted(rows, key=lambda r: (-r.total, r.domain, r.candidate, r.engine))
+
+    def _record(self, key: tuple[str, str, str], nanoseconds: int) -> None:
+        profile: Profile | None = self
+        while profile is not None:  # a nested block's calls count for the outer ones too
+            with profile._lock:
+                stats = profile._stats.setdefault(key, [0, 0])
+                stats[0] += 1
+                stats[1] += nanoseconds
+            profile = profile._parent
+
+    def __enter__(self) -> Profile:
+        global _open
+        self._parent = _active.get()
+        self._token = _active.set(self)
+        with _lock:
+            _open += 1
+            if _open == 1:
+                _domain.profiling_current = _profiled_current
+                for domain in all_domains():
+                    domain._set_profiling(_profiled_current(domain))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        global _open
+        try:
+            _active.reset(self._token)
+        except ValueError:  # left in another context than it was entered
+            _active.set(self._parent)
+        with _lock:
+            _open -= 1
+            if _open == 0:
+                _domain.profiling_current = None
+                for domain in all_domains():
+                    domain._set_profiling(None)
+
+    def __str__(self) -> str:
+        rows = self.rows
+        if not rows:
+            return "no calls through coheriq candidates were recorded"
+        table = [["candidate", "engine", "calls", "total", "mean"]] + [
+            [
+                f"{r.domain}.{r.candidate}",
+                r.engine,
+                str(r.count),
+                f"{r.total * 1e3:.3f} ms",
+                f"{r.mean * 1e6:.2f} us",
+            ]
+            for r in rows
+        ]
+        widths = [max(len(line[i]) for line in table) for i in range(5)]
+        return "\n".join(
+            "  ".join(
+                cell.ljust(w) if i < 2 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+            )
+            for line in table
+        )
+
+
+def profile() -> Profile:
+    """Record every call through a candidate proxy made in this context, inside the block.
+
+    >>> doc = coheriq.AccelerationDomain("doc_profile")
+    >>> @doc.acceleration_candidate
+    ... def double(x):
+    ...     return 2 * x
+    >>> _ = doc.materialize()
+    >>> with coheriq.profile() as prof:
+    ...     _ = [double(i) for i in range(3)]
+    >>> [(r.candidate, r.engine, r.count) for r in prof.rows]
+    [('double', 'reference', 3)]
+
+    Calls are counted per candidate and engine, with total and mean time (a
+    candidate calling another counts in both). ``print(prof)`` renders a table;
+    ``prof.rows`` is the data. Like :class:`using_engine`, a block covers its own
+    thread or task (and tasks created inside it); it never chooses an engine.
+    """
+    return Profile()
+
+
+class _Timed:
+    """A scope-like view whose members are the current ones, wrapped in a timer."""
+
+    __slots__ = ("domain", "profile", "scope")
+
+    def __init__(self, domain: AccelerationDomain, scope: Any, profile: Profile) -> None:
+        self.domain, self.scope, self.profile = domain, scope, profile
+
+    @property
+    def members(self) -> _Timed:
+        return self
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        domain = self.domain
+        if self.scope is not None:
+            member = self.scope.members[name]
+        else:
+            member = domain._settle(f"call candidate {name!r}").members[name]
+        key = (domain.name, name, domain._active_engine() or "?")
+        record = self.profile._record
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = perf_counter_ns()
+            try:
+                return member(*args, **kwargs)
+            finally:
+                record(key, perf_counter_ns() - start)
+
+        return timed
+
+
+def _profiled_current(domain: AccelerationDomain) -> Callable[[], Any]:
+    """The scope finder of ``domain``'s proxies while profiling is on somewhere."""
+    scope_of = domain._scope.get
+
+    def current() -> Any:
+        scope, profile = scope_of(), _active.get()
+        return scope if profile is None else _Timed(domain, scope, profile)
+
+    return current

@@ -1,0 +1,132 @@
+"""Carrying the engine choice into other threads and processes: :func:`snapshot`.
+
+A scope lives in a context variable, so a thread-pool worker does not see it, and
+a process started with ``spawn`` sees neither scopes nor ``enable_engine`` calls
+of its parent. A :class:`Snapshot` records the engine each domain runs on in the
+current context and re-creates that elsewhere.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ._stdlib import TYPE_CHECKING
+from .activation import active_implementation, enable_engine, import_domain, using_engine
+from .domain import all_domains
+from .exceptions import CoheriqEngineSettledError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import ExitStack
+    from types import TracebackType
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
+__all__ = ["Snapshot", "snapshot"]
+
+
+class Snapshot:
+    """The engines active in one context, for every domain: picklable and re-applicable.
+
+    Attributes:
+        engines: Domain name -> the engine its calls ran on where the snapshot was
+            taken (domains that had not chosen yet are left out).
+        env_vars: Domain name -> its ``<PREFIX>_ENGINE`` variable, where it has one.
+    """
+
+    def __init__(self, engines: dict[str, str], env_vars: dict[str, str]) -> None:
+        self.engines = engines
+        self.env_vars = env_vars
+        self._stacks: list[ExitStack] = []
+
+    def __repr__(self) -> str:
+        return f"Snapshot({self.engines!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"engines": self.engines, "env_vars": self.env_vars}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["engines"], state["env_vars"])  # type: ignore[misc]
+
+    def apply(self) -> None:
+        """Make each recorded engine its domain's global choice in this process.
+
+        Meant for a fresh process (a worker, an MPI rank): domains not imported
+        yet are imported first (see :func:`coheriq.import_domain`).
+
+        Raises:
+            CoheriqEngineSettledError: A domain here already runs on another engine;
+                the message names the domain and both engines.
+        """
+        for domain, engine in self.engines.items():
+            import_domain(domain)
+            try:
+                enable_engine(domain, engine)
+            except CoheriqEngineSettledError as error:
+                raise CoheriqEngineSettledError(
+                    f"Cannot apply the snapshot here: {error}"
+                ) from None
+
+    def __enter__(self) -> Snapshot:
+        """Enter a ``using_engine`` block for every recorded domain (in this thread)."""
+        from contextlib import ExitStack
+
+        stack = ExitStack()
+        try:
+            for domain, engine in self.engines.items():
+                import_domain(domain)
+                stack.enter_context(using_engine(domain, engine))
+        except BaseException:
+            stack.close()
+            raise
+        self._stacks.append(stack)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stacks.pop().close()
+
+    def wrap(self, fn: Callable[..., T]) -> Callable[..., T]:
+        """Return a callable that runs ``fn`` inside this snapshot's scopes.
+
+        The result pickles when ``fn`` does, so it can go to a process pool:
+        ``executor.submit(snap.wrap(work), item)``.
+        """
+        return functools.partial(_run_in, self, fn)
+
+    def environ(self) -> dict[str, str]:
+        """The environment variables that make a child process choose the same engines.
+
+        Only domains created with an ``env_prefix`` can be reached this way.
+        """
+        return {
+            self.env_vars[domain]: engine
+            for domain, engine in self.engines.items()
+            if domain in self.env_vars
+        }
+
+
+def _run_in(snap: Snapshot, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    # A fresh Snapshot per call: the same wrapped callable may run in many threads.
+    with Snapshot(snap.engines, snap.env_vars):
+        return fn(*args, **kwargs)
+
+
+def snapshot() -> Snapshot:
+    """Record the engine each domain runs on in the current context (scope or global).
+
+    Choosing nothing: a domain that has not chosen its engine yet is left out.
+    """
+    engines, env_vars = {}, {}
+    for domain in all_domains():
+        engine = active_implementation(domain)
+        if engine is not None:
+            engines[domain.name] = engine
+            if domain.env_var is not None:
+                env_vars[domain.name] = domain.env_var
+    return Snapshot(engines, env_vars)
