@@ -60,6 +60,18 @@ class ModelDomain:
     def fails_to_start(self, engine: str) -> bool:
         return any(self.engines[name].failing_init for name in self.mro(engine))
 
+    def activation_error(self, engine: str, *, globally: bool) -> type | None:
+        """The error of choosing ``engine`` (globally, or for a scope), or None."""
+        if not self.materialized:
+            return cq.CoheriqDomainError
+        if engine != cq.REFERENCE and engine not in self.engines:
+            return cq.CoheriqEngineNotFoundError
+        if globally and self.settled is not None:  # a no-op when it is the same engine
+            return None if self.settled == engine else cq.CoheriqEngineSettledError
+        if engine != cq.REFERENCE and self.fails_to_start(engine):
+            return cq.CoheriqEngineError
+        return None
+
 
 def implementation(engine, candidate, is_class):
     """What an engine's override of ``candidate`` is: it says who it is."""
@@ -222,16 +234,8 @@ class CoheriqModel(RuleBasedStateMachine):
     def enable(self, data, engine):
         domain = data.draw(st.sampled_from(sorted(self.model)))
         model = self.model[domain]
-        if not model.materialized:
-            expected = cq.CoheriqDomainError
-        elif engine != cq.REFERENCE and engine not in model.engines:
-            expected = cq.CoheriqEngineNotFoundError
-        elif model.settled is not None:
-            expected = None if model.settled == engine else cq.CoheriqEngineSettledError
-        elif engine != cq.REFERENCE and model.fails_to_start(engine):
-            expected = cq.CoheriqEngineError
-        else:
-            expected = None
+        expected = model.activation_error(engine, globally=True)
+        if expected is None:
             model.settled = engine
         self.check(expected, lambda: cq.enable_engine(domain, engine))
 
@@ -246,15 +250,7 @@ class CoheriqModel(RuleBasedStateMachine):
     @rule(data=st.data(), engine=st.sampled_from([*ENGINES, "unknown"]))
     def enter_scope(self, data, engine):
         domain = data.draw(st.sampled_from(sorted(self.model)))
-        model = self.model[domain]
-        if not model.materialized:
-            expected = cq.CoheriqDomainError
-        elif engine != cq.REFERENCE and engine not in model.engines:
-            expected = cq.CoheriqEngineNotFoundError
-        elif engine != cq.REFERENCE and model.fails_to_start(engine):
-            expected = cq.CoheriqEngineError
-        else:
-            expected = None
+        expected = self.model[domain].activation_error(engine, globally=False)
         scope = cq.using_engine(domain, engine)
         self.check(expected, scope.__enter__)
         if expected is None:
