@@ -106,7 +106,8 @@ def load(domain_name: str, engine_name: str, ep: EntryPoint) -> Any:
     except Exception as exc:
         raise CoheriqEngineLoadError(
             f"Engine {engine_name!r} of domain {domain_name!r} could not be loaded from "
-            f"{describe(ep)}: {type(exc).__name__}: {exc}. The domain is unchanged; fix or "
+            f"{describe(ep)}: {type(exc).__name__}: {str(exc).rstrip('.')}. The domain is "
+            "unchanged; fix or "
             "reinstall that package, or choose another engine."
         ) from exc
     log(

@@ -21,7 +21,10 @@ def test_rows_sum_to_one(coheriq_engine):
 
 @pytest.mark.coheriq_engines("ragbatch")
 @pytest.mark.coheriq_xfail(
-    "ragbatch", ["numpy", "compiled", "hybrid"], reason="sums in plain floating point", strict=True
+    "ragbatch",
+    ["numpy", "compiled", "hybrid", "dask"],
+    reason="sums in plain floating point",
+    strict=True,
 )
 def test_row_sum_is_exact(coheriq_engine):
     batch = ragbatch.RaggedBatch([[1e16, 1.0, -1e16]])
