@@ -80,3 +80,18 @@ def test_workers_run_the_clients_engine(scheduler):
     done = run("-c", WORKERS, env={"RAGBATCH_DASK_SCHEDULER": scheduler})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:2] == ["[('dask', 'dask')]", "2"]
+
+
+def test_laptop_to_cluster_script(scheduler):
+    """The script docs/scaling.rst shows, on the cluster."""
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "example" / "ragbatch-dask" / "laptop_to_cluster.py"
+    done = run(str(script), env={"RAGBATCH_DASK_SCHEDULER": scheduler})
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    expected = "top-2=[[1, 2], [], [0, 1]] mass=[0.86, 0.0, 0.995]"
+    for engine, line in zip(["reference", "compiled", "dask"], lines, strict=False):
+        assert line.startswith(engine) and f"container={engine}" in line and expected in line
+    assert "runs on engine 'dask'" in done.stdout
+    assert lines[-1] == "on the workers: [('dask', 'dask')]"
