@@ -40,8 +40,8 @@ __all__ = [
     "TYPE_CHECKING",
     "FunctionType",
     "MappingProxyType",
-    "caller_outside_coheriq",
     "log",
+    "outside_coheriq",
     "overload",
 ]
 
@@ -59,12 +59,18 @@ def log(level: int, message: str, *args: object) -> None:
         logger.log(level, message, *args)
 
 
-def caller_outside_coheriq() -> str:
-    """``FILE:LINE`` of the innermost frame that is not coheriq's own code."""
-    frame = sys._getframe(1)
+def outside_coheriq() -> tuple[str, int]:
+    """Where the code that called into coheriq is, seen from the caller of this function.
+
+    Returns ``("FILE:LINE", stacklevel)``: the innermost frame that is neither
+    coheriq's own code nor :func:`types.new_class` (which builds decorator-form
+    engines), and the ``stacklevel`` that makes ``warnings.warn``, called by the
+    caller of this function, point there.
+    """
+    level, frame = 1, sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if not (module == "coheriq" or module.startswith("coheriq.")):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
-    return "<unknown>"
+        if not (module in ("coheriq", "types") or module.startswith("coheriq.")):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}", level
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return "<unknown>", level

@@ -254,7 +254,7 @@ def import_domain(name: str) -> AccelerationDomain:
         from . import discovery  # metadata is read only when a domain is missing
 
         ep = discovery.advertised_domains().get(name)
-        module = ep.value.partition(":")[0].strip() if ep is not None else name
+        module = discovery.module_of(ep) if ep is not None else name
         try:
             __import__(module)
         except ImportError as error:

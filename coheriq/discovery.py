@@ -29,6 +29,7 @@ __all__ = [
     "describe",
     "group_of",
     "load",
+    "module_of",
 ]
 
 DOMAINS_GROUP = "coheriq.domains"
@@ -83,6 +84,14 @@ def _replace_cache(
     _cache.clear()
     _cache.update(cache)
     return replaced
+
+
+def module_of(ep: EntryPoint) -> str:
+    """The module an entry point names (its whole value when that is malformed)."""
+    try:
+        return str(ep.module)
+    except Exception:  # a malformed value has no module part
+        return str(ep.value)
 
 
 def describe(ep: EntryPoint) -> str:

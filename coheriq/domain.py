@@ -35,8 +35,8 @@ from ._stdlib import (
     INFO,
     TYPE_CHECKING,
     MappingProxyType,
-    caller_outside_coheriq,
     log,
+    outside_coheriq,
     overload,
 )
 from ._validate import REFERENCE, check_candidate_name, check_name
@@ -480,11 +480,11 @@ class AccelerationDomain:
         try:
             discovery.load(self.name, name, ep)
         except CoheriqEngineLoadError:
-            self._forget_engines_of_module(_module_of(ep))
+            self._forget_engines_of_module(discovery.module_of(ep))
             raise
         cls = self._engines.get(name)
         if cls is None:
-            module = _module_of(ep)
+            module = discovery.module_of(ep)
             defined = [c.__coheriq_name__ for c in self._engine_classes if c.__module__ == module]
             also = f" It defined {listing(n for n in defined if n)} instead." if defined else ""
             # As for a failed import: the domain is left as it was, and the module is
@@ -555,7 +555,7 @@ class AccelerationDomain:
                 members = self._members_of(cls)
             finally:
                 self._settling = None
-            where = caller_outside_coheriq()
+            where, _ = outside_coheriq()
             settled = Settlement(cls.__coheriq_name__ or REFERENCE, cls, reason, members, where)
             self._switchboard.connect(members)
             self._settled = settled
@@ -579,13 +579,17 @@ class AccelerationDomain:
         if settled is not None:
             return settled
         self._require_materialized(action)
-        variable = self.env_var
-        value = (os.environ.get(variable, "") if variable else "").strip()
+        variable, value = self.env_var, self._env_value()
         if not value:
             return self._settle_on(self._require_materialized(action), "default")
         # Resolved before taking the lock: naming an engine may import its module.
         cls = self._engine_class(value, named_by=f" (named by the environment variable {variable})")
         return self._settle_on(cls, f"environment variable {variable}")
+
+    def _env_value(self) -> str:
+        """The engine ``<PREFIX>_ENGINE`` names now ("" when unset, empty or no prefix)."""
+        variable = self.env_var
+        return (os.environ.get(variable, "") if variable else "").strip()
 
     def _call_first(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
         """Run a call made before the domain settled: settle it, then call."""
@@ -618,9 +622,7 @@ class AccelerationDomain:
         advertised engine not imported yet, and the engine too when the
         environment variable names no engine.
         """
-        scope = self._scope.get()
-        while scope is not None and not scope.live:
-            scope = scope.parent
+        scope = self._live_scope()
         if scope is not None:
             cls = self._engines.get(scope.engine) or self._reference
             return scope.engine, "the innermost using_engine block in this context", cls
@@ -634,8 +636,7 @@ class AccelerationDomain:
                 f"{how}, settled by a call at {settled.where}",
                 settled.engine_class,
             )
-        variable = self.env_var
-        value = (os.environ.get(variable, "") if variable else "").strip()
+        variable, value = self.env_var, self._env_value()
         if not value or value == REFERENCE:
             why = f"{variable} is {value!r}" if value else "no enable_engine and no variable set"
             return REFERENCE, f"the reference by default ({why}); not settled yet", self._reference
@@ -648,13 +649,18 @@ class AccelerationDomain:
             return value, reason + " (advertised, not imported yet)", None
         return None, reason + ", which names no engine: the first call will fail", None
 
+    def _live_scope(self) -> _Scope | None:
+        """The innermost scope of this context whose block has not exited."""
+        scope = self._scope.get()
+        while scope is not None and not scope.live:
+            scope = scope.parent
+        return scope
+
     def _active_engine(self) -> str | None:
         """The engine a call would run in this context, or None if undecided."""
-        scope = self._scope.get()
-        while scope is not None:
-            if scope.live:
-                return scope.engine
-            scope = scope.parent
+        scope = self._live_scope()
+        if scope is not None:
+            return scope.engine
         settled = self._settled
         return None if settled is None else settled.engine
 
@@ -681,13 +687,6 @@ class AccelerationDomain:
         with self._lock:
             self._open_scopes -= 1
             self._refresh_dispatch()
-
-
-def _module_of(ep: Any) -> str:
-    try:
-        return str(ep.module)
-    except Exception:  # a malformed value has no module part
-        return str(ep.value)
 
 
 def _reinit_locks_in_child() -> None:

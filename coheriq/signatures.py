@@ -15,9 +15,8 @@ signature cannot be read (some built-ins) are accepted.
 from __future__ import annotations
 
 import os
-import sys
 
-from ._stdlib import TYPE_CHECKING, FunctionType
+from ._stdlib import TYPE_CHECKING, FunctionType, outside_coheriq
 from .exceptions import CoheriqEngineError, CoheriqSignatureWarning
 
 if TYPE_CHECKING:
@@ -86,7 +85,7 @@ def check_override(
         CoheriqSignatureWarning(
             message + f" (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate
         ),
-        stacklevel=_first_frame_outside_coheriq(),
+        stacklevel=outside_coheriq()[1],
     )
 
 
@@ -225,14 +224,3 @@ def _same(a: object, b: object) -> bool:
         return bool(a == b)
     except Exception:  # arrays and the like: cannot tell, so do not complain
         return True
-
-
-def _first_frame_outside_coheriq() -> int:
-    """The ``stacklevel`` that points a warning at the code that defined the engine."""
-    level, frame = 1, sys._getframe(1)
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not (module == "types" or module == "coheriq" or module.startswith("coheriq.")):
-            break
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    return level
