@@ -46,6 +46,7 @@ from .exceptions import (
     CoheriqEngineError,
     CoheriqEngineLoadError,
     CoheriqEngineNotFoundError,
+    CoheriqEngineStartError,
     CoheriqTypeError,
     did_you_mean,
     listing,
@@ -524,9 +525,11 @@ class AccelerationDomain:
             try:
                 instance = cls()
             except Exception as exc:
-                raise CoheriqEngineError(
+                # The engine's message may end a sentence of its own: one full stop.
+                detail = str(exc).rstrip(".")
+                raise CoheriqEngineStartError(
                     f"Engine {engine!r} of domain {self.name!r} failed to start: its __init__ "
-                    f"raised {type(exc).__name__}: {exc}. Nothing was changed; fix the "
+                    f"raised {type(exc).__name__}: {detail}. Nothing was changed; fix the "
                     "engine's set-up or choose another engine."
                 ) from exc
             finally:

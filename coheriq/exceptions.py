@@ -23,6 +23,7 @@ __all__ = [
     "CoheriqEngineLoadError",
     "CoheriqEngineNotFoundError",
     "CoheriqEngineSettledError",
+    "CoheriqEngineStartError",
     "CoheriqError",
     "CoheriqLibraryError",
     "CoheriqSignatureWarning",
@@ -53,6 +54,13 @@ class CoheriqEngineInheritanceError(CoheriqEngineError):
 
 class CoheriqEngineLoadError(CoheriqEngineError):
     """Importing an advertised engine failed, or did not define the engine."""
+
+
+class CoheriqEngineStartError(CoheriqEngineError):
+    """An engine's ``__init__`` raised: it cannot start here (no device, no cluster).
+
+    The exception that ``__init__`` raised is the ``__cause__``.
+    """
 
 
 class CoheriqUserError(CoheriqError):

@@ -13,7 +13,8 @@ Installed with coheriq (entry point ``pytest11``) and inert until used:
     reference, each inside :class:`coheriq.using_engine`, with ids such as
     ``test_x[reference]`` and ``test_x[fast]``. The test may take the fixture
     ``coheriq_engine`` to learn which engine it runs on. An engine that fails to
-    load fails its own case only.
+    load fails its own case only; one that loads but cannot start on this machine
+    (its ``__init__`` raised: no GPU, no cluster) skips its case, with the reason.
 
 ``@pytest.mark.coheriq_xfail("mylib", "fast", reason="...")``
     Marks the test as expected to fail when it runs on that engine (scoped or
@@ -42,7 +43,7 @@ from .activation import (
     using_engine,
 )
 from .domain import all_domains, lookup_domain
-from .exceptions import CoheriqError
+from .exceptions import CoheriqEngineStartError, CoheriqError
 from .testing import isolated
 
 if TYPE_CHECKING:
@@ -153,8 +154,12 @@ def pytest_runtest_setup(item: pytest.Item) -> object:
     scope = _engine_scope(item)
     try:
         scope.__enter__()
-    except CoheriqError:
+    except CoheriqError as error:
         item.stash[_failed_to_start] = True  # reported here once, not again at teardown
+        if isinstance(error, CoheriqEngineStartError):
+            # Installed but not startable here (a GPU engine on a laptop): not a failure
+            # of the test, and the reason shows in the summary.
+            pytest.skip(str(error))
         raise
     try:
         return (yield)

@@ -4,6 +4,7 @@ The example's packages are installed by the README's test command; each check ru
 in a subprocess, as a user would run it.
 """
 
+import os
 import subprocess
 import sys
 
@@ -18,12 +19,20 @@ except ImportError:  # pragma: no cover - a setup problem, reported as one
         pytrace=False,
     )
 
-ENGINES = ["reference", "numpy", "compiled", "hybrid", "dask"]
+ENGINES = ["reference", "numpy", "compiled", "hybrid", "dask", "gpu"]
+# The gpu engine runs its programs on JAX's CPU backend here: the same code as on a
+# GPU (tests/test_gpu_engine.py runs it on a GPU where there is one).
+ON_THE_CPU = {**os.environ, "RAGBATCH_GPU_PLATFORM": "cpu"}
 
 
-def run(*args, timeout=240):
+def run(*args, timeout=240, env=ON_THE_CPU):
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
     )
 
 
@@ -57,6 +66,16 @@ def test_demo_runs_every_engine():
         assert line.split()[1] == engine  # built its own container
         assert line.endswith("yes")  # and agreed with the reference
     assert f"{len(ENGINES) + 1}/{len(ENGINES) + 1}" in done.stderr  # the progress bar finished
+
+
+def test_demo_lists_an_engine_that_cannot_start_here_as_skipped():
+    # No JAX device of a platform that does not exist: the gpu engine cannot start.
+    env = {**os.environ, "RAGBATCH_GPU_PLATFORM": "nowhere"}
+    done = run("-m", "ragbatch.demo", "--values", "2000", "--rows", "20", "--repeat", "1", env=env)
+    assert done.returncode == 0, done.stderr
+    (line,) = [row for row in done.stdout.splitlines() if row.startswith("gpu ")]
+    assert "skipped: JAX finds no nowhere device" in line
+    assert "choose another engine of ragbatch" in line
 
 
 def test_benchmark_runs():

@@ -69,7 +69,7 @@ class ModelDomain:
         if globally and self.settled is not None:  # a no-op when it is the same engine
             return None if self.settled == engine else cq.CoheriqEngineSettledError
         if engine != cq.REFERENCE and self.fails_to_start(engine):
-            return cq.CoheriqEngineError
+            return cq.CoheriqEngineStartError
         return None
 
 
@@ -130,7 +130,7 @@ class CoheriqModel(RuleBasedStateMachine):
             if engine != cq.REFERENCE and engine not in model.engines:
                 return cq.CoheriqEngineNotFoundError, None
             if engine != cq.REFERENCE and model.fails_to_start(engine):
-                return cq.CoheriqEngineError, None
+                return cq.CoheriqEngineStartError, None
             model.settled = engine
         return None, model.settled
 

@@ -167,6 +167,44 @@ def test_engine_that_fails_to_load_fails_its_own_case_only(project):
     result.assert_outcomes(passed=3, errors=1)
 
 
+def test_engine_that_cannot_start_here_skips_its_own_case_with_the_reason(project):
+    project.makepyfile(
+        plugdom_mpi="""
+        import coheriq, plugdom
+
+        class Mpi(coheriq.engine_class("plugdom"), name="mpi"):
+            def __init__(self):
+                raise RuntimeError("no MPI launcher found; run under mpiexec")
+
+            def which(self):
+                return "mpi"
+        """
+    )
+    info = project.path / "plugdom_mpi-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugdom-mpi\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[coheriq.engines.plugdom]\nmpi = plugdom_mpi\n")
+    source = """
+        import pytest, coheriq, plugdom
+
+        @pytest.mark.coheriq_engines("plugdom")
+        def test_each(coheriq_engine):
+            assert plugdom.which() == coheriq_engine
+    """
+    result = run(project, source, "-v", "-rs")
+    result.stdout.fnmatch_lines(
+        [
+            "*test_each?mpi? SKIPPED*",
+            "SKIPPED*Engine 'mpi' of domain 'plugdom' failed to start*no MPI launcher found*",
+        ]
+    )
+    result.assert_outcomes(passed=3, skipped=1)
+    # Named for the whole run, the same engine stops the run: it was asked for.
+    result = run(project, source, "--coheriq-engine=plugdom:mpi")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*plugdom:mpi*failed to start*no MPI launcher found*"])
+
+
 def test_isolated_fixture_keeps_tests_apart(project):
     source = """
         import coheriq, pytest

@@ -23,9 +23,21 @@ def make_batch(n_values: int, n_rows: int, seed: int = 0) -> Any:
         return ragbatch.from_flat(values, [0, *cuts, n_values])
 
 
-def engines() -> list[str]:
-    """The reference and every installed engine of ragbatch."""
-    return [coheriq.REFERENCE, *coheriq.available_engines("ragbatch")]
+def engines(skipped: dict[str, str] | None = None) -> list[str]:
+    """The reference and every installed engine of ragbatch that starts here.
+
+    An engine that cannot start on this machine (the gpu engine where JAX sees no
+    GPU) is left out; ``skipped``, if given, gets its name and the reason.
+    """
+    names = [coheriq.REFERENCE]
+    for name in coheriq.available_engines("ragbatch"):
+        try:
+            with coheriq.using_engine("ragbatch", name):  # starts it, or says why not
+                names.append(name)
+        except coheriq.CoheriqEngineStartError as error:
+            if skipped is not None:
+                skipped[name] = str(error.__cause__ or error)
+    return names
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:

@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         "row_sum": ragbatch.row_sum,
         "row_mean": ragbatch.row_mean,
     }
-    names = engines()
+    skipped: dict[str, str] = {}
+    names = engines(skipped)
     progress = Progress(len(names) * len(functions))
     times: dict[tuple[str, str], float] = {}
     results: dict[tuple[str, str], list[float]] = {}
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:<9} {engine:<10} {times[engine, name] * 1e3:>8.2f}ms "
                 f"{speedup:>8.1f}x {target_text:>7} {diff:>14.1e}"
             )
+    for engine, reason in skipped.items():
+        print(f"{engine} skipped: {reason}")
     return 0
 
 

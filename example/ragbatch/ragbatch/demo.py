@@ -2,9 +2,10 @@
 
 ``python -m ragbatch.demo`` builds a batch of 10^6 scores in 10^4 rows of
 different lengths, then runs :func:`pipeline` once under each engine of ragbatch
-(the reference and whatever is installed), choosing the engine with
-``coheriq.using_engine`` around the unchanged calls, and prints the time of each
-and its speed-up over the reference.
+(the reference and each installed engine that can start here; the gpu engine
+needs a GPU, and without one it is listed as skipped, with the reason), choosing
+the engine with ``coheriq.using_engine`` around the unchanged calls, and prints
+the time of each and its speed-up over the reference.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=10**4)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    names = engines()
+    skipped: dict[str, str] = {}
+    names = engines(skipped)
     progress = Progress(1 + len(names))
     flat_values, flat_offsets = ragbatch.to_flat(make_batch(args.values, args.rows))
     values, offsets = array("d", flat_values), array("q", flat_offsets)  # flat buffers
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{engine:<10} {coheriq.engine_of(result[3]):<10} {seconds * 1e3:>8.1f}ms "
             f"{base_seconds / seconds:>8.1f}x {'yes' if same else 'NO':>12}"
         )
+    for engine, reason in skipped.items():
+        print(f"{engine:<10} skipped: {reason}")
     return 0
 
 

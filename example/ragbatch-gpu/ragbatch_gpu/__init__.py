@@ -1,0 +1,316 @@
+"""Engine "gpu" of ragbatch: the values on a GPU, each row function one compiled JAX program.
+
+A batch keeps its values on the device and its offsets on the host (they are
+small, and they fix the shapes of results). Row operations are segment
+reductions over each value's row: ``jax.ops.segment_max`` and ``segment_sum``
+with sorted row ids, a gather that spreads row results back over the values,
+and for top-k one stable sort by (row, -value); each function is one jitted XLA
+program.
+
+XLA compiles a program per array shape, and ragged batches come in every size,
+so device arrays are padded to one of eight sizes per power of two (never more
+than an eighth extra): batches of nearby sizes share a program. Padding belongs
+to no row: its row id is one past the last row, which segment reductions drop.
+
+The engine needs a GPU that JAX sees (``pip install -U 'jax[cuda13]'`` on a
+machine with an NVIDIA GPU); without one, choosing the engine fails and says so.
+``RAGBATCH_GPU_PLATFORM=cpu`` runs the same programs on JAX's CPU backend, to
+test the engine where there is no GPU. Choosing the engine turns on JAX's
+64-bit mode (``jax_enable_x64``), because ragbatch computes in float64.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import ragbatch
+from jax import lax
+
+import coheriq
+
+PLATFORM_ENV = "RAGBATCH_GPU_PLATFORM"
+_SMALLEST = 128  # every batch at most this big shares one program
+
+_device: Any = None  # the device batches live on, once the engine has found it
+
+
+def find_device(platform: str = "gpu") -> Any:
+    """The first JAX device of ``platform``, with x64 on; raise ``RuntimeError`` if none."""
+    try:
+        device = jax.devices(platform)[0]
+    except RuntimeError:
+        present = ", ".join(sorted({d.platform for d in jax.devices()}))
+        raise RuntimeError(
+            f"JAX finds no {platform} device (it has: {present}). On a machine with an "
+            "NVIDIA GPU, install JAX with CUDA support (pip install -U 'jax[cuda13]'); "
+            f"elsewhere choose another engine of ragbatch, or set {PLATFORM_ENV}=cpu to run "
+            "this engine's programs on the CPU."
+        ) from None
+    jax.config.update("jax_enable_x64", True)  # only once a device is found: fail cleanly
+    return device
+
+
+def device() -> Any:
+    """The device this engine's batches live on (found on first use)."""
+    global _device
+    if _device is None:
+        _device = find_device(os.environ.get(PLATFORM_ENV, "").strip() or "gpu")
+    return _device
+
+
+def padded_size(n: int) -> int:
+    """``n`` rounded up to one of eight sizes per power of two, and to at least 128."""
+    if n <= _SMALLEST:
+        return _SMALLEST
+    step = 1 << (n.bit_length() - 4)
+    return -(-n // step) * step
+
+
+# -- the programs (every argument after the arrays is static: a shape) ------------------
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _row_ids(offsets: jax.Array, size: int) -> jax.Array:
+    """The row of each of ``size`` values: how many row ends are at or before it.
+
+    ``offsets`` is padded with its last value to ``rows + 1`` entries, so a value
+    past the end gets row id ``rows``: no row.
+    """
+    ends = jnp.zeros(size, offsets.dtype).at[offsets[1:]].add(1, mode="drop")
+    return jnp.cumsum(ends, dtype=offsets.dtype)
+
+
+def _spread(per_row: jax.Array, rows: jax.Array, fill: float = 0.0) -> jax.Array:
+    """Each value's row's entry of ``per_row`` (``fill`` for padding)."""
+    return per_row.at[rows].get(mode="fill", fill_value=fill)
+
+
+def _exps(values: jax.Array, rows: jax.Array, count: int) -> tuple[jax.Array, jax.Array]:
+    """``exp(value - its row's max)`` of each value, and each row's sum of those."""
+    top = jax.ops.segment_max(values, rows, count, indices_are_sorted=True)
+    exps = jnp.exp(values - _spread(top, rows))
+    return exps, jax.ops.segment_sum(exps, rows, count, indices_are_sorted=True)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _softmax(values: jax.Array, rows: jax.Array, count: int) -> jax.Array:
+    exps, total = _exps(values, rows, count)
+    return exps / _spread(total, rows, 1.0)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _row_sum(values: jax.Array, rows: jax.Array, count: int) -> jax.Array:
+    return jax.ops.segment_sum(values, rows, count, indices_are_sorted=True)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _topk(
+    values: jax.Array,
+    rows: jax.Array,
+    offsets: jax.Array,
+    kept_offsets: jax.Array,
+    count: int,
+    kept_size: int,
+) -> tuple[jax.Array, jax.Array]:
+    """Each row's best entries (indices in the row, probabilities) in ``kept_size`` slots."""
+    positions = jnp.arange(values.shape[0], dtype=rows.dtype)
+    # Sorted by row, then larger values first; the sort is stable, so equal values
+    # stay in index order. Row r's values now fill offsets[r]:offsets[r+1], best first.
+    order = lax.sort((rows, -values, positions), num_keys=2, is_stable=True)[2]
+    slot_rows = _row_ids(kept_offsets, kept_size)
+    start = _spread(offsets, slot_rows)
+    rank = jnp.arange(kept_size, dtype=rows.dtype) - _spread(kept_offsets, slot_rows)
+    best = order.at[start + rank].get(mode="fill", fill_value=0)
+    exps, total = _exps(values, rows, count)
+    probabilities = exps.at[best].get(mode="fill", fill_value=0.0) / _spread(total, slot_rows, 1.0)
+    return (best - start).astype(jnp.int64), probabilities
+
+
+# -- the container -------------------------------------------------------------------
+
+
+def _index_dtype(size: int) -> Any:
+    return np.int32 if size < 2**31 else np.int64
+
+
+class GpuBatch:
+    """ragbatch.RaggedBatch with its values on the device.
+
+    ``values`` is a read-only NumPy copy on the host, made when first read;
+    ``device_values`` is the array on the device, for JAX code that goes on from here.
+    """
+
+    def __init__(self, rows: Iterable[Iterable[float]]) -> None:
+        arrays = [np.asarray(list(row), dtype=np.float64) for row in rows]
+        lengths = np.array([len(a) for a in arrays], dtype=np.int64)
+        values = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.float64)
+        self._adopt(*_upload(values), np.concatenate(([0], np.cumsum(lengths))))
+
+    @classmethod
+    def from_flat(cls, values: Sequence[float], offsets: Sequence[int]) -> GpuBatch:
+        values, offsets = np.asarray(values), np.array(offsets, dtype=np.int64)
+        if values.dtype.kind not in "iuf":
+            values = values.astype(np.float64)
+        if not (
+            offsets.ndim == 1
+            and len(offsets) > 0
+            and offsets[0] == 0
+            and offsets[-1] == len(values)
+            and bool(np.all(offsets[1:] >= offsets[:-1]))
+        ):
+            ragbatch.check_offsets(offsets.tolist(), len(values))  # words the error
+        return cls._wrap(*_upload(values), offsets)
+
+    @classmethod
+    def _wrap(cls, data: jax.Array, size: int, offsets: np.ndarray, rows: Any = None) -> GpuBatch:
+        """A batch around trusted, padded device ``data`` of ``size`` values."""
+        batch = cls.__new__(cls)
+        batch._adopt(data, size, offsets, rows)
+        return batch
+
+    def _adopt(self, data: jax.Array, size: int, offsets: Any, rows: Any = None) -> None:
+        self._data, self._size = data, size
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self._rows, self._host = rows, None
+
+    @property
+    def values(self) -> np.ndarray:
+        if self._host is None:
+            self._host = np.asarray(self.device_values)
+            self._host.flags.writeable = False  # a copy: writing to it would change nothing
+        return self._host
+
+    @property
+    def device_values(self) -> jax.Array:
+        """The values as a JAX array on the device (no padding)."""
+        return self._data[: self._size]
+
+    @property
+    def backend(self) -> str:
+        return "gpu"
+
+    def block_until_ready(self) -> GpuBatch:
+        """Wait until the device has computed this batch's values; return the batch.
+
+        JAX runs device work asynchronously: time a call up to this, not up to its return.
+        """
+        self._data.block_until_ready()
+        return self
+
+    def row_lengths(self) -> list[int]:
+        return np.diff(self.offsets).tolist()
+
+    def _count(self) -> int:
+        """The number of rows the programs see: this batch's, padded."""
+        return padded_size(len(self))
+
+    def _device_offsets(self) -> jax.Array:
+        """The offsets on the device, padded with their last value to ``_count() + 1``."""
+        padded = np.pad(self.offsets, (0, self._count() + 1 - len(self.offsets)), mode="edge")
+        return jax.device_put(padded.astype(_index_dtype(self._data.shape[0])), device())
+
+    def _row_ids(self) -> jax.Array:
+        if self._rows is None:  # worked out once, shared with the results of softmax
+            self._rows = _row_ids(self._device_offsets(), self._data.shape[0])
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> list[float]:
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"row index {index} out of range for a batch of {n} rows")
+        index %= n
+        return self.values[self.offsets[index] : self.offsets[index + 1]].tolist()
+
+    def __iter__(self) -> Iterator[list[float]]:
+        return (self[i] for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ragbatch.RaggedBatch):
+            return NotImplemented
+        offsets = np.asarray(other.offsets, dtype=np.int64)
+        return np.array_equal(self.offsets, offsets) and np.array_equal(
+            self.values, np.asarray(other.values)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        rows = ", ".join(str(r) for r in list(self)[:3])
+        return f"RaggedBatch([{rows}{', ...' if len(self) > 3 else ''}], backend={self.backend!r})"
+
+
+def _upload(values: np.ndarray) -> tuple[jax.Array, int]:
+    """``values`` padded with zeros and put on the device, and their number."""
+    padded = np.zeros(padded_size(len(values)), dtype=values.dtype)
+    padded[: len(values)] = values
+    return jax.device_put(padded, device()), len(values)
+
+
+def _on_device(batch: Any, dtype: Any = np.float64) -> GpuBatch:
+    """Any engine's batch as a GpuBatch of ``dtype`` (no copy if it is one already)."""
+    if not isinstance(batch, GpuBatch):
+        values = np.asarray(batch.values, dtype=dtype)
+        return GpuBatch._wrap(*_upload(values), np.asarray(batch.offsets, dtype=np.int64))
+    if batch._data.dtype != dtype:
+        return GpuBatch._wrap(batch._data.astype(dtype), batch._size, batch.offsets, batch._rows)
+    return batch
+
+
+class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
+    """Engine "gpu": ragbatch's rows on a GPU, through JAX."""
+
+    RaggedBatch = GpuBatch
+
+    def __init__(self) -> None:
+        self.device = device()  # no GPU: the error says so, and the engine is not chosen
+
+    def from_flat(self, values: Sequence[float], offsets: Sequence[int]) -> GpuBatch:
+        return self.RaggedBatch.from_flat(values, offsets)
+
+    def to_flat(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the values and offsets, on the host."""
+        return np.array(batch.values), np.array(batch.offsets, dtype=np.int64)
+
+    def softmax(self, batch: Any) -> GpuBatch:
+        batch = _on_device(batch)
+        out = _softmax(batch._data, batch._row_ids(), batch._count())
+        return self.RaggedBatch._wrap(out, batch._size, batch.offsets, batch._rows)
+
+    def topk(self, batch: Any, k: int) -> tuple[GpuBatch, GpuBatch]:
+        ragbatch.check_k(k)
+        batch = _on_device(batch)
+        kept = np.minimum(np.diff(batch.offsets), k)
+        kept_offsets = np.concatenate(([0], np.cumsum(kept))).astype(np.int64)
+        kept_size = padded_size(int(kept_offsets[-1]))
+        padded = np.pad(kept_offsets, (0, batch._count() + 1 - len(kept_offsets)), mode="edge")
+        indices, probabilities = _topk(
+            batch._data,
+            batch._row_ids(),
+            batch._device_offsets(),
+            jax.device_put(padded.astype(_index_dtype(kept_size)), device()),
+            batch._count(),
+            kept_size,
+        )
+        size = int(kept_offsets[-1])
+        wrap = self.RaggedBatch._wrap
+        return wrap(indices, size, kept_offsets), wrap(probabilities, size, kept_offsets)
+
+    def row_sum(self, batch: Any) -> jax.Array:
+        """The sum of each row, as a JAX array on the device."""
+        batch = _on_device(batch)
+        return _row_sum(batch._data, batch._row_ids(), batch._count())[: len(batch)]
+
+    def row_mean(self, batch: Any) -> jax.Array:
+        """The mean of each row (NaN for an empty row), as a JAX array on the device."""
+        batch = _on_device(batch)
+        lengths = jax.device_put(np.diff(batch.offsets).astype(np.float64), device())
+        return self.row_sum(batch) / lengths

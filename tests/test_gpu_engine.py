@@ -1,0 +1,109 @@
+"""The gpu engine of the ragbatch example: on a GPU where there is one, else skipped.
+
+The engine's programs also run on JAX's CPU backend (``RAGBATCH_GPU_PLATFORM=cpu``),
+which tests/test_example.py uses for the invariant suite; these tests are about the
+device itself, and what a user without one sees.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+jax = pytest.importorskip("jax", reason="the gpu example engine needs JAX")
+
+
+def gpus() -> list:
+    try:
+        return jax.devices("gpu")
+    except RuntimeError:
+        return []
+
+
+needs_a_gpu = pytest.mark.skipif(
+    not gpus(), reason="JAX sees no GPU here: the gpu engine's device tests need one"
+)
+needs_no_gpu = pytest.mark.skipif(
+    bool(gpus()), reason="JAX sees a GPU here: there is no missing GPU to report"
+)
+
+
+def run(*args, **env):
+    environ = {k: v for k, v in os.environ.items() if k != "RAGBATCH_GPU_PLATFORM"}
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**environ, **env},
+    )
+
+
+@needs_a_gpu
+def test_invariant_suite_on_the_gpu():
+    done = run("-m", "pytest", "-p", "no:cacheprovider", "--pyargs", "ragbatch.tests",
+               "--coheriq-engine=ragbatch:gpu")  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+ON_THE_DEVICE = """
+import coheriq, jax, ragbatch
+coheriq.enable_engine("ragbatch", "gpu")
+batch = ragbatch.from_flat([1.0, 2.0, 3.0, 5.0], [0, 3, 3, 4])
+probabilities = ragbatch.softmax(batch)
+sums = ragbatch.row_sum(probabilities)
+engine = coheriq.resolve_impl(ragbatch.softmax).__self__
+print(probabilities.device_values.devices() == {engine.device})
+print(isinstance(sums, jax.Array), [round(float(s), 12) for s in sums])
+print(probabilities.device_values.devices().pop().platform)
+"""
+
+
+@needs_a_gpu
+def test_results_stay_on_the_gpu():
+    done = run("-c", ON_THE_DEVICE)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "[1.0,", "0.0,", "1.0]", "gpu"]
+
+
+def test_the_same_results_stay_on_the_device_jax_was_given():
+    """The check above, on the CPU backend: it runs everywhere."""
+    done = run("-c", ON_THE_DEVICE, RAGBATCH_GPU_PLATFORM="cpu")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "[1.0,", "0.0,", "1.0]", "cpu"]
+
+
+NO_GPU = """
+import coheriq, ragbatch, jax
+try:
+    coheriq.enable_engine("ragbatch", "gpu")
+except coheriq.CoheriqEngineError as error:
+    print(error)
+print(coheriq.active_implementation("ragbatch"), jax.config.jax_enable_x64)
+"""
+
+
+@needs_no_gpu
+def test_without_a_gpu_choosing_the_engine_says_why_and_changes_nothing():
+    done = run("-c", NO_GPU)
+    assert done.returncode == 0, done.stderr[-2000:]
+    message, state = done.stdout.strip().splitlines()
+    assert message.startswith("Engine 'gpu' of domain 'ragbatch' failed to start")
+    assert "JAX finds no gpu device (it has: cpu)" in message
+    assert "pip install -U 'jax[cuda13]'" in message
+    assert "RAGBATCH_GPU_PLATFORM=cpu" in message
+    assert state == "None False"  # no engine chosen, JAX's settings untouched
+
+
+def test_benchmark_runs_small():
+    """The GPU benchmark script, at a tiny size on the CPU backend (it runs on a GPU too)."""
+    done = run("-m", "ragbatch_gpu.benchmark", "--values", "20000", "--rows", "20",
+               "--repeat", "2", "--platform", "cpu")  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = done.stdout
+    assert "segmented softmax over 20,000 float64 values in 20 rows" in out
+    assert "gpu engine" in out and "compiled engine" in out
+    assert "max relative difference from the compiled engine" in out
