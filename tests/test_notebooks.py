@@ -39,13 +39,14 @@ class ThisPythonKernelManager(KernelManager):
         ]
 
 
-def test_there_are_five_notebooks():
+def test_there_are_six_notebooks():
     assert [p.name for p in NOTEBOOKS] == [
         "01_quickstart.ipynb",
         "02_scoped_switching.ipynb",
         "03_diamond_inheritance.ipynb",
         "04_compiled_engine.ipynb",
         "05_class_candidates.ipynb",
+        "06_laptop_cluster_gpu.ipynb",
     ]
 
 
