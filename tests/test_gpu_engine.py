@@ -98,6 +98,52 @@ def test_without_a_gpu_choosing_the_engine_says_why_and_changes_nothing():
     assert state == "None False"  # no engine chosen, JAX's settings untouched
 
 
+def test_pallas_softmax_kernel_on_the_invariant_suite():
+    """The kernel a GPU runs for softmax, interpreted on the CPU: the suite's softmax cases."""
+    done = run("-m", "pytest", "-p", "no:cacheprovider", "--pyargs", "ragbatch.tests",
+               "--coheriq-engine=ragbatch:gpu", "-k", "softmax or million or another_engine",
+               RAGBATCH_GPU_PLATFORM="cpu", RAGBATCH_GPU_SOFTMAX="pallas")  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+EDGES = """
+import math, random, coheriq, ragbatch
+rng = random.Random(3)
+inf = math.inf
+rows = [[rng.gauss(0, 5) for _ in range(n)] for n in (0, 1, 1023, 1024, 1025, 2048, 2049, 3000)]
+rows += [[-inf] * 1500 + [1.0, 2.0], [-inf, -inf], [3.0, -inf, 3.0]]
+coheriq.enable_engine("ragbatch", "gpu")
+engine = coheriq.resolve_impl(ragbatch.softmax).__self__
+got = ragbatch.softmax(ragbatch.RaggedBatch(rows)).values
+with coheriq.using_engine("ragbatch", "reference"):
+    want = ragbatch.softmax(ragbatch.RaggedBatch(rows)).values
+assert len(got) == len(want)
+for g, w in zip(got, want):
+    assert (math.isnan(g) and math.isnan(w)) or abs(g - w) <= 1e-12 * abs(w), (g, w)
+print(engine.softmax_kernel, engine.device.platform, len(got))
+"""
+
+
+@pytest.mark.parametrize(
+    "platform", ["cpu", pytest.param("gpu", marks=needs_a_gpu)], ids=["interpreted", "on-a-gpu"]
+)
+def test_pallas_softmax_kernel_at_block_edges(platform):
+    """Rows of one block, just under, just over, several; -inf values; rows of only -inf."""
+    done = run("-c", EDGES, RAGBATCH_GPU_PLATFORM=platform, RAGBATCH_GPU_SOFTMAX="pallas")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["pallas", platform, "11677"]
+
+
+def test_an_unknown_softmax_kernel_is_refused_clearly():
+    done = run("-c", NO_GPU, RAGBATCH_GPU_PLATFORM="cpu", RAGBATCH_GPU_SOFTMAX="cuda")
+    assert done.returncode == 0, done.stderr[-2000:]
+    message, state = done.stdout.strip().splitlines()
+    assert "RAGBATCH_GPU_SOFTMAX='cuda' names no softmax kernel of the gpu engine" in message
+    assert "use one of pallas, xla, or unset it" in message
+    assert state == "None False"
+
+
 def test_benchmark_runs_small():
     """The GPU benchmark script, at a tiny size on the CPU backend (it runs on a GPU too)."""
     done = run("-m", "ragbatch_gpu.benchmark", "--values", "20000", "--rows", "20",

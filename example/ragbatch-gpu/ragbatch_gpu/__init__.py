@@ -5,18 +5,22 @@ small, and they fix the shapes of results). Row operations are segment
 reductions over each value's row: ``jax.ops.segment_max`` and ``segment_sum``
 with sorted row ids, a gather that spreads row results back over the values,
 and for top-k one stable sort by (row, -value); each function is one jitted XLA
-program.
+program. Softmax, the function that moves the most data, has on a GPU a Pallas
+kernel of its own instead (see :mod:`ragbatch_gpu.kernel`);
+``RAGBATCH_GPU_SOFTMAX=xla`` or ``=pallas`` chooses either anywhere.
 
 XLA compiles a program per array shape, and ragged batches come in every size,
 so device arrays are padded to one of eight sizes per power of two (never more
-than an eighth extra): batches of nearby sizes share a program. Padding belongs
-to no row: its row id is one past the last row, which segment reductions drop.
+than an eighth extra, past one kernel block of slack): batches of nearby sizes
+share a program. Padding belongs to no row: its row id is one past the last
+row, which segment reductions drop.
 
 The engine needs a GPU that JAX sees (``pip install -U 'jax[cuda13]'`` on a
 machine with an NVIDIA GPU); without one, choosing the engine fails and says so.
 ``RAGBATCH_GPU_PLATFORM=cpu`` runs the same programs on JAX's CPU backend, to
-test the engine where there is no GPU. Choosing the engine turns on JAX's
-64-bit mode (``jax_enable_x64``), because ragbatch computes in float64.
+test the engine where there is no GPU (the Pallas kernel is then interpreted).
+Choosing the engine turns on JAX's 64-bit mode (``jax_enable_x64``), because
+ragbatch computes in float64.
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ from jax import lax
 
 import coheriq
 
+from . import kernel
+
 PLATFORM_ENV = "RAGBATCH_GPU_PLATFORM"
+SOFTMAX_ENV = "RAGBATCH_GPU_SOFTMAX"
+SOFTMAX_KERNELS = ("pallas", "xla")
 _SMALLEST = 128  # every batch at most this big shares one program
 
 _device: Any = None  # the device batches live on, once the engine has found it
@@ -56,11 +64,16 @@ def find_device(platform: str = "gpu") -> Any:
     return device
 
 
+def device_platform() -> str:
+    """The JAX platform asked for: ``RAGBATCH_GPU_PLATFORM``, else gpu."""
+    return os.environ.get(PLATFORM_ENV, "").strip() or "gpu"
+
+
 def device() -> Any:
     """The device this engine's batches live on (found on first use)."""
     global _device
     if _device is None:
-        _device = find_device(os.environ.get(PLATFORM_ENV, "").strip() or "gpu")
+        _device = find_device(device_platform())
     return _device
 
 
@@ -70,6 +83,28 @@ def padded_size(n: int) -> int:
         return _SMALLEST
     step = 1 << (n.bit_length() - 4)
     return -(-n // step) * step
+
+
+def value_slots(n: int) -> int:
+    """The length of the device array that holds ``n`` values.
+
+    At least one of the kernel's blocks longer than ``n``: the last block of a row
+    may reach past the row's end, and so must stay inside the array.
+    """
+    return padded_size(n + kernel.BLOCK)
+
+
+def choose_softmax_kernel(platform: str) -> str:
+    """The softmax kernel to use: ``RAGBATCH_GPU_SOFTMAX``, else pallas on a GPU, else xla."""
+    chosen = os.environ.get(SOFTMAX_ENV, "").strip()
+    if not chosen:
+        return "pallas" if platform == "gpu" else "xla"
+    if chosen not in SOFTMAX_KERNELS:
+        raise RuntimeError(
+            f"{SOFTMAX_ENV}={chosen!r} names no softmax kernel of the gpu engine; use one "
+            f"of {', '.join(SOFTMAX_KERNELS)}, or unset it."
+        )
+    return chosen
 
 
 # -- the programs (every argument after the arrays is static: a shape) ------------------
@@ -135,8 +170,40 @@ def _topk(
 # -- the container -------------------------------------------------------------------
 
 
-def _index_dtype(size: int) -> Any:
-    return np.int32 if size < 2**31 else np.int64
+class Rows:
+    """The rows of a batch: offsets on the host, and what the programs need on the device.
+
+    The device copies are made on first use and kept; batches with the same rows
+    (a softmax and its input) share one ``Rows``.
+    """
+
+    def __init__(self, offsets: Any) -> None:
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.size = int(self.offsets[-1])  # the number of values
+        self.slots = value_slots(self.size)  # the length of the arrays that hold them
+        self.count = padded_size(len(self.offsets) - 1)  # the rows the programs see
+        self._device_offsets: jax.Array | None = None
+        self._ids: jax.Array | None = None
+
+    def device_offsets(self) -> jax.Array:
+        """The offsets on the device, padded with their last value to ``count + 1``."""
+        if self._device_offsets is None:
+            padded = self.padded(self.offsets)
+            self._device_offsets = jax.device_put(padded.astype(self.index_dtype()), device())
+        return self._device_offsets
+
+    def ids(self) -> jax.Array:
+        """The row of each value slot (``count`` for the padding)."""
+        if self._ids is None:
+            self._ids = _row_ids(self.device_offsets(), self.slots)
+        return self._ids
+
+    def padded(self, offsets: np.ndarray) -> np.ndarray:
+        """Offsets of these rows (or of as many others) padded to ``count + 1`` entries."""
+        return np.pad(offsets, (0, self.count + 1 - len(offsets)), mode="edge")
+
+    def index_dtype(self) -> Any:
+        return np.int32 if self.slots < 2**31 else np.int64
 
 
 class GpuBatch:
@@ -150,7 +217,8 @@ class GpuBatch:
         arrays = [np.asarray(list(row), dtype=np.float64) for row in rows]
         lengths = np.array([len(a) for a in arrays], dtype=np.int64)
         values = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.float64)
-        self._adopt(*_upload(values), np.concatenate(([0], np.cumsum(lengths))))
+        layout = Rows(np.concatenate(([0], np.cumsum(lengths))))
+        self._adopt(_upload(values, layout), layout)
 
     @classmethod
     def from_flat(cls, values: Sequence[float], offsets: Sequence[int]) -> GpuBatch:
@@ -165,19 +233,23 @@ class GpuBatch:
             and bool(np.all(offsets[1:] >= offsets[:-1]))
         ):
             ragbatch.check_offsets(offsets.tolist(), len(values))  # words the error
-        return cls._wrap(*_upload(values), offsets)
+        layout = Rows(offsets)
+        return cls._wrap(_upload(values, layout), layout)
 
     @classmethod
-    def _wrap(cls, data: jax.Array, size: int, offsets: np.ndarray, rows: Any = None) -> GpuBatch:
-        """A batch around trusted, padded device ``data`` of ``size`` values."""
+    def _wrap(cls, data: jax.Array, layout: Rows) -> GpuBatch:
+        """A batch around trusted device ``data`` laid out as ``layout`` says."""
         batch = cls.__new__(cls)
-        batch._adopt(data, size, offsets, rows)
+        batch._adopt(data, layout)
         return batch
 
-    def _adopt(self, data: jax.Array, size: int, offsets: Any, rows: Any = None) -> None:
-        self._data, self._size = data, size
-        self.offsets = np.asarray(offsets, dtype=np.int64)
-        self._rows, self._host = rows, None
+    def _adopt(self, data: jax.Array, layout: Rows) -> None:
+        self._data, self._layout = data, layout
+        self._host: np.ndarray | None = None
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self._layout.offsets
 
     @property
     def values(self) -> np.ndarray:
@@ -189,7 +261,7 @@ class GpuBatch:
     @property
     def device_values(self) -> jax.Array:
         """The values as a JAX array on the device (no padding)."""
-        return self._data[: self._size]
+        return self._data[: self._layout.size]
 
     @property
     def backend(self) -> str:
@@ -205,20 +277,6 @@ class GpuBatch:
 
     def row_lengths(self) -> list[int]:
         return np.diff(self.offsets).tolist()
-
-    def _count(self) -> int:
-        """The number of rows the programs see: this batch's, padded."""
-        return padded_size(len(self))
-
-    def _device_offsets(self) -> jax.Array:
-        """The offsets on the device, padded with their last value to ``_count() + 1``."""
-        padded = np.pad(self.offsets, (0, self._count() + 1 - len(self.offsets)), mode="edge")
-        return jax.device_put(padded.astype(_index_dtype(self._data.shape[0])), device())
-
-    def _row_ids(self) -> jax.Array:
-        if self._rows is None:  # worked out once, shared with the results of softmax
-            self._rows = _row_ids(self._device_offsets(), self._data.shape[0])
-        return self._rows
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -248,20 +306,20 @@ class GpuBatch:
         return f"RaggedBatch([{rows}{', ...' if len(self) > 3 else ''}], backend={self.backend!r})"
 
 
-def _upload(values: np.ndarray) -> tuple[jax.Array, int]:
-    """``values`` padded with zeros and put on the device, and their number."""
-    padded = np.zeros(padded_size(len(values)), dtype=values.dtype)
+def _upload(values: np.ndarray, layout: Rows) -> jax.Array:
+    """``values`` put on the device in an array of ``layout.slots``, padded with zeros."""
+    padded = np.zeros(layout.slots, dtype=values.dtype)
     padded[: len(values)] = values
-    return jax.device_put(padded, device()), len(values)
+    return jax.device_put(padded, device())
 
 
 def _on_device(batch: Any, dtype: Any = np.float64) -> GpuBatch:
     """Any engine's batch as a GpuBatch of ``dtype`` (no copy if it is one already)."""
     if not isinstance(batch, GpuBatch):
-        values = np.asarray(batch.values, dtype=dtype)
-        return GpuBatch._wrap(*_upload(values), np.asarray(batch.offsets, dtype=np.int64))
+        layout = Rows(batch.offsets)
+        return GpuBatch._wrap(_upload(np.asarray(batch.values, dtype=dtype), layout), layout)
     if batch._data.dtype != dtype:
-        return GpuBatch._wrap(batch._data.astype(dtype), batch._size, batch.offsets, batch._rows)
+        return GpuBatch._wrap(batch._data.astype(dtype), batch._layout)
     return batch
 
 
@@ -271,6 +329,7 @@ class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
     RaggedBatch = GpuBatch
 
     def __init__(self) -> None:
+        self.softmax_kernel = choose_softmax_kernel(device_platform())
         self.device = device()  # no GPU: the error says so, and the engine is not chosen
 
     def from_flat(self, values: Sequence[float], offsets: Sequence[int]) -> GpuBatch:
@@ -282,32 +341,36 @@ class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
 
     def softmax(self, batch: Any) -> GpuBatch:
         batch = _on_device(batch)
-        out = _softmax(batch._data, batch._row_ids(), batch._count())
-        return self.RaggedBatch._wrap(out, batch._size, batch.offsets, batch._rows)
+        rows = batch._layout
+        if self.softmax_kernel == "pallas":
+            interpret = self.device.platform != "gpu"  # how it runs without a GPU: slowly
+            out = kernel.softmax(batch._data, rows.device_offsets(), rows.count, interpret)
+        else:
+            out = _softmax(batch._data, rows.ids(), rows.count)
+        return self.RaggedBatch._wrap(out, rows)
 
     def topk(self, batch: Any, k: int) -> tuple[GpuBatch, GpuBatch]:
         ragbatch.check_k(k)
         batch = _on_device(batch)
-        kept = np.minimum(np.diff(batch.offsets), k)
-        kept_offsets = np.concatenate(([0], np.cumsum(kept))).astype(np.int64)
-        kept_size = padded_size(int(kept_offsets[-1]))
-        padded = np.pad(kept_offsets, (0, batch._count() + 1 - len(kept_offsets)), mode="edge")
+        rows = batch._layout
+        kept = Rows(np.concatenate(([0], np.cumsum(np.minimum(np.diff(rows.offsets), k)))))
+        # The kept entries of each row, in a layout of as many (padded) rows as the input.
+        kept_offsets = rows.padded(kept.offsets).astype(kept.index_dtype())
         indices, probabilities = _topk(
             batch._data,
-            batch._row_ids(),
-            batch._device_offsets(),
-            jax.device_put(padded.astype(_index_dtype(kept_size)), device()),
-            batch._count(),
-            kept_size,
+            rows.ids(),
+            rows.device_offsets(),
+            jax.device_put(kept_offsets, device()),
+            rows.count,
+            kept.slots,
         )
-        size = int(kept_offsets[-1])
-        wrap = self.RaggedBatch._wrap
-        return wrap(indices, size, kept_offsets), wrap(probabilities, size, kept_offsets)
+        return self.RaggedBatch._wrap(indices, kept), self.RaggedBatch._wrap(probabilities, kept)
 
     def row_sum(self, batch: Any) -> jax.Array:
         """The sum of each row, as a JAX array on the device."""
         batch = _on_device(batch)
-        return _row_sum(batch._data, batch._row_ids(), batch._count())[: len(batch)]
+        rows = batch._layout
+        return _row_sum(batch._data, rows.ids(), rows.count)[: len(batch)]
 
     def row_mean(self, batch: Any) -> jax.Array:
         """The mean of each row (NaN for an empty row), as a JAX array on the device."""

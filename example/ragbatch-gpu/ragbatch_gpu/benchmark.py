@@ -11,7 +11,8 @@ least 20x the compiled engine.
 
 The device's peak bandwidth comes from a table of known GPUs, or ``--peak-gbs``.
 ``--platform cpu`` runs the gpu engine's programs on JAX's CPU backend (a smoke
-test; there is no peak to compare with).
+test; there is no peak to compare with), and ``--softmax pallas|xla`` chooses the
+engine's softmax kernel (by default pallas on a GPU, xla elsewhere).
 """
 
 from __future__ import annotations
@@ -75,9 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-repeat", type=int, default=3, help="timed calls on the CPU")
     parser.add_argument("--platform", default=None, help="a JAX platform (default: gpu)")
     parser.add_argument("--peak-gbs", type=float, default=None, help="the device's peak GB/s")
+    parser.add_argument(
+        "--softmax", choices=["pallas", "xla"], default=None, help="the gpu engine's kernel"
+    )
     args = parser.parse_args(argv)
+    # Read when the engine starts.
     if args.platform:
-        os.environ["RAGBATCH_GPU_PLATFORM"] = args.platform  # read when the engine starts
+        os.environ["RAGBATCH_GPU_PLATFORM"] = args.platform
+    if args.softmax:
+        os.environ["RAGBATCH_GPU_SOFTMAX"] = args.softmax
 
     import jax
     import ragbatch
@@ -110,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"segmented softmax over {args.values:,} float64 values in {args.rows:,} rows; "
-        f"JAX {jax.__version__} on {kind} ({engine.device.platform}); "
+        f"JAX {jax.__version__} on {kind} ({engine.device.platform}), "
+        f"{engine.softmax_kernel} softmax kernel; "
         f"{os.cpu_count()} CPUs; median of {args.repeat} calls on the device, "
         f"{args.cpu_repeat} on the CPU"
     )
