@@ -5,32 +5,50 @@ which tests/test_example.py uses for the invariant suite; these tests are about 
 device itself, and what a user without one sees.
 """
 
+import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
 
-jax = pytest.importorskip("jax", reason="the gpu example engine needs JAX")
+if importlib.util.find_spec("jax") is None:
+    pytest.skip("the gpu example engine needs JAX", allow_module_level=True)
 
 
-def gpus() -> list:
-    try:
-        return jax.devices("gpu")
-    except RuntimeError:
-        return []
+PROBE = """
+import jax
+try:
+    print(len(jax.devices("gpu")))
+except RuntimeError:
+    print(0)
+"""
 
 
+def count_gpus() -> int:
+    """How many GPUs JAX sees, asked in a child process.
+
+    JAX starts threads when it is imported, and this test process forks (under
+    ``pytest --forked``, and in tests of fork safety): so JAX stays out of it.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, check=True
+    )
+    return int(done.stdout.strip())
+
+
+GPUS = count_gpus()
 needs_a_gpu = pytest.mark.skipif(
-    not gpus(), reason="JAX sees no GPU here: the gpu engine's device tests need one"
+    GPUS == 0, reason="JAX sees no GPU here: the gpu engine's device tests need one"
 )
 needs_no_gpu = pytest.mark.skipif(
-    bool(gpus()), reason="JAX sees a GPU here: there is no missing GPU to report"
+    GPUS > 0, reason="JAX sees a GPU here: there is no missing GPU to report"
 )
 
 
 def run(*args, **env):
-    environ = {k: v for k, v in os.environ.items() if k != "RAGBATCH_GPU_PLATFORM"}
+    ours = ("RAGBATCH_GPU_PLATFORM", "RAGBATCH_GPU_SOFTMAX")
+    environ = {k: v for k, v in os.environ.items() if k not in ours}
     return subprocess.run(
         [sys.executable, *args],
         capture_output=True,
