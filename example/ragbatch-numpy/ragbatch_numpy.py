@@ -8,7 +8,7 @@ express them) and filled in afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ def _flat(batch: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(batch.values), np.asarray(batch.offsets, dtype=np.int64)
 
 
-class NumpyBatch:
+class NumpyBatch(ragbatch.RaggedRows):
     """ragbatch.RaggedBatch with NumPy arrays for ``values`` and ``offsets``."""
 
     def __init__(self, rows: Iterable[Iterable[float]]) -> None:
@@ -65,19 +65,6 @@ class NumpyBatch:
     def row_lengths(self) -> list[int]:
         return np.diff(self.offsets).tolist()
 
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, index: int) -> list[float]:
-        n = len(self)
-        if not -n <= index < n:
-            raise IndexError(f"row index {index} out of range for a batch of {n} rows")
-        index %= n
-        return self.values[self.offsets[index] : self.offsets[index + 1]].tolist()
-
-    def __iter__(self) -> Iterator[list[float]]:
-        return (self[i] for i in range(len(self)))
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ragbatch.RaggedBatch):
             return NotImplemented
@@ -85,10 +72,6 @@ class NumpyBatch:
         return np.array_equal(self.offsets, offsets) and np.array_equal(self.values, values)
 
     __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        rows = ", ".join(str(r) for r in list(self)[:3])
-        return f"RaggedBatch([{rows}{', ...' if len(self) > 3 else ''}], backend={self.backend!r})"
 
 
 def _row_ids(offsets: np.ndarray) -> np.ndarray:

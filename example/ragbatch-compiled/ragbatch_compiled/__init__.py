@@ -9,7 +9,7 @@ Results are written into fresh zero-filled ``bytearray`` buffers.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import ragbatch
@@ -48,7 +48,7 @@ def _flat(batch: Any) -> tuple[memoryview, memoryview]:
     return _as_buffer(batch.values, "d"), _as_buffer(batch.offsets, "q")
 
 
-class CompiledBatch:
+class CompiledBatch(ragbatch.RaggedRows):
     """ragbatch.RaggedBatch over typed buffers, for the C kernels."""
 
     def __init__(self, rows: Iterable[Iterable[float]]) -> None:
@@ -79,23 +79,6 @@ class CompiledBatch:
     def backend(self) -> str:
         return "compiled"
 
-    def row_lengths(self) -> list[int]:
-        o = self.offsets
-        return [o[i + 1] - o[i] for i in range(len(o) - 1)]
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, index: int) -> list[float]:
-        n = len(self)
-        if not -n <= index < n:
-            raise IndexError(f"row index {index} out of range for a batch of {n} rows")
-        index %= n
-        return self.values[self.offsets[index] : self.offsets[index + 1]].tolist()
-
-    def __iter__(self) -> Iterator[list[float]]:
-        return (self[i] for i in range(len(self)))
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ragbatch.RaggedBatch):
             return NotImplemented
@@ -104,10 +87,6 @@ class CompiledBatch:
         )
 
     __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        rows = ", ".join(str(r) for r in list(self)[:3])
-        return f"RaggedBatch([{rows}{', ...' if len(self) > 3 else ''}], backend={self.backend!r})"
 
 
 class CompiledEngine(coheriq.engine_class("ragbatch"), name="compiled"):

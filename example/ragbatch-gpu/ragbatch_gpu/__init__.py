@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import jax
@@ -39,6 +39,9 @@ from jax import lax
 import coheriq
 
 from . import kernel
+
+# Batches are built on the host by the numpy engine's container, then uploaded.
+Numpy = coheriq.engine_class("ragbatch", "numpy")
 
 PLATFORM_ENV = "RAGBATCH_GPU_PLATFORM"
 SOFTMAX_ENV = "RAGBATCH_GPU_SOFTMAX"
@@ -206,7 +209,7 @@ class Rows:
         return np.int32 if self.slots < 2**31 else np.int64
 
 
-class GpuBatch:
+class GpuBatch(ragbatch.RaggedRows):
     """ragbatch.RaggedBatch with its values on the device.
 
     ``values`` is a read-only NumPy copy on the host, made when first read;
@@ -214,27 +217,19 @@ class GpuBatch:
     """
 
     def __init__(self, rows: Iterable[Iterable[float]]) -> None:
-        arrays = [np.asarray(list(row), dtype=np.float64) for row in rows]
-        lengths = np.array([len(a) for a in arrays], dtype=np.int64)
-        values = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.float64)
-        layout = Rows(np.concatenate(([0], np.cumsum(lengths))))
-        self._adopt(_upload(values, layout), layout)
+        self._adopt_host(Numpy.RaggedBatch(rows))
 
     @classmethod
     def from_flat(cls, values: Sequence[float], offsets: Sequence[int]) -> GpuBatch:
-        values, offsets = np.asarray(values), np.array(offsets, dtype=np.int64)
-        if values.dtype.kind not in "iuf":
-            values = values.astype(np.float64)
-        if not (
-            offsets.ndim == 1
-            and len(offsets) > 0
-            and offsets[0] == 0
-            and offsets[-1] == len(values)
-            and bool(np.all(offsets[1:] >= offsets[:-1]))
-        ):
-            ragbatch.check_offsets(offsets.tolist(), len(values))  # words the error
-        layout = Rows(offsets)
-        return cls._wrap(_upload(values, layout), layout)
+        batch = cls.__new__(cls)
+        batch._adopt_host(Numpy.RaggedBatch.from_flat(values, offsets))  # copies, checks
+        return batch
+
+    def _adopt_host(self, host: Any) -> None:
+        """Take the rows of a batch of the numpy engine onto the device."""
+        values = host.values if host.values.dtype.kind in "iuf" else host.values.astype(float)
+        layout = Rows(host.offsets)
+        self._adopt(_upload(values, layout), layout)
 
     @classmethod
     def _wrap(cls, data: jax.Array, layout: Rows) -> GpuBatch:
@@ -278,19 +273,6 @@ class GpuBatch:
     def row_lengths(self) -> list[int]:
         return np.diff(self.offsets).tolist()
 
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, index: int) -> list[float]:
-        n = len(self)
-        if not -n <= index < n:
-            raise IndexError(f"row index {index} out of range for a batch of {n} rows")
-        index %= n
-        return self.values[self.offsets[index] : self.offsets[index + 1]].tolist()
-
-    def __iter__(self) -> Iterator[list[float]]:
-        return (self[i] for i in range(len(self)))
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ragbatch.RaggedBatch):
             return NotImplemented
@@ -300,10 +282,6 @@ class GpuBatch:
         )
 
     __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        rows = ", ".join(str(r) for r in list(self)[:3])
-        return f"RaggedBatch([{rows}{', ...' if len(self) > 3 else ''}], backend={self.backend!r})"
 
 
 def _upload(values: np.ndarray, layout: Rows) -> jax.Array:

@@ -24,6 +24,7 @@ import coheriq
 
 __all__ = [
     "RaggedBatch",
+    "RaggedRows",
     "check_offsets",
     "domain",
     "from_flat",
@@ -67,8 +68,50 @@ def check_k(k: Any) -> int:
     return k
 
 
+class RaggedRows:
+    """The rows of a container of flat ``values`` and ``offsets``: length, indexing, iteration.
+
+    :class:`RaggedBatch` inherits them, and so may an engine's container, whatever
+    its storage: ``values`` need only support slicing (a list, an array, a buffer)
+    and ``offsets`` indexing. A row comes back as a new list (via ``tolist()`` where
+    the slice has one).
+    """
+
+    values: Any
+    offsets: Any
+
+    @property
+    def backend(self) -> str:
+        """The engine whose container this is."""
+        raise NotImplementedError
+
+    def row_lengths(self) -> list[int]:
+        """The number of values in each row."""
+        o = self.offsets
+        return [int(o[i + 1]) - int(o[i]) for i in range(len(o) - 1)]
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> list[float]:
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"row index {index} out of range for a batch of {n} rows")
+        index %= n
+        row = self.values[int(self.offsets[index]) : int(self.offsets[index + 1])]
+        return row.tolist() if hasattr(row, "tolist") else list(row)
+
+    def __iter__(self) -> Iterator[list[float]]:
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        rows = ", ".join(str(r) for r in list(self)[:3])
+        more = ", ..." if len(self) > 3 else ""
+        return f"RaggedBatch([{rows}{more}], backend={self.backend!r})"
+
+
 @domain.acceleration_candidate
-class RaggedBatch:
+class RaggedBatch(RaggedRows):
     """Rows of numbers of different lengths, stored flat as ``values`` and ``offsets``.
 
     Args:
@@ -104,24 +147,6 @@ class RaggedBatch:
         """The engine whose container this is."""
         return "reference"
 
-    def row_lengths(self) -> list[int]:
-        """The number of values in each row."""
-        o = self.offsets
-        return [o[i + 1] - o[i] for i in range(len(o) - 1)]
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, index: int) -> list[float]:
-        n = len(self)
-        if not -n <= index < n:
-            raise IndexError(f"row index {index} out of range for a batch of {n} rows")
-        index %= n
-        return self.values[self.offsets[index] : self.offsets[index + 1]]
-
-    def __iter__(self) -> Iterator[list[float]]:
-        return (self[i] for i in range(len(self)))
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RaggedBatch):
             return NotImplemented
@@ -130,11 +155,6 @@ class RaggedBatch:
         ]
 
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
-
-    def __repr__(self) -> str:
-        rows = ", ".join(str(list(r)) for r in list(self)[:3])
-        more = ", ..." if len(self) > 3 else ""
-        return f"RaggedBatch([{rows}{more}], backend={self.backend!r})"
 
 
 @domain.acceleration_candidate
