@@ -217,19 +217,14 @@ class GpuBatch(ragbatch.RaggedRows):
     """
 
     def __init__(self, rows: Iterable[Iterable[float]]) -> None:
-        self._adopt_host(Numpy.RaggedBatch(rows))
+        host = Numpy.RaggedBatch(rows)
+        self._adopt(*_upload(host.values, host.offsets))
 
     @classmethod
     def from_flat(cls, values: Sequence[float], offsets: Sequence[int]) -> GpuBatch:
-        batch = cls.__new__(cls)
-        batch._adopt_host(Numpy.RaggedBatch.from_flat(values, offsets))  # copies, checks
-        return batch
-
-    def _adopt_host(self, host: Any) -> None:
-        """Take the rows of a batch of the numpy engine onto the device."""
+        host = Numpy.RaggedBatch.from_flat(values, offsets)  # copies, and checks the offsets
         values = host.values if host.values.dtype.kind in "iuf" else host.values.astype(float)
-        layout = Rows(host.offsets)
-        self._adopt(_upload(values, layout), layout)
+        return cls._wrap(*_upload(values, host.offsets))
 
     @classmethod
     def _wrap(cls, data: jax.Array, layout: Rows) -> GpuBatch:
@@ -284,18 +279,18 @@ class GpuBatch(ragbatch.RaggedRows):
     __hash__ = None  # type: ignore[assignment]
 
 
-def _upload(values: np.ndarray, layout: Rows) -> jax.Array:
-    """``values`` put on the device in an array of ``layout.slots``, padded with zeros."""
+def _upload(values: np.ndarray, offsets: Any) -> tuple[jax.Array, Rows]:
+    """Host ``values`` on the device, padded with zeros, and the layout of their rows."""
+    layout = Rows(offsets)
     padded = np.zeros(layout.slots, dtype=values.dtype)
     padded[: len(values)] = values
-    return jax.device_put(padded, device())
+    return jax.device_put(padded, device()), layout
 
 
 def _on_device(batch: Any, dtype: Any = np.float64) -> GpuBatch:
     """Any engine's batch as a GpuBatch of ``dtype`` (no copy if it is one already)."""
     if not isinstance(batch, GpuBatch):
-        layout = Rows(batch.offsets)
-        return GpuBatch._wrap(_upload(np.asarray(batch.values, dtype=dtype), layout), layout)
+        return GpuBatch._wrap(*_upload(np.asarray(batch.values, dtype=dtype), batch.offsets))
     if batch._data.dtype != dtype:
         return GpuBatch._wrap(batch._data.astype(dtype), batch._layout)
     return batch

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
+import ragbatch
+from ragbatch._workload import timed
+
+import coheriq
 
 # Peak memory bandwidth in GB/s, by a part of the name JAX gives the device.
 PEAK_GBS = {
@@ -50,15 +53,10 @@ def peak_gbs(device_kind: str) -> float | None:
     return None
 
 
-def median_seconds(call: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """The median seconds of ``repeat`` calls after one untimed call, and the last result."""
-    result = call()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = call()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples), result
+def warm_then_timed(call: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """One untimed call (compiles, starts the engine), then ragbatch's ``timed``."""
+    call()
+    return timed(call, repeat)
 
 
 def make_flat(n_values: int, n_rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -80,30 +78,25 @@ def main(argv: list[str] | None = None) -> int:
         "--softmax", choices=["pallas", "xla"], default=None, help="the gpu engine's kernel"
     )
     args = parser.parse_args(argv)
-    # Read when the engine starts.
+    # Read when the engine starts, at the first using_engine below.
     if args.platform:
         os.environ["RAGBATCH_GPU_PLATFORM"] = args.platform
     if args.softmax:
         os.environ["RAGBATCH_GPU_SOFTMAX"] = args.softmax
-
-    import jax
-    import ragbatch
-
-    import coheriq
 
     values, offsets = make_flat(args.values, args.rows)
     print(f"[1/2] gpu engine, {args.repeat} calls ...", file=sys.stderr, flush=True)
     with coheriq.using_engine("ragbatch", "gpu"):
         engine = coheriq.resolve_impl(ragbatch.softmax).__self__
         batch = ragbatch.from_flat(values, offsets)  # uploaded once, outside the timing
-        gpu_seconds, gpu_result = median_seconds(
+        gpu_seconds, gpu_result = warm_then_timed(
             lambda: ragbatch.softmax(batch).block_until_ready(), args.repeat
         )
     cpu = "compiled" if "compiled" in coheriq.available_engines("ragbatch") else "numpy"
     print(f"[2/2] {cpu} engine, {args.cpu_repeat} calls ...", file=sys.stderr, flush=True)
     with coheriq.using_engine("ragbatch", cpu):
         batch = ragbatch.from_flat(values, offsets)
-        cpu_seconds, cpu_result = median_seconds(lambda: ragbatch.softmax(batch), args.cpu_repeat)
+        cpu_seconds, cpu_result = warm_then_timed(lambda: ragbatch.softmax(batch), args.cpu_repeat)
 
     got, want = np.asarray(gpu_result.values), np.asarray(cpu_result.values, dtype=np.float64)
     difference = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-300)))
