@@ -36,6 +36,14 @@ def project(pytester, monkeypatch):
     return pytester
 
 
+def advertise(pytester, dist, group, name, value):
+    """Install metadata for distribution ``dist`` with one entry point, beside the tests."""
+    info = pytester.path / f"{dist}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {value}\n")
+
+
 def run(pytester, test_source, *args):
     """Run pytest in this process, in a coheriq world of its own.
 
@@ -65,10 +73,7 @@ def test_option_enables_engine_before_collection_and_header_says_so(project):
 
 def test_domain_advertised_under_another_module_name_is_imported(project):
     project.makepyfile(some_library=LIBRARY.replace('"plugdom"', '"advertised"'))
-    info = project.path / "somelib-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: somelib\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[coheriq.domains]\nadvertised = some_library\n")
+    advertise(project, "somelib", "coheriq.domains", "advertised", "some_library")
     source = """
         import coheriq
 
@@ -150,19 +155,18 @@ def test_xfail_follows_the_global_engine(project):
     run(project, source).assert_outcomes(passed=1)
 
 
-def test_engine_that_fails_to_load_fails_its_own_case_only(project):
-    info = project.path / "brokeneng-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokeneng\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[coheriq.engines.plugdom]\nbroken = no_such_module\n")
-    source = """
-        import pytest, plugdom
+EACH_ENGINE_TEST = """
+    import pytest, plugdom
 
-        @pytest.mark.coheriq_engines("plugdom")
-        def test_each(coheriq_engine):
-            assert plugdom.which() == coheriq_engine
-    """
-    result = run(project, source, "-v")
+    @pytest.mark.coheriq_engines("plugdom")
+    def test_each(coheriq_engine):
+        assert plugdom.which() == coheriq_engine
+"""
+
+
+def test_engine_that_fails_to_load_fails_its_own_case_only(project):
+    advertise(project, "brokeneng", "coheriq.engines.plugdom", "broken", "no_such_module")
+    result = run(project, EACH_ENGINE_TEST, "-v")
     result.stdout.fnmatch_lines(["*test_each?broken? ERROR*", "*no_such_module*"])
     result.assert_outcomes(passed=3, errors=1)
 
@@ -180,18 +184,8 @@ def test_engine_that_cannot_start_here_skips_its_own_case_with_the_reason(projec
                 return "mpi"
         """
     )
-    info = project.path / "plugdom_mpi-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugdom-mpi\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[coheriq.engines.plugdom]\nmpi = plugdom_mpi\n")
-    source = """
-        import pytest, coheriq, plugdom
-
-        @pytest.mark.coheriq_engines("plugdom")
-        def test_each(coheriq_engine):
-            assert plugdom.which() == coheriq_engine
-    """
-    result = run(project, source, "-v", "-rs")
+    advertise(project, "plugdom_mpi", "coheriq.engines.plugdom", "mpi", "plugdom_mpi")
+    result = run(project, EACH_ENGINE_TEST, "-v", "-rs")
     result.stdout.fnmatch_lines(
         [
             "*test_each?mpi? SKIPPED*",
@@ -200,7 +194,7 @@ def test_engine_that_cannot_start_here_skips_its_own_case_with_the_reason(projec
     )
     result.assert_outcomes(passed=3, skipped=1)
     # Named for the whole run, the same engine stops the run: it was asked for.
-    result = run(project, source, "--coheriq-engine=plugdom:mpi")
+    result = run(project, EACH_ENGINE_TEST, "--coheriq-engine=plugdom:mpi")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*plugdom:mpi*failed to start*no MPI launcher found*"])
 
