@@ -48,6 +48,13 @@ static int get(PyObject *obj, Buf *b, char kind, int writable, const char *what)
 
 #define N_ITEMS(b) ((b).view.len / 8)
 
+/* The largest of x[a:b], for a < b. */
+static double row_max(const double *x, int64_t a, int64_t b) {
+    double top = x[a];
+    for (int64_t i = a + 1; i < b; i++) if (x[i] > top) top = x[i];
+    return top;
+}
+
 /* softmax(values, offsets, out) */
 static PyObject *softmax(PyObject *self, PyObject *args) {
     PyObject *v, *o, *out;
@@ -66,8 +73,7 @@ static PyObject *softmax(PyObject *self, PyObject *args) {
     for (Py_ssize_t r = 0; r < rows; r++) {
         int64_t a = off[r], b = off[r + 1];
         if (a == b) continue;
-        double top = x[a];
-        for (int64_t i = a + 1; i < b; i++) if (x[i] > top) top = x[i];
+        double top = row_max(x, a, b);
         double total = 0.0;
         for (int64_t i = a; i < b; i++) { y[i] = exp(x[i] - top); total += y[i]; }
         double inv = 1.0 / total;
@@ -172,8 +178,7 @@ static PyObject *topk(PyObject *self, PyObject *args) {
     for (Py_ssize_t r = 0; r < rows; r++) {
         int64_t a = off[r], n = off[r + 1] - off[r], keep = noff[r + 1] - noff[r];
         if (n == 0) continue;
-        double top = x[a];
-        for (int64_t i = 1; i < n; i++) if (x[a + i] > top) top = x[a + i];
+        double top = row_max(x, a, a + n);
         double total = 0.0;
         for (int64_t i = 0; i < n; i++) total += exp(x[a + i] - top);
         if (keep * 8 >= n) {
