@@ -99,6 +99,31 @@ def build_domain() -> tuple[coheriq.AccelerationDomain, dict[str, Any]]:
     return domain, {**names, "domain": domain}
 
 
+def build_reference_classes() -> dict[str, Any]:
+    """A class candidate on the reference, an unmarked twin, and a subclass of each."""
+    domain = coheriq.AccelerationDomain("bench_classes")
+
+    class Twin:
+        def __init__(self, x):
+            self.x = x
+
+    @domain.acceleration_candidate
+    class Marked:
+        def __init__(self, x):
+            self.x = x
+
+    domain.materialize()
+
+    class TwinSub(Twin):
+        pass
+
+    class MarkedSub(Marked):
+        pass
+
+    Marked(1)  # settles the domain on the reference
+    return {"Marked": Marked, "Twin": Twin, "MarkedSub": MarkedSub, "TwinSub": TwinSub}
+
+
 def bench_dispatch(plan: Plan) -> list[Row]:
     domain, names = build_domain()
     coheriq.enable_engine(domain, "fast")
@@ -107,6 +132,21 @@ def bench_dispatch(plan: Plan) -> list[Row]:
         ratio_row("call, global engine, keyword", 2.5, paired("f(x=1)", "impl(x=1)", names, plan)),
         ratio_row("construct class candidate", 1.6, paired("Box(1)", "Impl(1)", names, plan)),
     ]
+    classes = build_reference_classes()
+    rows.append(
+        ratio_row(
+            "construct class candidate, reference",
+            1.6,
+            paired("Marked(1)", "Twin(1)", classes, plan),
+        )
+    )
+    rows.append(
+        ratio_row(
+            "construct a subclass of a candidate",
+            1.2,
+            paired("MarkedSub(1)", "TwinSub(1)", classes, plan),
+        )
+    )
     with coheriq.using_engine(domain, "fast"):
         rows.append(
             ratio_row("call inside using_engine", 3.0, paired("f(1)", "impl(1)", names, plan))

@@ -28,11 +28,13 @@ else:
         return fn
 
 
-FunctionType = type(overload)
-""":class:`types.FunctionType`: the type of functions written in Python."""
-
-MappingProxyType = type(type.__dict__)
-""":class:`types.MappingProxyType`: a read-only view of a mapping."""
+if TYPE_CHECKING:
+    from types import FunctionType, MappingProxyType, MemberDescriptorType
+else:
+    # The types module's own definitions, from objects at hand.
+    FunctionType = type(overload)
+    MappingProxyType = type(type.__dict__)
+    MemberDescriptorType = type(FunctionType.__globals__)
 
 __all__ = [
     "DEBUG",
@@ -40,6 +42,7 @@ __all__ = [
     "TYPE_CHECKING",
     "FunctionType",
     "MappingProxyType",
+    "MemberDescriptorType",
     "log",
     "outside_coheriq",
     "overload",
@@ -63,7 +66,8 @@ def outside_coheriq() -> tuple[str, int]:
     """Where the code that called into coheriq is, seen from the caller of this function.
 
     Returns ``("FILE:LINE", stacklevel)``: the innermost frame that is neither
-    coheriq's own code nor :func:`types.new_class` (which builds decorator-form
+    coheriq's own code (proxies included: they run in a namespace named
+    ``coheriq.proxy``) nor :func:`types.new_class` (which builds decorator-form
     engines), and the ``stacklevel`` that makes ``warnings.warn``, called by the
     caller of this function, point there.
     """

@@ -129,7 +129,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
             )
         self.domain = domain
         self.engine = engine
-        self._entered: list[tuple[AccelerationDomain, Any, Any]] = []
+        self._entered: list[list[tuple[AccelerationDomain, Any, Any]]] = []
 
     def __repr__(self) -> str:
         name = self.domain if isinstance(self.domain, str) else self.domain.name
@@ -137,8 +137,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
     def __enter__(self) -> None:
         found = lookup_domain(self.domain)
-        scope, token = found._enter_scope(resolve_engine(found, self.engine))
-        self._entered.append((found, scope, token))
+        self._entered.append(found._enter_scopes(resolve_engine(found, self.engine)))
 
     def __exit__(
         self,
@@ -146,8 +145,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        found, scope, token = self._entered.pop()
-        found._exit_scope(scope, token)
+        AccelerationDomain._exit_scopes(self._entered.pop())
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this scope."""
@@ -208,7 +206,7 @@ def resolve_impl(candidate: T) -> T:
             f"{candidate!r} is not a coheriq candidate. Pass a function or class that a "
             "library marked with @domain.acceleration_candidate, as the library exports it."
         )
-    member: T = info.domain._member_here(info.name)
+    member: T = info.domain._implementation_here(info.name)
     return member
 
 

@@ -12,6 +12,7 @@ when an engine must be listed or found, and each group is read once per process.
 
 from __future__ import annotations
 
+import sys
 import time
 
 from ._stdlib import INFO, TYPE_CHECKING, log
@@ -101,8 +102,12 @@ def describe(ep: EntryPoint) -> str:
     return f"entry point {ep.name!r} = {ep.value!r} in group {ep.group!r}{where}"
 
 
-def load(domain_name: str, engine_name: str, ep: EntryPoint) -> Any:
+def load(domain_name: str, engine_name: str, ep: EntryPoint, *, again: bool = False) -> Any:
     """Import what ``ep`` names and return it.
+
+    With ``again``, a module imported already is run again first
+    (:func:`importlib.reload`): its engine was defined for another copy of the
+    domain (see :mod:`coheriq.registry`).
 
     Raises:
         CoheriqEngineLoadError: The import, or the lookup of the object the value
@@ -111,6 +116,10 @@ def load(domain_name: str, engine_name: str, ep: EntryPoint) -> Any:
     """
     start = time.perf_counter()
     try:
+        if again:
+            import importlib  # only a library that ran twice needs it
+
+            importlib.reload(sys.modules[module_of(ep)])
         loaded = ep.load()
     except Exception as exc:
         raise CoheriqEngineLoadError(

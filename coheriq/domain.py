@@ -30,6 +30,7 @@ import sys
 # spares a module at start-up.
 from _contextvars import ContextVar
 
+from . import registry
 from ._stdlib import (
     DEBUG,
     INFO,
@@ -40,6 +41,7 @@ from ._stdlib import (
     overload,
 )
 from ._validate import REFERENCE, check_candidate_name, check_name
+from .choice import Fallthrough, Scope, Settlement, Unsettled
 from .exceptions import (
     CoheriqDomainError,
     CoheriqDomainNotFoundError,
@@ -47,10 +49,13 @@ from .exceptions import (
     CoheriqEngineLoadError,
     CoheriqEngineNotFoundError,
     CoheriqEngineStartError,
+    CoheriqError,
+    CoheriqReloadWarning,
     CoheriqTypeError,
     did_you_mean,
     listing,
 )
+from .marked import construct_directly, mark_class
 from .meta import EngineMeta
 from .proxy import CandidateInfo, Switchboard, candidate_of
 
@@ -63,96 +68,18 @@ if TYPE_CHECKING:
 
 __all__ = ["AccelerationDomain", "Settlement", "all_domains", "lookup_domain"]
 
-_domains: dict[str, AccelerationDomain] = {}
-
 # Set by coheriq.profiling while a profile block is open anywhere: makes, for a
 # domain, the function its proxies use to find the current scope.
 profiling_current: Callable[[AccelerationDomain], Callable[[], Any]] | None = None
-_registry_lock = _thread.allocate_lock()
-
-
-class Settlement:
-    """The process-global choice of a domain, once it is made.
-
-    Attributes:
-        engine: The engine's name, or :data:`~coheriq.REFERENCE`.
-        engine_class: The engine class (the reference class for the reference).
-        reason: Why this engine: ``"enable_engine"``, ``"environment variable
-            NAME"`` or ``"default"``.
-        members: Candidate name -> the member of the engine instance a call runs.
-        where: ``FILE:LINE`` of the code whose call or ``enable_engine`` made the choice.
-    """
-
-    __slots__ = ("engine", "engine_class", "members", "reason", "where")
-
-    def __init__(
-        self,
-        engine: str,
-        engine_class: EngineMeta,
-        reason: str,
-        members: Mapping[str, Any],
-        where: str,
-    ) -> None:
-        self.engine = engine
-        self.engine_class = engine_class
-        self.reason = reason
-        self.members = members
-        self.where = where
-
-    def __repr__(self) -> str:
-        return f"<Settlement on {self.engine!r} by {self.reason}>"
-
-
-class _Scope:
-    """One ``using_engine`` block: live from its entry until its exit.
-
-    Proxies call ``scope.members[name]``. A task or thread started inside the
-    block inherits the context variable that points here, and may outlive the
-    block; so on exit ``members`` becomes a :class:`_Fallthrough` to the scope
-    around it (or the global choice), and ``live`` turns false.
-    """
-
-    __slots__ = ("engine", "live", "members", "parent")
-
-    def __init__(self, engine: str, members: Mapping[str, Any], parent: _Scope | None) -> None:
-        self.engine = engine
-        self.members: Mapping[str, Any] | _Fallthrough = members
-        self.parent = parent
-        self.live = True
-
-
-class _Fallthrough:
-    """The members of an exited scope: whatever its enclosing context runs now."""
-
-    __slots__ = ("domain", "parent")
-
-    def __init__(self, domain: AccelerationDomain, parent: _Scope | None) -> None:
-        self.domain = domain
-        self.parent = parent
-
-    def __getitem__(self, name: str) -> Any:
-        if self.parent is not None:
-            return self.parent.members[name]
-        return self.domain._settle(f"call candidate {name!r}").members[name]
-
-
-def _replace_registry(
-    domains: dict[str, AccelerationDomain],
-) -> dict[str, AccelerationDomain]:
-    """Install ``domains`` as the registry of domains; return the one replaced.
-
-    For :mod:`coheriq.testing`, which gives each test a world of its own.
-    """
-    with _registry_lock:
-        replaced = dict(_domains)
-        _domains.clear()
-        _domains.update(domains)
-    return replaced
 
 
 def all_domains() -> list[AccelerationDomain]:
-    """Return every domain created in this process, in creation order."""
-    return list(_domains.values())
+    """Return every domain created in this process, in creation order.
+
+    Where a library's module ran more than once (see :mod:`coheriq.registry`),
+    the copy its name stands for now.
+    """
+    return registry.named_domains()
 
 
 def lookup_domain(domain: AccelerationDomain | str) -> AccelerationDomain:
@@ -169,13 +96,15 @@ def lookup_domain(domain: AccelerationDomain | str) -> AccelerationDomain:
             "A domain is given as an AccelerationDomain or its name, not as "
             f"{type(domain).__name__} ({domain!r})."
         )
-    found = _domains.get(domain)
-    if found is None:
+    lineage = registry.lineage_of(domain)
+    if lineage is None:
+        known = [d.name for d in all_domains()]
         raise CoheriqDomainNotFoundError(
-            f"There is no coheriq domain named {domain!r}.{did_you_mean(domain, _domains)} "
-            f"Known domains: {listing(_domains)}. Import the library that creates the "
+            f"There is no coheriq domain named {domain!r}.{did_you_mean(domain, known)} "
+            f"Known domains: {listing(known)}. Import the library that creates the "
             "domain before enabling or listing its engines."
         )
+    found: AccelerationDomain = lineage.named()
     return found
 
 
@@ -195,7 +124,10 @@ class AccelerationDomain:
 
     Raises:
         CoheriqTypeError: ``name`` or ``env_prefix`` is not a valid name.
-        CoheriqDomainError: A domain of that name exists already.
+        CoheriqDomainError: A domain of that name exists already, created by
+            another module. (The same module running again, by a reload or a
+            fresh import, makes a new copy of the domain: see
+            :mod:`coheriq.registry`.)
     """
 
     def __init__(self, name: str, *, env_prefix: str | None = None, strict: bool = False) -> None:
@@ -214,11 +146,13 @@ class AccelerationDomain:
         self.name = name
         self.env_prefix = env_prefix
         self.strict = strict
-        self._module = sys._getframe(1).f_globals.get("__name__", "__main__")
+        creator = sys._getframe(1).f_globals
+        self._module: str = creator.get("__name__", "__main__")
+        self._globals = creator  # tells copies of the library's module apart
         self._candidates: dict[str, CandidateInfo] = {}
         self._kinds: dict[str, bool] = {}  # name -> is a class; read on every engine check
         # Class candidate -> {implementing class: engine class whose body defines
-        # it, or None for the reference}; proxies answer isinstance from its keys.
+        # it, or None for the reference}; marked classes answer isinstance from it.
         self._implementations: dict[str, dict[type, EngineMeta | None]] = {}
         self._reference: EngineMeta | None = None
         self._engines: dict[str, EngineMeta] = {}
@@ -228,22 +162,24 @@ class AccelerationDomain:
         self._settled: Settlement | None = None
         self._settling: str | None = None
         self._open_scopes = 0
-        self._scope: ContextVar[_Scope | None] = ContextVar(f"coheriq:{name}", default=None)
-        self._switchboard = Switchboard(
-            current=self._scope.get, here=self._member_here, first_call=self._call_first
-        )
+        self._scope: ContextVar[Scope | None] = ContextVar(f"coheriq:{name}", default=None)
+        self._unsettled = Unsettled(self)
+        self._switchboard = Switchboard(current=self._scope_here)
         self._lock = _thread.RLock()
         self._profiling: Callable[[], Any] | None = None
         if profiling_current is not None:
             self._set_profiling(profiling_current(self))
-        with _registry_lock:
-            if name in _domains:
-                raise CoheriqDomainError(
-                    f"A coheriq domain named {name!r} exists already; each library creates its "
-                    "domain once, at import. Reuse it (coheriq.engine_class(name) reaches it) "
-                    "or choose another name."
-                )
-            _domains[name] = self
+        lineage = registry.register(self)
+        if lineage is None:
+            existing = lookup_domain(name)
+            raise CoheriqDomainError(
+                f"A coheriq domain named {name!r} exists already, created by module "
+                f"{existing._module!r}{'' if existing.materialized else ', not materialized yet'}"
+                "; each library creates its domain once, at import (a module that runs "
+                "again, by a reload or a fresh import, makes a new copy of its domain). Reuse "
+                "it (coheriq.engine_class(name) reaches it) or choose another name."
+            )
+        self._lineage: registry.Lineage = lineage
 
     def __repr__(self) -> str:
         state = "materialized" if self._reference is not None else "collecting candidates"
@@ -282,16 +218,21 @@ class AccelerationDomain:
 
         Use it bare (``@domain.acceleration_candidate``), with a name
         (``@domain.acceleration_candidate("name")``) or with ``name=``. The
-        decorated object becomes the reference implementation, and what the
-        decorator returns, a proxy, stands in its place: calling it runs the
-        active engine's implementation.
+        decorated object becomes the reference implementation. For a function,
+        what the decorator returns is a proxy that stands in its place: calling
+        it runs the active engine's implementation. For a class, it returns the
+        class itself, rebuilt with a metaclass whose ``__call__`` constructs the
+        active engine's implementation (see :mod:`coheriq.marked`); everything
+        else about the class is unchanged, and constructing its subclasses is
+        never dispatched.
 
         Returns:
-            The proxy, or a decorator that makes one when given a name.
+            The proxy or marked class, or a decorator that makes one when given a name.
 
         Raises:
-            CoheriqTypeError: The target is not a function or class, or the name is
-                not usable.
+            CoheriqTypeError: The target is not a function or class, the name is
+                not usable, or the class cannot be marked (an Enum, a class written
+                in C, one with subclasses already; the message says why).
             CoheriqDomainError: The domain is materialized, or the name is taken.
         """
         if obj is None or isinstance(obj, str):
@@ -335,14 +276,16 @@ class AccelerationDomain:
                 )
             info = CandidateInfo(self, name, target)
             if info.is_class:
-                implementations: dict[type, EngineMeta | None] = {target: None}
-                proxy: Any = self._switchboard.class_proxy(info, implementations)
+                implementations: dict[type, EngineMeta | None] = {}
+                info.reference = mark_class(info, self._switchboard, implementations)
+                implementations[info.reference] = None
                 self._implementations[name] = implementations
+                info.proxy = info.reference
             else:
-                proxy = self._switchboard.function_proxy(info)
+                info.proxy = self._switchboard.function_proxy(info)
             self._candidates[name] = info
             self._kinds[name] = info.is_class
-        return proxy
+        return info.proxy
 
     def materialize(self) -> EngineMeta:
         """Build the domain's reference class; call once, after the last candidate.
@@ -478,11 +421,20 @@ class AccelerationDomain:
                 f"provides the engine, or advertise it in entry-point group "
                 f"{discovery.group_of(self.name)!r}."
             )
+        # An engine module imported already defined its engine for another copy of
+        # this library's module (see coheriq.registry): run it again, for this one.
+        imported = sys.modules.get(discovery.module_of(ep))
+        again = imported is not None and not getattr(
+            getattr(imported, "__spec__", None), "_initializing", False
+        )
+        token = registry.loading_for(self)
         try:
-            discovery.load(self.name, name, ep)
+            discovery.load(self.name, name, ep, again=again)
         except CoheriqEngineLoadError:
             self._forget_engines_of_module(discovery.module_of(ep))
             raise
+        finally:
+            registry.done_loading(token)
         cls = self._engines.get(name)
         if cls is None:
             module = discovery.module_of(ep)
@@ -535,15 +487,28 @@ class AccelerationDomain:
             finally:
                 self._initializing.discard(cls)
             members = {name: getattr(instance, name) for name in self._candidates}
+            for name, info in self._candidates.items():
+                if info.construct is not None and members[name] is info.reference:
+                    members[name] = info.construct  # not the class: its call would dispatch
             self._instances[cls] = members
             return members
 
-    def _settle_on(self, cls: EngineMeta, reason: str) -> Settlement:
-        """Make ``cls`` the global choice unless one is made; return the choice."""
+    def _settle_on(self, cls: EngineMeta, reason: str, *, inherited: bool = False) -> Settlement:
+        """Make ``cls`` the global choice unless one is made; return the choice.
+
+        Where another copy of the library's module has chosen a different engine
+        already, that choice is returned instead (copies share one global choice,
+        see :mod:`coheriq.registry`), unless ``inherited`` says this copy is taking
+        its share of it.
+        """
+        engine = cls.__coheriq_name__ or REFERENCE
         with self._lock:
             settled = self._settled
             if settled is not None:
                 return settled
+            choice = self._lineage.choice
+            if choice is not None and not inherited and choice.engine != engine:
+                return choice  # type: ignore[no-any-return]
             if self._settling:
                 # Only this thread can be here (the lock is held): an engine's
                 # __init__, run below, is calling into its own domain.
@@ -553,15 +518,18 @@ class AccelerationDomain:
                     "engine's __init__. Inside the engine, call its own implementations "
                     "(self.name(...)) instead."
                 )
-            self._settling = cls.__coheriq_name__ or REFERENCE
+            self._settling = engine
             try:
                 members = self._members_of(cls)
             finally:
                 self._settling = None
             where, _ = outside_coheriq()
-            settled = Settlement(cls.__coheriq_name__ or REFERENCE, cls, reason, members, where)
+            settled = Settlement(engine, cls, reason, members, where, self)
             self._switchboard.connect(members)
             self._settled = settled
+            if self._lineage.choice is None:
+                self._lineage.choice = settled
+            self._refresh_dispatch()
         log(
             INFO,
             "domain %r runs on engine %r (%s), chosen at %s",
@@ -575,37 +543,100 @@ class AccelerationDomain:
     def _settle(self, action: str = "call its candidates") -> Settlement:
         """Return the global choice, making it now if it is not made yet.
 
-        The choice is an earlier ``enable_engine``; else the engine named by the
+        The choice is the one another copy of the library's module made, if any;
+        else an earlier ``enable_engine``; else the engine named by the
         environment variable; else the reference.
         """
         settled = self._settled
         if settled is not None:
             return settled
-        self._require_materialized(action)
+        reference = self._require_materialized(action)
+        choice = self._lineage.choice
+        if choice is not None and choice.domain is not self:
+            return self._settle_as(choice)
         variable, value = self.env_var, self._env_value()
         if not value:
-            return self._settle_on(self._require_materialized(action), "default")
+            return self._settle_on(reference, "default")
         # Resolved before taking the lock: naming an engine may import its module.
         cls = self._engine_class(value, named_by=f" (named by the environment variable {variable})")
         return self._settle_on(cls, f"environment variable {variable}")
+
+    def _settle_as(self, choice: Settlement) -> Settlement:
+        """Settle this copy of the library on the engine another copy runs on.
+
+        If that engine cannot run for this copy (it was defined in code that ran
+        for the other copy only, or its module fails to load again), warn once and
+        run the reference, saying why.
+        """
+        reference = self._require_materialized("inherit the global choice")
+        engine = choice.engine
+        reason = choice.reason
+        if "earlier copy" not in reason:
+            reason = f"{reason}, for an earlier copy of module {self._module!r}"
+        if engine == REFERENCE:
+            return self._settle_on(reference, reason, inherited=True)
+        try:
+            cls = self._engine_class(engine, named_by=" (the engine the program chose)")
+            return self._settle_on(cls, reason, inherited=True)
+        except CoheriqError as error:
+            self._warn_once(
+                ("global", engine),
+                f"Module {self._module!r} ran again (a reload or a fresh import), and its new "
+                f"copy of domain {self.name!r} cannot run engine {engine!r}, which the "
+                f"program chose ({choice.reason}): {str(error).rstrip('.')}. This copy runs "
+                "on the reference implementation. Import the engine's module again after "
+                "reloading the library, or advertise the engine through an entry point so "
+                "that coheriq can.",
+            )
+        return self._settle_on(
+            reference,
+            f"the reference: engine {engine!r}, chosen for an earlier copy of module "
+            f"{self._module!r}, is not available to this copy",
+            inherited=True,
+        )
+
+    def _warn_once(self, key: object, message: str) -> None:
+        """Warn about this domain's copies (a CoheriqReloadWarning), once per key."""
+        warned = self._lineage.warned
+        if key in warned:
+            return
+        warned.add(key)
+        import warnings  # only when there is something to say
+
+        warnings.warn(message, CoheriqReloadWarning, stacklevel=outside_coheriq()[1])
 
     def _env_value(self) -> str:
         """The engine ``<PREFIX>_ENGINE`` names now ("" when unset, empty or no prefix)."""
         variable = self.env_var
         return (os.environ.get(variable, "") if variable else "").strip()
 
-    def _call_first(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
-        """Run a call made before the domain settled: settle it, then call."""
-        return self._settle(f"call candidate {name!r}").members[name](*args, **kwargs)
-
     # -- scopes --------------------------------------------------------------------
 
     def _member_here(self, name: str) -> Any:
-        """Return the member a call of candidate ``name`` runs in this context."""
+        """Return what a call of candidate ``name`` runs in this context."""
         scope = self._scope.get()
         if scope is not None:
             return scope.members[name]
         return self._settle(f"call candidate {name!r}").members[name]
+
+    def _implementation_here(self, name: str) -> Any:
+        """Return the implementation of candidate ``name`` a call here would use.
+
+        As :meth:`_member_here`, except that a class candidate the engine uses as
+        it is reads as the class, not as the construction of it.
+        """
+        member = self._member_here(name)
+        info = self._candidates[name]
+        if info.construct is not None and member is info.construct:
+            return info.reference
+        return member
+
+    def _scope_here(self) -> Any:
+        """What proxies look at while they look at the context (see coheriq.choice)."""
+        scope = self._scope.get()
+        if scope is None and self._settled is None:
+            return self._unsettled
+        return scope
 
     def _set_profiling(self, current: Callable[[], Any] | None) -> None:
         """Route proxies through ``current`` (a profiler's), or back to the scope variable."""
@@ -614,9 +645,21 @@ class AccelerationDomain:
             self._refresh_dispatch()
 
     def _refresh_dispatch(self) -> None:
-        # Proxies look at the context only while a scope or a profile is open anywhere.
-        self._switchboard.set_scoped(self._open_scopes > 0 or self._profiling is not None)
-        self._switchboard.set_current(self._profiling or self._scope.get)
+        # Proxies look at the context only while the domain is not settled, or a
+        # scope or a profile is open anywhere. The finder is set before the flag,
+        # so that a proxy that sees the flag finds the right finder; a class that
+        # constructs itself directly goes back to dispatching before the flag is set.
+        settled = self._settled
+        looking = settled is None or self._open_scopes > 0 or self._profiling is not None
+        for name, is_class in self._kinds.items():
+            if is_class:
+                info = self._candidates[name]
+                directly = not looking and settled.members[name] is info.construct  # type: ignore[union-attr]
+                construct_directly(info.proxy, directly)
+        self._switchboard.set_current(
+            self._profiling or (self._scope_here if settled is None else self._scope.get)
+        )
+        self._switchboard.set_scoped(looking)
 
     def _prospect(self) -> tuple[str | None, str, EngineMeta | None]:
         """What a call here and now would run, and why, without choosing anything.
@@ -639,6 +682,14 @@ class AccelerationDomain:
                 f"{how}, settled by a call at {settled.where}",
                 settled.engine_class,
             )
+        choice = self._lineage.choice
+        if choice is not None:
+            return (
+                choice.engine,
+                f"the choice made for an earlier copy of module {self._module!r} "
+                f"({choice.reason}); not settled in this copy yet",
+                self._engines.get(choice.engine),
+            )
         variable, value = self.env_var, self._env_value()
         if not value or value == REFERENCE:
             why = f"{variable} is {value!r}" if value else "no enable_engine and no variable set"
@@ -652,7 +703,7 @@ class AccelerationDomain:
             return value, reason + " (advertised, not imported yet)", None
         return None, reason + ", which names no engine: the first call will fail", None
 
-    def _live_scope(self) -> _Scope | None:
+    def _live_scope(self) -> Scope | None:
         """The innermost scope of this context whose block has not exited."""
         scope = self._scope.get()
         while scope is not None and not scope.live:
@@ -667,19 +718,19 @@ class AccelerationDomain:
         settled = self._settled
         return None if settled is None else settled.engine
 
-    def _enter_scope(self, cls: EngineMeta) -> tuple[_Scope, Token[_Scope | None]]:
+    def _enter_scope(self, cls: EngineMeta) -> tuple[Scope, Token[Scope | None]]:
         """Make ``cls`` the engine of this context until :meth:`_exit_scope`."""
         members = self._members_of(cls)
-        scope = _Scope(cls.__coheriq_name__ or REFERENCE, members, self._scope.get())
+        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, self._scope.get())
         with self._lock:
             self._open_scopes += 1
             self._refresh_dispatch()
         log(DEBUG, "domain %r: entering a scope of engine %r", self.name, scope.engine)
         return scope, self._scope.set(scope)
 
-    def _exit_scope(self, scope: _Scope, token: Token[_Scope | None]) -> None:
+    def _exit_scope(self, scope: Scope, token: Token[Scope | None]) -> None:
         scope.live = False
-        scope.members = _Fallthrough(self, scope.parent)
+        scope.members = Fallthrough(self, scope.parent)
         log(DEBUG, "domain %r: leaving the scope of engine %r", self.name, scope.engine)
         try:
             self._scope.reset(token)
@@ -691,13 +742,55 @@ class AccelerationDomain:
             self._open_scopes -= 1
             self._refresh_dispatch()
 
+    def _enter_scopes(self, cls: EngineMeta) -> list[tuple[AccelerationDomain, Scope, Any]]:
+        """Enter a scope of ``cls`` here and in every other copy of this domain.
+
+        A scope is the program's choice for a block, whichever copy of the
+        library's module a call goes through (see :mod:`coheriq.registry`): each
+        other copy enters a scope of its own engine of the same name, or, if it
+        cannot run that engine, warns once and keeps its own choice.
+
+        Returns:
+            ``(copy, scope, token)`` for each scope entered, for :meth:`_exit_scopes`.
+        """
+        entered = [(self, *self._enter_scope(cls))]
+        copies = self._lineage.generations()
+        if len(copies) == 1:
+            return entered
+        engine = cls.__coheriq_name__ or REFERENCE
+        try:
+            for other in copies:
+                if other is self or not other.materialized:
+                    continue
+                try:
+                    other_cls = other._engine_class(engine, named_by=" (a using_engine block)")
+                    entered.append((other, *other._enter_scope(other_cls)))
+                except CoheriqError as error:
+                    other._warn_once(
+                        ("scope", engine),
+                        f"An earlier copy of module {other._module!r} (the library ran again, "
+                        f"by a reload or a fresh import) cannot run engine {engine!r} in a "
+                        f"using_engine block of domain {self.name!r}: "
+                        f"{str(error).rstrip('.')}. Calls through that copy keep running on "
+                        "its own engine.",
+                    )
+        except BaseException:
+            self._exit_scopes(entered)
+            raise
+        return entered
+
+    @staticmethod
+    def _exit_scopes(entered: list[tuple[AccelerationDomain, Scope, Any]]) -> None:
+        """Leave the scopes :meth:`_enter_scopes` entered, innermost first."""
+        for copy, scope, token in reversed(entered):
+            copy._exit_scope(scope, token)
+
 
 def _reinit_locks_in_child() -> None:
     # A thread that held a lock at fork time does not exist in the child, so its
     # locks would stay held forever; replace them, and forget set-ups in flight.
-    global _registry_lock
-    _registry_lock = _thread.allocate_lock()
-    for domain in _domains.values():
+    registry.reinit_lock_in_child()
+    for domain in registry.generations():
         domain._lock = _thread.RLock()
         domain._initializing.clear()
         domain._settling = None

@@ -26,6 +26,7 @@ __all__ = [
     "CoheriqEngineStartError",
     "CoheriqError",
     "CoheriqLibraryError",
+    "CoheriqReloadWarning",
     "CoheriqSignatureWarning",
     "CoheriqTypeError",
     "CoheriqUserError",
@@ -81,6 +82,17 @@ class CoheriqEngineSettledError(CoheriqUserError):
 
 class CoheriqTypeError(CoheriqUserError, TypeError):
     """A value of the wrong kind was passed to coheriq."""
+
+
+class CoheriqReloadWarning(UserWarning):
+    """A copy of a library's module cannot run the engine the program chose.
+
+    A library's module that runs again (:func:`importlib.reload`, a fresh import
+    in a test suite, a notebook's autoreload) makes a new copy of its domain,
+    which follows the program's engine choice; where the engine cannot run for
+    that copy, coheriq says so once, with the reason, and the copy runs on the
+    reference implementation (or, in a ``using_engine`` block, keeps its own).
+    """
 
 
 class CoheriqSignatureWarning(UserWarning):

@@ -13,8 +13,9 @@ from contextvars import ContextVar
 from time import perf_counter_ns
 
 from . import domain as _domain
+from . import registry
 from ._stdlib import TYPE_CHECKING
-from .domain import AccelerationDomain, all_domains
+from .domain import AccelerationDomain
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,7 +92,7 @@ class Profile:
             _open += 1
             if _open == 1:
                 _domain.profiling_current = _profiled_current
-                for domain in all_domains():
+                for domain in registry.generations():
                     domain._set_profiling(_profiled_current(domain))
         return self
 
@@ -110,7 +111,7 @@ class Profile:
             _open -= 1
             if _open == 0:
                 _domain.profiling_current = None
-                for domain in all_domains():
+                for domain in registry.generations():
                     domain._set_profiling(None)
 
     def __str__(self) -> str:
@@ -191,7 +192,7 @@ class _Timed:
 
 def _profiled_current(domain: AccelerationDomain) -> Callable[[], Any]:
     """The scope finder of ``domain``'s proxies while profiling is on somewhere."""
-    scope_of = domain._scope.get
+    scope_of = domain._scope_here
 
     def current() -> Any:
         scope, profile = scope_of(), _active.get()

@@ -22,9 +22,8 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 
-from . import discovery
+from . import discovery, registry
 from ._stdlib import TYPE_CHECKING
-from .domain import AccelerationDomain, _replace_registry
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -47,20 +46,21 @@ def isolated() -> Iterator[None]:
     ``monkeypatch`` or restore them yourself.
     """
     before = set(sys.modules)
-    outer_domains = _replace_registry({})
+    outer_domains = registry.replace({})
     outer_cache = discovery._replace_cache({})
     try:
         yield
     finally:
-        inner = _replace_registry(outer_domains)
+        inner = registry.replace(outer_domains)
         discovery._replace_cache(outer_cache)
         for module in _modules_that_defined(inner.values()) - before:
             sys.modules.pop(module, None)
 
 
-def _modules_that_defined(domains: Iterable[AccelerationDomain]) -> set[str]:
+def _modules_that_defined(lineages: Iterable[registry.Lineage]) -> set[str]:
     modules: set[str] = set()
-    for domain in domains:
-        modules.add(domain._module)
-        modules.update(cls.__module__ for cls in domain._engine_classes)
+    for lineage in lineages:
+        for domain in lineage.generations():
+            modules.add(domain._module)
+            modules.update(cls.__module__ for cls in domain._engine_classes)
     return modules

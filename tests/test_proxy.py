@@ -121,31 +121,36 @@ def test_keyword_only_and_defaults_under_engine(domain):
     assert f(1, 5) == ("ref", 1, 5, 3)
 
 
-def test_class_proxy_reads_like_the_class(lib):
+def test_marked_class_reads_like_the_class(lib):
     assert lib.Batch.__name__ == "Batch"
     assert lib.Batch.__doc__ == "Rows of numbers."
     assert lib.Batch.__module__ == "conftest"
-    assert repr(lib.Batch) == repr(lib.Batch.__wrapped__)
+    assert repr(lib.Batch) == "<class 'conftest.build_lib.<locals>.Batch'>"
     assert lib.Batch.KIND == "reference"
     assert lib.Batch.describe() == "reference batch"
     assert isinstance(lib.Batch.empty(), lib.Batch)
 
 
-def test_class_proxy_introspection_does_not_settle(lib):
-    assert not hasattr(lib.Batch, "__signature__")
+def test_marked_class_introspection_does_not_settle(lib):
+    import inspect
+    import pydoc
+
+    assert str(inspect.signature(lib.Batch)) == "(rows)"
+    assert "class Batch" in pydoc.render_doc(lib.Batch)
+    assert "empty" in dir(lib.Batch)
     assert cq.active_implementation(lib.name) is None
     with pytest.raises(AttributeError):
         lib.Batch.__no_such_dunder__  # noqa: B018
 
 
-def test_class_proxy_follows_the_active_engine(lib, two_engines):
+def test_construction_follows_the_active_engine(lib, two_engines):
     fast, _ = two_engines
     ref_batch = lib.Batch([1])
     with cq.using_engine(lib.name, "fast"):
         fast_batch = lib.Batch([1])
         assert type(fast_batch) is fast.Batch
-        assert lib.Batch.KIND == "fast"
-        assert type(lib.Batch.empty()) is fast.Batch
+        assert lib.Batch.KIND == "reference"  # the class's own attributes, always
+        assert type(lib.Batch.empty()) is fast.Batch  # cls([]) calls the marked class
     for obj in (ref_batch, fast_batch):
         assert isinstance(obj, lib.Batch)
     assert issubclass(fast.Batch, lib.Batch) and issubclass(lib.Batch, lib.Batch)
@@ -163,8 +168,94 @@ def test_subclass_of_an_engine_implementation_is_an_instance(lib, two_engines):
     assert isinstance(Mine([1]), lib.Batch)
 
 
-def test_subclassing_the_proxy_is_refused(lib):
-    with pytest.raises(cq.CoheriqTypeError, match="resolve_impl"):
+def test_a_subclass_of_the_marked_class_is_an_ordinary_class(lib, two_engines):
+    class Mine(lib.Batch):
+        def __init__(self, rows, extra):
+            super().__init__(rows)
+            self.extra = extra
 
-        class Mine(lib.Batch):
-            pass
+    with cq.using_engine(lib.name, "fast"):
+        mine = Mine([1], "x")  # never dispatched: the user asked for Mine
+    assert cq.active_implementation(lib.name) is None  # and it chose nothing
+    assert type(mine) is Mine and mine.extra == "x" and isinstance(mine, lib.Batch)
+    assert not isinstance(lib.Batch([1]), Mine)
+
+
+LIBRARY = '''
+"""A library whose functions are candidates."""
+
+import coheriq
+
+domain = coheriq.AccelerationDomain(__name__)
+
+
+@domain.acceleration_candidate
+def ratio(a, b):
+    """The ratio of ``a`` to ``b``.
+
+    >>> ratio(6, 3)
+    2.0
+    """
+    return a / b
+
+
+EARLY = ratio.__wrapped__(1, 2)  # the library's own code, before materialize()
+
+domain.materialize()
+'''
+
+
+@pytest.fixture
+def library(tmp_path, unique, monkeypatch):
+    import importlib
+
+    name = unique("library")
+    (tmp_path / f"{name}.py").write_text(LIBRARY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(name)
+
+
+def test_source_tools_see_the_librarys_function(library):
+    import doctest
+    import inspect
+
+    assert inspect.getsourcefile(library.ratio) == library.__file__
+    assert inspect.getsource(library.ratio).startswith("@domain.acceleration_candidate\ndef ratio")
+    assert inspect.getmodule(library.ratio) is library
+    tests = doctest.DocTestFinder().find(library)
+    assert [t.name for t in tests if t.examples] == [f"{library.__name__}.ratio"]
+    assert library.EARLY == 0.5
+
+
+def frames_of(error: BaseException) -> list[tuple[str, str]]:
+    import traceback
+
+    return [(f.name, f.line) for f in traceback.extract_tb(error.__traceback__)]
+
+
+@pytest.mark.parametrize("first_call", [True, False])
+def test_a_traceback_shows_one_frame_of_the_proxy(library, first_call):
+    if not first_call:
+        library.ratio(1, 1)  # settles the domain
+    with pytest.raises(ZeroDivisionError) as error:
+        library.ratio(1, 0)
+    assert frames_of(error.value)[1:] == [
+        ("ratio", "@domain.acceleration_candidate"),  # the proxy, at the candidate's own line
+        ("ratio", "return a / b"),  # the implementation
+    ]
+    if first_call:  # the choice was made by this call, and coheriq says where it was
+        call_site = error.tb.tb_lineno
+        assert cq.explain(library.ratio).reason.endswith(f"test_proxy.py:{call_site}")
+
+
+def test_calling_a_function_before_materialize_says_how_to_reach_the_library(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    def early(x):
+        return x
+
+    with pytest.raises(cq.CoheriqDomainError, match=r"early.__wrapped__\(...\)"):
+        early(1)
+    domain.materialize()
+    assert early(1) == 1

@@ -236,7 +236,6 @@ def _cases():
             E,
             "'x'",
         ),
-        ("subclass a class proxy", lambda w: type("Mine", (w["lib"].Batch,), {}), T, "Batch"),
     ]
     return cases
 

@@ -1,0 +1,130 @@
+"""What a call runs: a domain's global choice, its scopes, and the view before either.
+
+A proxy that has to look at its context calls ``current()`` and then
+``found.members[name]``, where ``found`` is one of:
+
+- a :class:`Scope`, the innermost ``using_engine`` block of this context: its
+  ``members`` are the engine's; after the block exits they fall through to the
+  context around it (:class:`Fallthrough`);
+- :class:`Unsettled`, while the domain's global choice is not made: asking it for
+  a member makes the choice (or, before the domain is materialized, constructs a
+  class candidate as the library's own class);
+- ``None``: the proxy calls the settled member its cell holds.
+
+Asking returns the member; the proxy calls it, so no frame of coheriq's is on the
+stack while the implementation runs.
+"""
+
+from __future__ import annotations
+
+from ._stdlib import TYPE_CHECKING
+from .exceptions import CoheriqDomainError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from .meta import EngineMeta
+
+__all__ = ["Fallthrough", "Scope", "Settlement", "Unsettled"]
+
+
+class Settlement:
+    """The process-global choice of a domain, once it is made.
+
+    Attributes:
+        engine: The engine's name, or :data:`~coheriq.REFERENCE`.
+        engine_class: The engine class (the reference class for the reference).
+        reason: Why this engine: ``"enable_engine"``, ``"environment variable
+            NAME"`` or ``"default"`` (with, for a later copy of a library's module,
+            what the copy inherited).
+        members: Candidate name -> what a call of it runs (the engine instance's
+            member; for a class candidate the engine uses as it is, the class's
+            own construction).
+        where: ``FILE:LINE`` of the code whose call or ``enable_engine`` made the choice.
+        domain: The domain (the copy of it, see :mod:`coheriq.registry`) that made it.
+    """
+
+    __slots__ = ("domain", "engine", "engine_class", "members", "reason", "where")
+
+    def __init__(
+        self,
+        engine: str,
+        engine_class: EngineMeta,
+        reason: str,
+        members: Mapping[str, Any],
+        where: str,
+        domain: Any = None,
+    ) -> None:
+        self.engine = engine
+        self.engine_class = engine_class
+        self.reason = reason
+        self.members = members
+        self.where = where
+        self.domain = domain
+
+    def __repr__(self) -> str:
+        return f"<Settlement on {self.engine!r} by {self.reason}>"
+
+
+class Scope:
+    """One ``using_engine`` block: live from its entry until its exit.
+
+    Proxies call ``scope.members[name]``. A task or thread started inside the
+    block inherits the context variable that points here, and may outlive the
+    block; so on exit ``members`` becomes a :class:`Fallthrough` to the scope
+    around it (or the global choice), and ``live`` turns false.
+    """
+
+    __slots__ = ("engine", "live", "members", "parent")
+
+    def __init__(self, engine: str, members: Mapping[str, Any], parent: Scope | None) -> None:
+        self.engine = engine
+        self.members: Mapping[str, Any] | Fallthrough = members
+        self.parent = parent
+        self.live = True
+
+
+class Fallthrough:
+    """The members of an exited scope: whatever its enclosing context runs now."""
+
+    __slots__ = ("domain", "parent")
+
+    def __init__(self, domain: Any, parent: Scope | None) -> None:
+        self.domain = domain
+        self.parent = parent
+
+    def __getitem__(self, name: str) -> Any:
+        if self.parent is not None:
+            return self.parent.members[name]
+        return self.domain._settle(f"call candidate {name!r}").members[name]
+
+
+class Unsettled:
+    """What proxies of a domain call through until its global choice is made."""
+
+    __slots__ = ("domain",)
+
+    def __init__(self, domain: Any) -> None:
+        self.domain = domain
+
+    @property
+    def members(self) -> Unsettled:
+        return self
+
+    def __getitem__(self, name: str) -> Any:
+        domain = self.domain
+        if not domain.materialized:
+            info = domain._candidates[name]
+            if info.construct is not None:
+                # A library may build constants of its own classes at import, before
+                # materialize(): those are the library's objects, and choose nothing.
+                return info.construct
+            raise CoheriqDomainError(
+                f"Cannot call candidate {name!r} of domain {domain.name!r}: the domain is "
+                "not materialized yet, so no engine can be chosen. Code that runs before "
+                f"materialize() (the library's own import) can call the library's "
+                f"implementation directly as {info.reference.__qualname__}.__wrapped__(...); "
+                "otherwise import the library completely first."
+            )
+        return domain._settle(f"call candidate {name!r}").members[name]

@@ -1,0 +1,167 @@
+"""The registry of domains by name, and the copies of one library's domain.
+
+A library creates its domain once per execution of its module. When the module
+runs again (:func:`importlib.reload`, ``test.support.import_helper.
+import_fresh_module``, a second module object made from the same file), the
+second ``AccelerationDomain`` of the same name, created by a module of the same
+name, is a new **generation** of the domain rather than a clash. Every
+generation keeps working for the objects that came from its copy of the
+module; they share one :class:`Lineage`, which holds:
+
+- the **global choice**: the first generation to settle fixes the engine's name
+  for all of them, so a copy made later runs the engine the program chose (see
+  ``AccelerationDomain._settle``);
+- which generation the domain's **name** stands for (:meth:`Lineage.named`): the
+  one an engine is being loaded for, else the one whose module is in
+  ``sys.modules`` now, else the newest.
+
+Older generations are held weakly, so that a library reloaded many times does
+not keep every copy alive.
+"""
+
+from __future__ import annotations
+
+# _thread rather than threading, _weakref rather than weakref: the same objects,
+# without importing the Python modules at `import coheriq`.
+import _thread
+import _weakref
+import sys
+from _contextvars import ContextVar
+
+from ._stdlib import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from contextvars import Token
+    from typing import Any
+
+__all__ = [
+    "Lineage",
+    "done_loading",
+    "generations",
+    "lineage_of",
+    "loading_for",
+    "named_domains",
+    "register",
+    "replace",
+]
+
+
+class Lineage:
+    """Every generation of one domain (the copies of one library module's domain).
+
+    Attributes:
+        name: The domain's name.
+        module: The name of the module that creates it.
+        current: The newest generation.
+        choice: The global choice (a :class:`~coheriq.choice.Settlement`) of the
+            first generation that settled, or ``None``.
+        warned: Keys of the warnings already given for this lineage (each once).
+    """
+
+    __slots__ = ("_older", "choice", "current", "module", "name", "warned")
+
+    def __init__(self, name: str, module: str, first: Any) -> None:
+        self.name = name
+        self.module = module
+        self.current = first
+        self.choice: Any = None
+        self.warned: set[object] = set()
+        self._older: list[Callable[[], Any]] = []
+
+    def add(self, generation: Any) -> None:
+        """Make ``generation`` the newest; keep the previous ones weakly."""
+        self._older = [ref for ref in self._older if ref() is not None]
+        self._older.append(_weakref.ref(self.current))
+        self.current = generation
+
+    def generations(self) -> list[Any]:
+        """The live generations, oldest first."""
+        older = [ref() for ref in self._older]
+        return [g for g in older if g is not None] + [self.current]
+
+    def named(self) -> Any:
+        """The generation that the domain's name stands for here and now."""
+        loading = _loading_for.get()
+        if loading is not None and loading._lineage is self:
+            return loading
+        if not self._older:
+            return self.current
+        namespace = getattr(sys.modules.get(self.module), "__dict__", None)
+        for generation in reversed(self.generations()):
+            if generation._globals is namespace:
+                return generation
+        return self.current
+
+
+_lineages: dict[str, Lineage] = {}
+_lock = _thread.allocate_lock()
+_loading_for: ContextVar[Any] = ContextVar("coheriq: loading an engine for", default=None)
+
+
+def register(domain: Any) -> Lineage | None:
+    """Record a new domain; return its lineage, or None if the name is taken.
+
+    A domain whose name exists already becomes the newest generation of that
+    lineage if the module creating it ran again: a module of the same name, and
+    either the earlier copy was materialized (the module ran to its end before)
+    or it belongs to another module object (a fresh import, or one after a
+    failed import). Anything else is a second domain of the same name.
+    """
+    with _lock:
+        lineage = _lineages.get(domain.name)
+        if lineage is None:
+            lineage = _lineages[domain.name] = Lineage(domain.name, domain._module, domain)
+            return lineage
+        latest = lineage.current
+        ran_again = latest.materialized or latest._globals is not domain._globals
+        if lineage.module != domain._module or not ran_again:
+            return None
+        lineage.add(domain)
+        return lineage
+
+
+def lineage_of(name: str) -> Lineage | None:
+    """The lineage of the domain named ``name``, if any."""
+    return _lineages.get(name)
+
+
+def named_domains() -> list[Any]:
+    """The domain each name stands for now, in the order the names were first used."""
+    return [lineage.named() for lineage in list(_lineages.values())]
+
+
+def generations() -> Iterator[Any]:
+    """Every live generation of every domain."""
+    for lineage in list(_lineages.values()):
+        yield from lineage.generations()
+
+
+def replace(lineages: dict[str, Lineage]) -> dict[str, Lineage]:
+    """Install ``lineages`` as the registry; return the one replaced (for testing)."""
+    with _lock:
+        replaced = dict(_lineages)
+        _lineages.clear()
+        _lineages.update(lineages)
+    return replaced
+
+
+def loading_for(domain: Any) -> Token[Any]:
+    """Make the domain's name stand for ``domain`` in this context, while an engine loads.
+
+    An engine module derives from ``coheriq.engine_class(name)``: while it is
+    imported for one generation, the name must lead to that generation. Undo
+    with ``done_loading(token)``.
+    """
+    return _loading_for.set(domain)
+
+
+def done_loading(token: Token[Any]) -> None:
+    """End what :func:`loading_for` began."""
+    _loading_for.reset(token)
+
+
+def reinit_lock_in_child() -> None:
+    """Replace the registry's lock in a forked child (its holder did not fork)."""
+    global _lock
+    _lock = _thread.allocate_lock()

@@ -1,0 +1,162 @@
+"""A library's module that runs again: reload, fresh imports, a second module object.
+
+Each run makes a new copy (generation) of the library's domain. Every copy's
+candidates keep running; they follow the program's engine choice, or warn once
+and say why they cannot.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import warnings
+
+import pytest
+
+import coheriq as cq
+from coheriq.domain import lookup_domain
+
+LIBRARY = """
+import coheriq
+
+domain = coheriq.AccelerationDomain(__name__, env_prefix={prefix!r})
+
+
+@domain.acceleration_candidate
+def which():
+    return "reference"
+
+
+@domain.acceleration_candidate
+class Box:
+    def __init__(self, x):
+        self.x = x
+
+
+domain.materialize()
+"""
+
+ENGINE = """
+import coheriq
+
+
+class Fast(coheriq.engine_class({lib!r}), name="fast"):
+    def which(self):
+        return "fast"
+
+    class Box(coheriq.engine_class({lib!r}).Box):
+        pass
+"""
+
+
+@pytest.fixture
+def library(tmp_path, unique, monkeypatch, make_dist):
+    """A library module with an engine "fast" advertised by an entry point."""
+    name = unique("copied")
+    monkeypatch.delenv(f"{name.upper()}_ENGINE", raising=False)
+    (tmp_path / f"{name}.py").write_text(LIBRARY.format(prefix=name.upper()))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    make_dist(
+        f"{name}-fast",
+        {f"{name}_fast": ENGINE.format(lib=name)},
+        {f"coheriq.engines.{name}": {"fast": f"{name}_fast"}},
+    )
+    module = importlib.import_module(name)
+    yield module
+    for copy in (name, f"{name}_fast"):
+        sys.modules.pop(copy, None)
+
+
+def fresh_copy(module):
+    """A second module object from the same file, as test.support's import_fresh_module."""
+    spec = importlib.util.spec_from_file_location(module.__name__, module.__file__)
+    copy = importlib.util.module_from_spec(spec)
+    saved = sys.modules[module.__name__]
+    sys.modules[module.__name__] = copy
+    try:
+        spec.loader.exec_module(copy)
+    finally:
+        sys.modules[module.__name__] = saved
+    return copy
+
+
+def test_reload_makes_a_new_copy_and_the_old_one_keeps_working(library):
+    old_which, OldBox = library.which, library.Box
+    assert old_which() == "reference"
+    reloaded = importlib.reload(library)
+    assert reloaded is library and library.which is not old_which
+    assert library.which() == "reference" and old_which() == "reference"
+    assert type(library.Box(1)) is library.Box and type(OldBox(1)) is OldBox
+    assert lookup_domain(library.__name__) is library.domain  # the name means the new copy
+    assert cq.available_engines(library.__name__) == ["fast"]
+
+
+def test_a_new_copy_follows_the_engine_chosen_before(library):
+    cq.enable_engine(library.__name__, "fast")
+    old_which = library.which
+    importlib.reload(library)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # following the choice is silent
+        assert library.which() == "fast" and old_which() == "fast"
+        box = library.Box(1)
+    assert isinstance(box, library.Box) and cq.engine_of(box) == "fast"
+    assert cq.active_implementation(library.__name__) == "fast"
+    cq.enable_engine(library.__name__, "fast")  # the same engine again: no-op
+    with pytest.raises(cq.CoheriqEngineSettledError, match="already runs on engine 'fast'"):
+        cq.enable_engine(library.__name__, cq.REFERENCE)
+
+
+def test_a_fresh_module_object_follows_the_environment_variable(library, monkeypatch):
+    monkeypatch.setenv(f"{library.__name__.upper()}_ENGINE", "fast")
+    copy = fresh_copy(library)
+    assert copy is not library and copy.domain is not library.domain
+    assert copy.which() == "fast" and library.which() == "fast"
+    assert lookup_domain(library.__name__) is library.domain  # the copy in sys.modules
+
+
+def test_a_copy_that_cannot_run_the_chosen_engine_warns_once(library, tmp_path):
+    class Inline(cq.engine_class(library.__name__), name="inline"):
+        def which(self):
+            return "inline"
+
+    cq.enable_engine(library.__name__, "inline")
+    importlib.reload(library)  # code that defined "inline" ran for the old copy only
+    with pytest.warns(cq.CoheriqReloadWarning, match="cannot run engine 'inline'") as caught:
+        assert library.which() == "reference"
+    assert "ran again" in str(caught[0].message) and caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert library.which() == "reference"  # said once
+    assert "not available to this copy" in cq.explain(library.domain).reason
+
+
+def test_a_scope_covers_every_copy(library):
+    old_which = library.which
+    importlib.reload(library)
+    with cq.using_engine(library.__name__, "fast"):
+        assert library.which() == "fast" and old_which() == "fast"
+    assert library.which() == "reference" and old_which() == "reference"
+
+
+def test_a_module_that_creates_its_domain_twice_in_one_run_is_refused(unique):
+    name = unique()
+    cq.AccelerationDomain(name)
+    with pytest.raises(cq.CoheriqDomainError, match="not materialized yet"):
+        cq.AccelerationDomain(name)
+
+
+def test_an_import_that_failed_can_be_retried(tmp_path, unique, monkeypatch):
+    name = unique("flaky")
+    broken = LIBRARY.format(prefix=name.upper()).replace(
+        "domain.materialize()", "raise ImportError('a dependency is missing')"
+    )
+    (tmp_path / f"{name}.py").write_text(broken)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match="dependency"):
+        importlib.import_module(name)
+    (tmp_path / f"{name}.py").write_text(LIBRARY.format(prefix=name.upper()))
+    importlib.invalidate_caches()
+    fixed = importlib.import_module(name)
+    assert fixed.which() == "reference"
+    sys.modules.pop(name, None)

@@ -1,0 +1,458 @@
+"""A marked class is the library's class: what users do with classes keeps working.
+
+Each test loads one small library, ``shapes``, twice from the same source: once
+unmarked (as it was before adopting coheriq) and once marked (every class a
+candidate), under the same module name, and compares what a user sees.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import doctest
+import importlib.util
+import inspect
+import pickle
+import pydoc
+import subprocess
+import sys
+import typing
+
+import pytest
+
+import coheriq as cq
+
+SHAPES = '''
+"""A small library of shapes, marked with coheriq when MARKED is true."""
+
+import abc
+import collections
+import dataclasses
+import typing
+
+import coheriq
+
+MARKED = {marked}
+if MARKED:
+    domain = coheriq.AccelerationDomain(__name__)
+    mark = domain.acceleration_candidate
+else:
+
+    def mark(cls):
+        return cls
+
+
+T = typing.TypeVar("T")
+registry = {{}}
+
+
+class Registered:
+    """Remembers every subclass by name."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        registry[cls.__name__] = cls
+
+
+@mark
+class Interval(Registered):
+    """A closed interval of numbers."""
+
+    __slots__ = {{"lo": "The lower end.", "hi": "The upper end."}}
+
+    def __init__(self, lo, hi=None):
+        self.lo, self.hi = lo, lo if hi is None else hi
+
+    def __repr__(self):
+        return f"Interval({{self.lo}}, {{self.hi}})"
+
+    def __eq__(self, other):
+        if not isinstance(other, Interval):
+            return NotImplemented
+        return (self.lo, self.hi) == (other.lo, other.hi)
+
+    def __hash__(self):
+        return hash((self.lo, self.hi))
+
+    def __add__(self, other):
+        return Interval(self.lo + other.lo, self.hi + other.hi)
+
+    def __getstate__(self):
+        return (self.lo, self.hi)
+
+    def __setstate__(self, state):
+        self.lo, self.hi = state
+
+    @classmethod
+    def point(cls, x):
+        """The interval holding only ``x``."""
+        return cls(x, x)
+
+    def width(self):
+        """The length of the interval.
+
+        >>> Interval(1, 4).width()
+        3
+        """
+        return super().__getattribute__("hi") - self.lo
+
+
+Interval.EMPTY = Interval(0, 0)  # built at import, before materialize()
+
+
+class Shape(abc.ABC):
+    @abc.abstractmethod
+    def area(self): ...
+
+
+@mark
+class Square(Shape):
+    def __init__(self, side):
+        self.side = side
+
+    def area(self):
+        return self.side**2
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.side == self.side
+
+
+@mark
+class Ratio(tuple):
+    """Built in __new__, as immutable types are."""
+
+    def __new__(cls, num, den=1):
+        return super().__new__(cls, (num, den))
+
+    def __getnewargs__(self):
+        return tuple(self)
+
+
+@mark
+class Box(typing.Generic[T]):
+    def __init__(self, item: T):
+        self.item = item
+
+    def __eq__(self, other):
+        return isinstance(other, Box) and other.item == self.item
+
+
+@mark
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: float
+    y: float = 0.0
+
+    def moved(self, dx):
+        return dataclasses.replace(self, x=self.x + dx)
+
+
+@mark
+class Pair:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __reduce__(self):
+        return (Pair, (self.a, self.b))
+
+    def __eq__(self, other):
+        return isinstance(other, Pair) and (other.a, other.b) == (self.a, self.b)
+
+
+@mark
+class Counts(collections.OrderedDict):
+    pass
+
+
+if MARKED:
+    domain.materialize()
+'''
+
+CLASSES = ["Interval", "Square", "Ratio", "Box", "Point", "Pair", "Counts"]
+
+
+def signature(cls) -> str:
+    try:
+        return str(inspect.signature(cls))
+    except ValueError as error:  # a class deriving from a C type may have none
+        return f"ValueError: {error}"
+
+
+def examples(m):
+    """One object of each class of module ``m``."""
+    return [
+        m.Interval(1, 3),
+        m.Square(2),
+        m.Ratio(3, 4),
+        m.Box("x"),
+        m.Point(1.5),
+        m.Pair(1, [2]),
+        m.Counts(a=1, b=2),
+    ]
+
+
+@pytest.fixture
+def shapes(tmp_path, unique, monkeypatch):
+    """``load(marked)`` imports the library, unmarked or marked, as module ``name``."""
+    name = unique("shapes")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def load(marked: bool):
+        (tmp_path / f"{name}.py").write_text(SHAPES.format(marked=marked))
+        importlib.invalidate_caches()
+        sys.modules.pop(name, None)
+        sys.modules.pop(f"{name}_fast", None)
+        return importlib.import_module(name)
+
+    load.name = name
+    yield load
+    sys.modules.pop(name, None)
+
+
+def test_the_marked_class_is_the_class(shapes):
+    plain = shapes(marked=False)
+    plain_view = {
+        name: (
+            sorted(vars(getattr(plain, name))),
+            dir(getattr(plain, name)),
+            signature(getattr(plain, name)),
+            inspect.getsource(getattr(plain, name)),
+        )
+        for name in CLASSES
+    }
+    marked = shapes(marked=True)
+    for name in CLASSES:
+        cls = getattr(marked, name)
+        assert cq.resolve_impl(cls) is cls
+        view = (sorted(vars(cls)), dir(cls), signature(cls), inspect.getsource(cls))
+        assert view == plain_view[name], name
+    for obj in examples(marked):
+        assert type(obj) is getattr(marked, type(obj).__name__)
+    interval = marked.Interval
+    assert interval.__slots__ == {"lo": "The lower end.", "hi": "The upper end."}
+    assert interval.__eq__(interval(1, 2), interval(1, 2)) is True
+    assert interval.__hash__(interval(1, 2)) == hash((1, 2))
+    assert interval.__repr__(interval(1, 2)) == "Interval(1, 2)"
+    assert interval.__add__(interval(1, 2), interval(1, 1)) == interval(2, 3)
+    state = interval(0, 0)
+    interval.__setstate__(state, (5, 6))
+    assert state == interval(5, 6)
+    assert str(inspect.signature(interval.__init__)) == "(self, lo, hi=None)"
+    assert interval.point(2) == interval(2, 2) and interval(1, 4).width() == 3
+    assert marked.registry["Interval"] is interval  # the base's __init_subclass__ saw it
+
+
+def test_help_reads_the_same_and_chooses_nothing(shapes):
+    plain = {name: pydoc.render_doc(getattr(shapes(marked=False), name)) for name in CLASSES}
+    marked = shapes(marked=True)
+    for name in CLASSES:
+        assert pydoc.render_doc(getattr(marked, name)) == plain[name], name
+    inspect.getmembers(marked.Box)
+    assert cq.active_implementation(shapes.name) is None
+    cq.enable_engine(shapes.name, cq.REFERENCE)  # still free to choose
+
+
+def test_user_code_subclasses_the_marked_class(shapes):
+    m = shapes(marked=True)
+
+    class Fast(cq.engine_class(m.domain), name="fast"):
+        class Interval(m.Interval):
+            pass
+
+    class Closed(m.Interval):  # as a user of the library would
+        def __init__(self, lo, hi, label):
+            super().__init__(lo, hi)
+            self.label = label
+
+    class Tagged(m.Point):
+        pass
+
+    with cq.using_engine(m.domain, "fast"):
+        closed = Closed(1, 2, "c")  # a subclass is never dispatched
+        assert type(m.Interval(1, 2)) is Fast.Interval  # the marked class is
+    assert type(closed) is Closed and closed.label == "c" and closed.width() == 1
+    assert isinstance(closed, m.Interval) and not isinstance(m.Interval(1), Closed)
+    assert type(Tagged(1)) is Tagged and Tagged(1) != m.Point(1)  # dataclass eq by class
+    assert m.registry["Closed"] is Closed
+
+
+def test_generic_abc_dataclass_new_and_mapping_classes(shapes):
+    m = shapes(marked=True)
+    assert m.Box[int](3) == m.Box(3) and type(m.Box[int](3)) is m.Box
+    assert typing.get_args(m.Box[int]) == (int,)
+    assert isinstance(m.Square(1), m.Shape) and issubclass(m.Square, m.Shape)
+    with pytest.raises(TypeError):
+        m.Shape()  # still abstract
+    assert m.Ratio(3, 4) == (3, 4) and type(m.Ratio(1)) is m.Ratio
+    assert m.Point(1).moved(2) == m.Point(3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.Point(1).x = 2
+    assert [f.name for f in dataclasses.fields(m.Point)] == ["x", "y"]
+    assert list(m.Counts(a=1, b=2)) == ["a", "b"]
+
+
+def test_objects_built_before_materialize_are_the_librarys(shapes):
+    m = shapes(marked=True)
+    assert type(m.Interval.EMPTY) is m.Interval
+    assert pickle.loads(pickle.dumps(m.Interval.EMPTY)) == m.Interval.EMPTY
+    assert cq.active_implementation(shapes.name) is None  # building it chose nothing
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_pickles_interchange_with_the_unmarked_library(shapes, protocol):
+    plain = shapes(marked=False)
+    written_before = [pickle.dumps(obj, protocol) for obj in examples(plain)]
+    marked = shapes(marked=True)
+    written_after = [pickle.dumps(obj, protocol) for obj in examples(marked)]
+    for data, expected in zip(written_before, examples(marked), strict=True):
+        loaded = pickle.loads(data)  # an old pickle, read by the marked library
+        assert type(loaded) is type(expected) and loaded == expected
+    assert b"coheriq" not in b"".join(written_after)
+    plain = shapes(marked=False)
+    for data, expected in zip(written_after, examples(plain), strict=True):
+        loaded = pickle.loads(data)  # a new pickle, read by the unmarked library
+        assert type(loaded) is type(expected) and loaded == expected
+
+
+def test_classes_pickle_by_reference_and_copies_stay_what_they_are(shapes):
+    m = shapes(marked=True)
+
+    class Fast(cq.engine_class(m.domain), name="fast"):
+        class Interval(m.Interval):
+            pass
+
+        class Pair:
+            def __init__(self, a, b):
+                self.a, self.b = a, b
+
+    for cls in (m.Interval, m.Point, m.Counts):
+        assert pickle.loads(pickle.dumps(cls)) is cls
+    reference_objects = examples(m)
+    pair = m.Pair(1, 2)
+    with cq.using_engine(m.domain, "fast"):  # copies are not constructions: not dispatched
+        for obj in reference_objects:
+            if isinstance(obj, m.Pair):
+                continue  # its __reduce__ rebuilds it by calling the class (see below)
+            assert type(copy.copy(obj)) is type(obj) and copy.deepcopy(obj) == obj
+            assert type(pickle.loads(pickle.dumps(obj))) is type(obj)
+        assert type(copy.deepcopy(m.Interval(1, 2))) is Fast.Interval
+        # A __reduce__ that returns the class itself rebuilds by calling it.
+        assert type(copy.copy(pair)) is Fast.Pair
+
+
+ENGINE = """
+import coheriq
+import {lib}
+
+class Fast(coheriq.engine_class({lib!r}), name="fast"):
+    class Interval(coheriq.engine_class({lib!r}).Interval):
+        pass
+"""
+
+LOAD = """
+import pickle, sys
+sys.path[:0] = {path!r}
+try:
+    print(type(pickle.loads(bytes.fromhex({data!r}))).__qualname__)
+except Exception as error:
+    print(type(error).__name__, error)
+"""
+
+
+def test_an_engines_object_pickles_as_the_engines_class(shapes, make_dist, tmp_path):
+    m = shapes(marked=True)
+    site = make_dist(
+        f"{shapes.name}-fast",
+        {f"{shapes.name}_fast": ENGINE.format(lib=shapes.name)},
+        {f"coheriq.engines.{shapes.name}": {"fast": f"{shapes.name}_fast"}},
+    )
+    with cq.using_engine(m.domain, "fast"):
+        data = pickle.dumps(m.Interval(1, 2)).hex()
+
+    def load_elsewhere(path: str) -> str:
+        code = LOAD.format(path=[path, str(tmp_path)], data=data)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        return done.stdout.strip() + done.stderr
+
+    assert load_elsewhere(str(site)) == "Fast.Interval"  # imports the engine's module
+    (site / f"{shapes.name}_fast.py").unlink()
+    missing = load_elsewhere(str(site))
+    assert missing == f"ModuleNotFoundError No module named '{shapes.name}_fast'", missing
+
+
+def test_doctests_of_marked_classes_keep_their_names(shapes):
+    plain = shapes(marked=False)
+    plain_tests = sorted(t.name for t in doctest.DocTestFinder().find(plain))
+    marked = shapes(marked=True)
+    marked_tests = sorted(t.name for t in doctest.DocTestFinder().find(marked))
+    assert marked_tests == plain_tests and f"{shapes.name}.Interval.width" in marked_tests
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(marked):
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
+
+
+def refused(domain, target) -> str:
+    before = dict(domain.candidate_kinds)
+    with pytest.raises(cq.CoheriqTypeError) as error:
+        domain.acceleration_candidate(target)
+    assert dict(domain.candidate_kinds) == before  # nothing was marked
+    return str(error.value)
+
+
+def test_classes_that_cannot_be_marked_are_refused_with_the_reason(unique):
+    import enum
+
+    domain = cq.AccelerationDomain(unique())
+
+    class Color(enum.Enum):
+        RED = 1
+
+    class Base:
+        pass
+
+    class Derived(Base):
+        pass
+
+    class Meta(type):
+        pass
+
+    class Keyed:
+        def __init_subclass__(cls, *, flavour):
+            cls.flavour = flavour
+
+    class Flavoured(Keyed, flavour="sweet"):
+        pass
+
+    assert "Enum" in refused(domain, Color)
+    assert "implemented in C" in refused(domain, dict)
+    assert "subclasses already (" in refused(domain, Base)
+    assert "metaclass" in refused(domain, Meta)
+    assert "class keywords" in refused(domain, Flavoured)
+
+    @domain.acceleration_candidate  # and the domain goes on as before
+    class Fine:
+        pass
+
+    domain.materialize()
+    assert type(Fine()) is Fine
+
+
+def test_a_metaclass_conflict_is_pythons_usual_one(unique):
+    import abc
+
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    class Plain:
+        pass
+
+    domain.materialize()
+
+    class Combined(type(Plain), abc.ABCMeta):  # what the adoption guide recommends
+        pass
+
+    class Both(Plain, abc.ABC, metaclass=Combined):
+        pass
+
+    assert isinstance(Both(), Plain)
