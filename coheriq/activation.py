@@ -12,7 +12,7 @@ the first of:
 from __future__ import annotations
 
 from ._stdlib import TYPE_CHECKING
-from .domain import AccelerationDomain, all_domains, lookup_domain
+from .domain import AccelerationDomain, Settlement, all_domains, lookup_domain
 from .engine import AccelerationEngine, resolve_engine
 from .exceptions import CoheriqDomainNotFoundError, CoheriqEngineSettledError, CoheriqTypeError
 from .meta import EngineMeta
@@ -64,21 +64,38 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineLike) -> None:
     cls = resolve_engine(found, engine)
     settled = found._settle_on(cls, "enable_engine")
     if settled.engine_class is not cls:
-        wanted = cls.__coheriq_name__
-        how = (
-            "an earlier enable_engine"
-            if settled.reason == "enable_engine"
-            else f"the {settled.reason}"
-            if settled.reason.startswith("environment")
-            else "default, at its first use"
+        raise CoheriqEngineSettledError(_settled_message(found, settled, cls.__coheriq_name__))
+
+
+def _settled_message(domain: AccelerationDomain, settled: Settlement, wanted: str | None) -> str:
+    """Why ``domain`` cannot switch to engine ``wanted``, and what to do instead."""
+    if settled.reason == "enable_engine":
+        how = f"an earlier enable_engine at {settled.where}"
+    elif settled.reason.startswith("environment"):
+        how = f"the {settled.reason}"
+    else:
+        how = f"default, at its first use: a call at {settled.where}"
+    scoped = f"`with coheriq.using_engine({domain.name!r}, {wanted!r}):`"
+    if settled.during_import:
+        variable = f"set {domain.env_var}={wanted} before the program starts, or " * bool(
+            domain.env_var
         )
-        raise CoheriqEngineSettledError(
-            f"Domain {found.name!r} already runs on engine {settled.engine!r} (chosen by "
-            f"{how}), so it cannot switch to {wanted!r}. The global engine is chosen once "
-            "per process, before the domain is first used, so that every call site and "
-            "every object agrees. Call enable_engine earlier, or run the code that needs "
-            f"{wanted!r} inside `with coheriq.using_engine({found.name!r}, {wanted!r}):`."
+        return (
+            f"Domain {domain.name!r} already runs on engine {settled.engine!r} (chosen by "
+            f"{how}), so it cannot switch to {wanted!r}. That call ran while module "
+            f"{domain._module!r} was being imported, so the choice was made before any "
+            f"program could make it. To use {wanted!r}, {variable}run the code inside "
+            f"{scoped}. The library itself should not call its candidates at import: it "
+            "can call its own implementations there (candidate.__wrapped__(...)), or build "
+            "its objects before materialize()."
         )
+    return (
+        f"Domain {domain.name!r} already runs on engine {settled.engine!r} (chosen by "
+        f"{how}), so it cannot switch to {wanted!r}. The global engine is chosen once "
+        "per process, before the domain is first used, so that every call site and "
+        "every object agrees. Call enable_engine earlier, or run the code that needs "
+        f"{wanted!r} inside {scoped}."
+    )
 
 
 class using_engine:  # noqa: N801 -- named like contextlib's context managers

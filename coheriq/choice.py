@@ -43,9 +43,12 @@ class Settlement:
             own construction).
         where: ``FILE:LINE`` of the code whose call or ``enable_engine`` made the choice.
         domain: The domain (the copy of it, see :mod:`coheriq.registry`) that made it.
+        during_import: Whether the library's module was still being imported
+            when the choice was made (a library that calls its own candidates at
+            import chooses before its users can).
     """
 
-    __slots__ = ("domain", "engine", "engine_class", "members", "reason", "where")
+    __slots__ = ("domain", "during_import", "engine", "engine_class", "members", "reason", "where")
 
     def __init__(
         self,
@@ -62,6 +65,7 @@ class Settlement:
         self.members = members
         self.where = where
         self.domain = domain
+        self.during_import = False
 
     def __repr__(self) -> str:
         return f"<Settlement on {self.engine!r} by {self.reason}>"

@@ -525,6 +525,8 @@ class AccelerationDomain:
                 self._settling = None
             where, _ = outside_coheriq()
             settled = Settlement(engine, cls, reason, members, where, self)
+            spec = getattr(sys.modules.get(self._module), "__spec__", None)
+            settled.during_import = bool(getattr(spec, "_initializing", False))
             self._switchboard.connect(members)
             self._settled = settled
             if self._lineage.choice is None:

@@ -294,3 +294,40 @@ def test_enable_engine_of_another_domain(lib, two_engines, unique):
     with pytest.raises(cq.CoheriqTypeError):
         cq.enable_engine(other.name, 1.5)
     assert cq.active_implementation(other.name) is None
+
+
+EAGER_LIBRARY = """
+import coheriq
+
+domain = coheriq.AccelerationDomain(__name__, env_prefix=__name__.upper())
+
+
+@domain.acceleration_candidate
+def scale(x):
+    return 2 * x
+
+
+domain.materialize()
+TWO = scale(1)  # a call while the library is imported: it settles the domain
+"""
+
+
+def test_a_choice_made_at_import_points_at_the_call_and_the_fixes(tmp_path, unique, monkeypatch):
+    import importlib
+
+    name = unique("eager")
+    (tmp_path / f"{name}.py").write_text(EAGER_LIBRARY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eager = importlib.import_module(name)
+
+    class Fast(cq.engine_class(name), name="fast"):
+        def scale(self, x):
+            return x
+
+    with pytest.raises(cq.CoheriqEngineSettledError) as error:
+        cq.enable_engine(name, "fast")
+    message = str(error.value)
+    assert f"a call at {eager.__file__}:13" in message
+    assert "while module" in message and "being imported" in message
+    assert f"set {name.upper()}_ENGINE=fast before the program starts" in message
+    assert "__wrapped__" in message and "using_engine" in message

@@ -1,0 +1,1 @@
+"""CPython's own statistics suite, run against statistics marked as a coheriq domain."""

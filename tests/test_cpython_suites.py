@@ -1,0 +1,175 @@
+"""CPython's own test suites, unchanged, against standard library modules marked as domains.
+
+Libraries that nobody here wrote, marked as the library author guide says
+(``statistics``: its 20 public functions and ``NormalDist``; ``fractions``:
+``Fraction``, an ABC built in ``__new__``, with ``__slots__`` and ``__reduce__``),
+must pass their own suites test for test like the unmarked modules; on an
+engine, ``statistics``' suite must pass except for the tests listed, with the
+reason, in ``cpython/statistics_xfails.py``.
+
+Needs a Python 3.13 with CPython's ``test`` package (``python3.13`` on ``PATH``, or
+the interpreter named by ``COHERIQ_CPYTHON``); the engine run also needs pytest and
+NumPy for it, installed once into a cached virtual environment. Without them the
+tests are skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "cpython"
+ROOT = Path(__file__).parent.parent  # coheriq itself is imported from the source tree
+VERSION = "3.13"
+TIMEOUT = 600  # seconds; a hang fails the test instead of stalling the run
+
+
+def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def interpreters() -> list[str]:
+    """Commands that may run a Python 3.13: the one named, on PATH, then pyenv's."""
+    found = [os.environ.get("COHERIQ_CPYTHON", ""), shutil.which(f"python{VERSION}") or ""]
+    pyenv = shutil.which("pyenv")
+    if pyenv:  # pyenv's shims run only the versions selected; ask it for the others
+        versions = run([pyenv, "versions", "--bare"]).stdout.split()
+        for version in sorted((v for v in versions if v.startswith(f"{VERSION}.")), reverse=True):
+            prefix = run([pyenv, "prefix", version]).stdout.strip()
+            found.append(os.path.join(prefix, "bin", "python3") if prefix else "")
+    return [command for command in found if command]
+
+
+@pytest.fixture(scope="session")
+def cpython() -> str:
+    """A CPython 3.13 interpreter that has CPython's test_statistics."""
+    tried = []
+    for command in interpreters():
+        probe = run(
+            [
+                command,
+                "-c",
+                "import sys, test.test_statistics, test.test_fractions; print(sys.executable)",
+            ]
+        )
+        if probe.returncode == 0:
+            return probe.stdout.strip()
+        tried.append(f"{command}: {(probe.stderr.strip().splitlines() or ['?'])[-1]}")
+    pytest.skip(
+        f"no Python {VERSION} with CPython's test package was found (set COHERIQ_CPYTHON to "
+        f"one); tried: {'; '.join(tried) or 'nothing on PATH'}"
+    )
+
+
+def mark(cpython: str, module: str, where: Path) -> list[str]:
+    """Write the marked copy of the standard library's ``module`` into ``where``."""
+    done = run([cpython, str(HERE / "mark_stdlib.py"), module, str(where)])
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+@pytest.fixture(scope="session")
+def marked(cpython: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with the marked statistics and fractions, statistics' numpy engine
+    (advertised through an entry point), and the plugin that runs its suite on it."""
+    where = tmp_path_factory.mktemp("marked_stdlib")
+    assert len(mark(cpython, "statistics", where)) == 21  # NormalDist, 20 functions
+    assert mark(cpython, "fractions", where) == ["Fraction"]
+    for module in ("statistics_numpy.py", "statistics_xfails.py"):
+        shutil.copy(HERE / module, where / module)
+    info = where / "statistics_numpy-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: statistics-numpy\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[coheriq.engines.statistics]\nnumpy = statistics_numpy\n"
+    )
+    return where
+
+
+@pytest.fixture(scope="session")
+def cpython_with_numpy(cpython: str) -> str:
+    """That interpreter's virtual environment with pytest and NumPy, built once and kept."""
+    home = Path(tempfile.gettempdir()) / f"coheriq-cpython{VERSION}-pytest-numpy"
+    python = home / "bin" / "python"
+    check = [str(python), "-c", "import pytest, numpy"]
+    if python.exists() and run(check).returncode == 0:
+        return str(python)
+    shutil.rmtree(home, ignore_errors=True)
+    made = run([cpython, "-m", "venv", str(home)])
+    if made.returncode == 0:
+        made = run([str(python), "-m", "pip", "install", "-q", "pytest>=7,<9", "numpy"])
+    if made.returncode != 0:
+        why = made.stderr[-300:]
+        pytest.skip(f"could not install pytest and NumPy for Python {VERSION}: {why}")
+    return str(python)
+
+
+@pytest.mark.parametrize("module", ["statistics", "fractions"])
+def test_the_suite_passes_test_for_test_like_the_unmarked_module(cpython, marked, module):
+    runs = {}
+    for label, path in {"unmarked": [ROOT], "marked": [marked, ROOT]}.items():
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, path))}
+        command = [cpython, str(HERE / "run_suite.py"), module]
+        runs[label] = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    reports = {}
+    for label, process in runs.items():
+        out, _ = process.communicate(timeout=TIMEOUT)
+        reports[label] = json.loads(out)
+        assert process.returncode == 0, f"CPython's suite failed on the {label} {module}"
+    unmarked, marked_report = reports["unmarked"], reports["marked"]
+    assert not unmarked["marked"] and marked_report["marked"]  # each ran the module it should
+    assert marked_report["file"] == str(marked / f"{module}.py")
+    assert marked_report["outcomes"] == unmarked["outcomes"]  # the same tests, the same results
+    assert set(marked_report["outcomes"].values()) == {"passed"}
+    if module == "statistics":
+        outcomes = marked_report["outcomes"]
+        imported = [t for t in outcomes if ".TestNormalDistImported." in t]
+        assert len(imported) == 19 and "statistics.NormalDist.overlap" in outcomes  # a doctest
+    print(f"\nCPython {VERSION} test_{module}: {marked_report['ran']} tests, unmarked and marked")
+
+
+def test_the_suite_on_a_numpy_engine_differs_only_where_listed(cpython_with_numpy, marked):
+    test_file = run(
+        [cpython_with_numpy, "-c", "import test.test_statistics as t; print(t.__file__)"]
+    ).stdout.strip()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(marked), str(ROOT)])}
+    done = run(
+        [
+            cpython_with_numpy,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--import-mode=append",
+            "-p",
+            "coheriq.pytest_plugin",
+            "-p",
+            "statistics_xfails",
+            "--coheriq-engine=statistics:numpy",
+            "-rx",
+            test_file,
+        ],
+        env=env,
+        cwd=marked,
+    )
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    header = next(line for line in done.stdout.splitlines() if line.startswith("coheriq: "))
+    assert "statistics on 'numpy' (--coheriq-engine)" in header, header
+    sys.path.insert(0, str(HERE))
+    try:
+        from statistics_xfails import KNOWN
+    finally:
+        sys.path.remove(str(HERE))
+    assert f"{len(KNOWN)} xfailed" in summary and " failed" not in summary, summary
+    xfailed = [line for line in done.stdout.splitlines() if line.startswith("XFAIL ")]
+    for test in KNOWN:
+        assert any(f"test_statistics.py::{test} - " in line for line in xfailed), test
+    print(f"\nCPython {VERSION} test_statistics on engine numpy: {summary}")
