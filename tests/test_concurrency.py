@@ -97,6 +97,47 @@ def test_scopes_switching_under_many_threads(lib, two_engines):
     assert lib.total([1]) == ("slow", 1)
 
 
+def test_class_construction_while_scopes_open_and_close_under_many_threads(lib, two_engines):
+    # While no scope is open, the marked class constructs itself directly; the
+    # first scope to open makes it dispatch again, the last to close undoes it.
+    fast, _ = two_engines
+    cq.enable_engine(lib.name, "slow")  # slow keeps the library's Batch
+
+    class Mine(lib.Batch):
+        pass
+
+    expected = {"fast": fast.Batch, "reference": lib.Batch, None: lib.Batch, "mine": Mine}
+    errors = []
+    stop = threading.Event()
+
+    def construct(engine):
+        make = Mine if engine == "mine" else lib.Batch
+        while not stop.is_set():
+            if engine in (None, "mine"):
+                got = type(make([1]))
+            else:
+                with cq.using_engine(lib.name, engine):
+                    got = type(make([1]))
+            if got is not expected[engine]:
+                errors.append((engine, got))
+
+    def flicker():  # opens and closes the only scope, again and again
+        while not stop.is_set():
+            with cq.using_engine(lib.name, "fast"):
+                pass
+
+    threads = [threading.Thread(target=construct, args=(e,)) for e in expected]
+    threads += [threading.Thread(target=construct, args=(None,)), threading.Thread(target=flicker)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert type(lib.Batch([1])) is lib.Batch and type(Mine([1])) is Mine
+
+
 fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 # Forking with threads alive is what these tests are about; Python 3.12+ warns of it.
 forks_with_threads = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")

@@ -456,3 +456,87 @@ def test_a_metaclass_conflict_is_pythons_usual_one(unique):
         pass
 
     assert isinstance(Both(), Plain)
+
+
+def test_more_class_shapes(unique):
+    import functools
+    import weakref
+
+    domain = cq.AccelerationDomain(unique())
+
+    class Singleton(type):  # a metaclass with a __call__ of its own
+        made: typing.ClassVar[dict] = {}
+
+        def __call__(cls, *args, **kwargs):
+            if cls not in Singleton.made:
+                Singleton.made[cls] = super().__call__(*args, **kwargs)
+            return Singleton.made[cls]
+
+    @domain.acceleration_candidate
+    class Config(metaclass=Singleton):
+        def __init__(self, level=1):
+            self.level = level
+
+    @domain.acceleration_candidate
+    class Point(typing.NamedTuple):
+        x: int
+        y: int = 0
+
+    @domain.acceleration_candidate
+    @dataclasses.dataclass(slots=True, frozen=True)
+    class Slot:
+        a: int
+
+        def double(self):
+            return dataclasses.replace(self, a=2 * self.a)
+
+    def logged(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    class Base:
+        __slots__ = ()
+
+        def hello(self):
+            return "base"
+
+    @domain.acceleration_candidate
+    class Weak(Base):
+        __slots__ = ("__weakref__", "v")
+
+        def __init__(self, v):
+            self.v = v
+
+        @logged
+        def hello(self):  # zero-argument super() inside a decorated method
+            return "weak+" + super().hello()
+
+    domain.materialize()
+    assert Config() is Config() and Config().level == 1
+    point = Point(1)
+    assert point == (1, 0) and type(point._replace(x=5)) is Point
+    assert copy.deepcopy(point) == point and type(copy.copy(point)) is Point
+    assert Slot(2).double() == Slot(4) and not hasattr(Slot(2), "__dict__")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Slot(2).a = 3
+    weak = Weak(1)
+    assert weakref.ref(weak)() is weak and weak.hello() == "weak+base"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="type parameter syntax is 3.12+")
+def test_a_class_with_type_parameters(unique):
+    namespace = {"domain": cq.AccelerationDomain(unique())}
+    exec(
+        "@domain.acceleration_candidate\n"
+        "class Box[T]:\n"
+        "    def __init__(self, item: T):\n"
+        "        self.item = item\n",
+        namespace,
+    )
+    box = namespace["Box"]
+    namespace["domain"].materialize()
+    assert box[int](3).item == 3 and type(box(1)) is box
+    assert [p.__name__ for p in box.__type_params__] == ["T"]
