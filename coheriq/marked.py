@@ -28,7 +28,7 @@ import sys
 
 from ._stdlib import TYPE_CHECKING, FunctionType, MemberDescriptorType
 from .exceptions import CoheriqTypeError
-from .proxy import Method
+from .proxy import Method, parameter_lists
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Iterator
@@ -55,7 +55,7 @@ class CandidateClassMeta(type):
 
     __coheriq_candidate__: CandidateInfo
     _coheriq_implementations: Container[type]
-    _coheriq_original: type
+    _coheriq_signature: Any  # a Method, or what inspect.signature gave unmarked
     _coheriq_for_subclasses: type
     _coheriq_dispatch: Callable[..., Any]
     _coheriq_construct: Callable[..., Any]
@@ -77,7 +77,13 @@ class CandidateClassMeta(type):
         """
         import inspect  # introspection only: marking and calling never need it
 
-        return inspect.signature(type(cls)._coheriq_original)
+        found = type(cls)._coheriq_signature
+        if isinstance(found, Method):  # the constructor's parameters, less self or cls
+            signature = inspect.signature(found.function)
+            return signature.replace(parameters=tuple(signature.parameters.values())[1:])
+        if isinstance(found, Exception):
+            raise type(found)(*found.args)
+        return found
 
     def __instancecheck__(cls, obj: object) -> bool:
         return super().__instancecheck__(obj) or _implemented_by(cls, type(obj))
@@ -182,7 +188,7 @@ def _derive_metaclass(
                 "_coheriq_construct": own.__call__,
                 "__coheriq_candidate__": info,
                 "_coheriq_implementations": implementations,
-                "_coheriq_original": original,
+                "_coheriq_signature": _unmarked_signature(original, own, constructor),
             },
         )
     except TypeError as error:
@@ -221,6 +227,27 @@ def construct_directly(cls: type, directly: bool) -> None:
     wanted = meta._coheriq_construct if directly else meta._coheriq_dispatch
     if meta.__dict__["__call__"] is not wanted:
         meta.__call__ = wanted
+
+
+def _unmarked_signature(cls: type, own: type, constructor: Any) -> Any:
+    """What :func:`inspect.signature` needs to show ``cls`` as it shows it unmarked.
+
+    Usually the constructor whose parameters the generated ``__call__`` copies
+    (``inspect`` reads a class's signature from it, less its first parameter),
+    kept so that the unmarked class itself need not be: a class that is kept
+    alive stays among its bases' ``__subclasses__()``. Otherwise (a metaclass
+    with a ``__call__`` of its own, both ``__new__`` and ``__init__``, a
+    constructor inherited from a C type) the signature, or the error, that
+    :func:`inspect.signature` gives for the unmarked class now.
+    """
+    if own.__call__ is type.__call__ and parameter_lists(constructor) is not None:
+        return constructor
+    import inspect  # only for such classes, and only while marking
+
+    try:
+        return inspect.signature(cls)
+    except (TypeError, ValueError) as error:
+        return error
 
 
 def _constructor(cls: type) -> Any:

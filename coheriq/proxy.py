@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-__all__ = ["CandidateInfo", "Switchboard", "candidate_of"]
+__all__ = ["CandidateInfo", "Method", "Switchboard", "candidate_of", "parameter_lists"]
 
 _SCOPED = "_coheriq_scoped"
 _CURRENT = "_coheriq_current"
@@ -195,7 +195,7 @@ class Switchboard:
         """
         slot = _slot(candidate)
         self.namespace.setdefault(slot, None)
-        exact = _parameter_lists(signature_of)
+        exact = parameter_lists(signature_of)
         params, args = exact or ("*args, **kwargs", "*args, **kwargs")
         if receiver is not None:
             params = f"{receiver}, {params}" if params else receiver
@@ -274,7 +274,7 @@ class Method:
         self.function = function
 
 
-def _parameter_lists(fn: object) -> tuple[str, str] | None:
+def parameter_lists(fn: object) -> tuple[str, str] | None:
     """Return ``(parameters, arguments)`` source for ``fn``'s exact signature.
 
     ``parameters`` is what goes between the parentheses of ``def`` (defaults as

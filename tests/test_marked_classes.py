@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import doctest
 import importlib.util
 import inspect
@@ -240,6 +241,9 @@ def test_the_marked_class_is_the_class(shapes):
     assert str(inspect.signature(interval.__init__)) == "(self, lo, hi=None)"
     assert interval.point(2) == interval(2, 2) and interval(1, 4).width() == 3
     assert marked.registry["Interval"] is interval  # the base's __init_subclass__ saw it
+    gc.collect()  # the unmarked classes are gone: nothing of coheriq's keeps them
+    assert marked.Registered.__subclasses__() == [interval]
+    assert marked.Shape.__subclasses__() == [marked.Square]
 
 
 def test_help_reads_the_same_and_chooses_nothing(shapes):
