@@ -164,22 +164,27 @@ class AccelerationDomain:
         self._open_scopes = 0
         self._scope: ContextVar[Scope | None] = ContextVar(f"coheriq:{name}", default=None)
         self._unsettled = Unsettled(self)
-        self._switchboard = Switchboard(current=self._scope_here)
         self._lock = _thread.RLock()
         self._profiling: Callable[[], Any] | None = None
-        if profiling_current is not None:
-            self._set_profiling(profiling_current(self))
-        lineage = registry.register(self)
-        if lineage is None:
-            existing = lookup_domain(name)
-            raise CoheriqDomainError(
-                f"A coheriq domain named {name!r} exists already, created by module "
-                f"{existing._module!r}{'' if existing.materialized else ', not materialized yet'}"
-                "; each library creates its domain once, at import (a module that runs "
-                "again, by a reload or a fresh import, makes a new copy of its domain). Reuse "
-                "it (coheriq.engine_class(name) reaches it) or choose another name."
-            )
-        self._lineage: registry.Lineage = lineage
+        # Registered and wired under the domain's lock: a thread that finds the
+        # new domain by name (a profile block opening, say) waits until it is whole.
+        with self._lock:
+            registered = registry.register(self)
+            if registered is None:
+                existing = lookup_domain(name)
+                raise CoheriqDomainError(
+                    f"A coheriq domain named {name!r} exists already, created by module "
+                    f"{existing._module!r}"
+                    f"{'' if existing.materialized else ', not materialized yet'}; each library "
+                    "creates its domain once, at import (a module that runs again, by a reload "
+                    "or a fresh import, makes a new copy of its domain). Reuse it "
+                    "(coheriq.engine_class(name) reaches it) or choose another name."
+                )
+            self._lineage, copy = registered
+            tag = "" if copy == 1 else str(copy)
+            self._switchboard = Switchboard(self._scope_here, self._lineage.namespace, tag)
+            if profiling_current is not None:
+                self._set_profiling(profiling_current(self))
 
     def __repr__(self) -> str:
         state = "materialized" if self._reference is not None else "collecting candidates"

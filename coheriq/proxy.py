@@ -22,6 +22,7 @@ them into a tuple and a dict. For ``def normalize(xs, *, eps=1e-9)`` it reads::
 ``_coheriq_scoped`` is set while the domain must look at the context: a scope
 is open somewhere, a profile is recording, or the global choice is not made yet.
 ``_coheriq_current`` then finds this context's scope (see :mod:`coheriq.choice`).
+(A later copy of a library's domain uses names with its number: ``_coheriq2_scoped``.)
 Callables whose parameters cannot be read from a code object get the same body
 with ``*args, **kwargs``.
 
@@ -49,9 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CandidateInfo", "Method", "Switchboard", "candidate_of", "parameter_lists"]
 
-_SCOPED = "_coheriq_scoped"
-_CURRENT = "_coheriq_current"
-_RESERVED_PREFIX = "_coheriq_"
+# Parameters named so could clash with the generated code's own names.
+_RESERVED_PREFIX = "_coheriq"
 
 # Code-object flags (the ``inspect`` module's CO_VARARGS and CO_VARKEYWORDS), read
 # directly so that marking candidates does not import ``inspect``.
@@ -123,23 +123,34 @@ def _mark_coroutine_function(proxy: Callable[..., Any]) -> None:
 
 
 class Switchboard:
-    """The namespace that every proxy of one domain reads at call time.
+    """The names that every proxy of one domain reads at call time.
 
     Args:
         current: Returns the object whose ``members`` map candidate names to what
             a call in the current context runs (a scope; before the domain
             settles, a view that settles it), or ``None`` for the settled
             implementation. Consulted only while the ``scoped`` flag is set.
+        namespace: The globals of the generated functions, shared by every copy
+            of a library's domain (see :mod:`coheriq.registry`); each copy's
+            names carry ``tag``. So the code of a later copy's proxy, put into an
+            earlier copy's proxy (as IPython's autoreload does to the functions
+            of a reloaded module), reaches the later copy.
+        tag: Distinguishes this copy's names in ``namespace`` (empty for the first).
     """
 
-    def __init__(self, current: Callable[[], Any]) -> None:
+    def __init__(
+        self, current: Callable[[], Any], namespace: dict[str, Any], tag: str = ""
+    ) -> None:
+        self.namespace = namespace
+        # The generated functions' frames count as coheriq's own.
+        namespace.setdefault("__name__", __name__)
+        self._scoped = f"_coheriq{tag}_scoped"
+        self._current = f"_coheriq{tag}_current"
+        self._slot_prefix = f"_coheriq{tag}_impl_"
         # Until the domain settles there is no implementation to call directly:
         # every call looks at the context, which settles the domain.
-        self.namespace: dict[str, Any] = {
-            "__name__": __name__,  # the generated functions' frames count as coheriq's own
-            _SCOPED: True,
-            _CURRENT: current,
-        }
+        namespace[self._scoped] = True
+        namespace[self._current] = current
 
     def function_proxy(self, info: CandidateInfo) -> Callable[..., Any]:
         """Return a generated function that dispatches calls of ``info``'s candidate."""
@@ -193,7 +204,7 @@ class Switchboard:
             receiver: A first parameter the generated function takes and does not
                 pass on (the class, for a metaclass's ``__call__``).
         """
-        slot = _slot(candidate)
+        slot = self._slot(candidate)
         self.namespace.setdefault(slot, None)
         exact = parameter_lists(signature_of)
         params, args = exact or ("*args, **kwargs", "*args, **kwargs")
@@ -202,8 +213,8 @@ class Switchboard:
         filename = getattr(where, "co_filename", f"<coheriq proxy of {candidate}>")
         source = (
             f"def {defname}({params}):\n"
-            f"    if {_SCOPED}:\n"
-            f"        _coheriq_scope = {_CURRENT}()\n"
+            f"    if {self._scoped}:\n"
+            f"        _coheriq_scope = {self._current}()\n"
             f"        if _coheriq_scope is not None:\n"
             f"            return _coheriq_scope.members[{candidate!r}]({args})\n"
             f"    return {slot}({args})\n"
@@ -221,19 +232,18 @@ class Switchboard:
     def connect(self, members: Mapping[str, Any]) -> None:
         """Point every candidate's slot at what a call runs now (the settled engine's)."""
         for name, member in members.items():
-            self.namespace[_slot(name)] = member
+            self.namespace[self._slot(name)] = member
 
     def set_current(self, current: Callable[[], Any]) -> None:
         """Replace the function that finds the current context's scope."""
-        self.namespace[_CURRENT] = current
+        self.namespace[self._current] = current
 
     def set_scoped(self, scoped: bool) -> None:
         """Say whether proxies must look at the context before calling."""
-        self.namespace[_SCOPED] = scoped
+        self.namespace[self._scoped] = scoped
 
-
-def _slot(name: str) -> str:
-    return f"_coheriq_impl_{name}"
+    def _slot(self, name: str) -> str:
+        return f"{self._slot_prefix}{name}"
 
 
 def _on_one_line(code: Any, line: int, qualname: str) -> Any:

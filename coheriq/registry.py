@@ -54,12 +54,14 @@ class Lineage:
         name: The domain's name.
         module: The name of the module that creates it.
         current: The newest generation.
+        copies: How many generations were made.
+        namespace: The globals of every generation's proxies.
         choice: The global choice (a :class:`~coheriq.choice.Settlement`) of the
             first generation that settled, or ``None``.
         warned: Keys of the warnings already given for this lineage (each once).
     """
 
-    __slots__ = ("_older", "choice", "current", "module", "name", "warned")
+    __slots__ = ("_older", "choice", "copies", "current", "module", "name", "namespace", "warned")
 
     def __init__(self, name: str, module: str, first: Any) -> None:
         self.name = name
@@ -67,6 +69,9 @@ class Lineage:
         self.current = first
         self.choice: Any = None
         self.warned: set[object] = set()
+        self.copies = 1  # how many generations were made, the first included
+        # The globals of every generation's proxies (see coheriq.proxy.Switchboard).
+        self.namespace: dict[str, Any] = {}
         self._older: list[Callable[[], Any]] = []
 
     def add(self, generation: Any) -> None:
@@ -74,6 +79,7 @@ class Lineage:
         self._older = [ref for ref in self._older if ref() is not None]
         self._older.append(_weakref.ref(self.current))
         self.current = generation
+        self.copies += 1
 
     def generations(self) -> list[Any]:
         """The live generations, oldest first."""
@@ -99,8 +105,10 @@ _lock = _thread.allocate_lock()
 _loading_for: ContextVar[Any] = ContextVar("coheriq: loading an engine for", default=None)
 
 
-def register(domain: Any) -> Lineage | None:
-    """Record a new domain; return its lineage, or None if the name is taken.
+def register(domain: Any) -> tuple[Lineage, int] | None:
+    """Record a new domain; return its lineage and its copy's number (1 for the first).
+
+    Returns None if the name is taken.
 
     A domain whose name exists already becomes the newest generation of that
     lineage if the module creating it ran again: a module of the same name, and
@@ -112,13 +120,13 @@ def register(domain: Any) -> Lineage | None:
         lineage = _lineages.get(domain.name)
         if lineage is None:
             lineage = _lineages[domain.name] = Lineage(domain.name, domain._module, domain)
-            return lineage
+            return lineage, 1
         latest = lineage.current
         ran_again = latest.materialized or latest._globals is not domain._globals
         if lineage.module != domain._module or not ran_again:
             return None
         lineage.add(domain)
-        return lineage
+        return lineage, lineage.copies
 
 
 def lineage_of(name: str) -> Lineage | None:

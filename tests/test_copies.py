@@ -160,3 +160,22 @@ def test_an_import_that_failed_can_be_retried(tmp_path, unique, monkeypatch):
     fixed = importlib.import_module(name)
     assert fixed.which() == "reference"
     sys.modules.pop(name, None)
+
+
+def test_ipythons_autoreload_brings_names_imported_earlier_to_the_new_code(library, tmp_path):
+    autoreload = pytest.importorskip("IPython.extensions.autoreload")
+    which, Box = library.which, library.Box  # as `from library import which, Box` would
+    boxed = Box(1)
+    source = tmp_path / f"{library.__name__}.py"
+    source.write_text(
+        source.read_text()
+        .replace('return "reference"', 'return "edited"')
+        .replace("self.x = x", "self.x = 2 * x")
+    )
+    importlib.invalidate_caches()
+    autoreload.superreload(library)  # what %autoreload does after an edit
+    assert library.which() == "edited"
+    assert which() == "edited"  # its code was swapped in place: it reaches the new copy
+    assert Box(3).x == 6 and boxed.x == 1
+    with cq.using_engine(library.__name__, "fast"):  # and the engine choice still applies
+        assert which() == "fast" and library.which() == "fast"

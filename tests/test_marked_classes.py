@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import gc
 import doctest
+import gc
 import importlib.util
 import inspect
 import pickle
