@@ -775,8 +775,8 @@ class AccelerationDomain:
                 except CoheriqError as error:
                     other._warn_once(
                         ("scope", engine),
-                        f"An earlier copy of module {other._module!r} (the library ran again, "
-                        f"by a reload or a fresh import) cannot run engine {engine!r} in a "
+                        f"Another copy of module {other._module!r} (the library ran more than "
+                        f"once, by a reload or a fresh import) cannot run engine {engine!r} in a "
                         f"using_engine block of domain {self.name!r}: "
                         f"{str(error).rstrip('.')}. Calls through that copy keep running on "
                         "its own engine.",

@@ -179,3 +179,20 @@ def test_ipythons_autoreload_brings_names_imported_earlier_to_the_new_code(libra
     assert Box(3).x == 6 and boxed.x == 1
     with cq.using_engine(library.__name__, "fast"):  # and the engine choice still applies
         assert which() == "fast" and library.which() == "fast"
+
+
+def test_a_copy_that_cannot_run_a_scopes_engine_warns_once_and_keeps_its_own(library):
+    old_which = library.which
+    importlib.reload(library)
+
+    class Late(cq.engine_class(library.__name__), name="late"):  # for the new copy only
+        def which(self):
+            return "late"
+
+    with pytest.warns(cq.CoheriqReloadWarning, match="cannot run engine 'late' in a using_engine"):
+        with cq.using_engine(library.__name__, "late"):
+            assert library.which() == "late" and old_which() == "reference"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        with cq.using_engine(library.__name__, "late"):
+            assert old_which() == "reference"
