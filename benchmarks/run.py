@@ -121,7 +121,7 @@ def build_reference_classes() -> dict[str, Any]:
         pass
 
     Marked(1)  # settles the domain on the reference
-    return {"Marked": Marked, "Twin": Twin, "MarkedSub": MarkedSub, "TwinSub": TwinSub}
+    return {"Marked": Marked, "Twin": Twin, "MarkedSub": MarkedSub, "TwinSub": TwinSub, "x": 1}
 
 
 def bench_dispatch(plan: Plan) -> list[Row]:
@@ -145,6 +145,13 @@ def bench_dispatch(plan: Plan) -> list[Row]:
             "construct a subclass of a candidate",
             1.2,
             paired("MarkedSub(1)", "TwinSub(1)", classes, plan),
+        )
+    )
+    rows.append(
+        ratio_row(
+            "isinstance(1, class candidate), false",
+            3.0,
+            paired("isinstance(x, Marked)", "isinstance(x, Twin)", classes, plan),
         )
     )
     with coheriq.using_engine(domain, "fast"):

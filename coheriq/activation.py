@@ -146,7 +146,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
             )
         self.domain = domain
         self.engine = engine
-        self._entered: list[list[tuple[AccelerationDomain, Any, Any]]] = []
+        self._entered: list[tuple[AccelerationDomain, Any, Any]] = []
 
     def __repr__(self) -> str:
         name = self.domain if isinstance(self.domain, str) else self.domain.name
@@ -154,7 +154,8 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
     def __enter__(self) -> None:
         found = lookup_domain(self.domain)
-        self._entered.append(found._enter_scopes(resolve_engine(found, self.engine)))
+        scope, token = found._enter_scope(resolve_engine(found, self.engine))
+        self._entered.append((found, scope, token))
 
     def __exit__(
         self,
@@ -162,7 +163,8 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        AccelerationDomain._exit_scopes(self._entered.pop())
+        found, scope, token = self._entered.pop()
+        found._exit_scope(scope, token)
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this scope."""

@@ -78,15 +78,24 @@ class Scope:
     block inherits the context variable that points here, and may outlive the
     block; so on exit ``members`` becomes a :class:`Fallthrough` to the scope
     around it (or the global choice), and ``live`` turns false.
+
+    ``domain`` is the copy of the domain the block was entered through; its
+    members are that copy's. Other copies of the same library (see
+    :mod:`coheriq.registry`) see the block through ``elsewhere``: each one's own
+    engine of the same name, made on first use.
     """
 
-    __slots__ = ("engine", "live", "members", "parent")
+    __slots__ = ("domain", "elsewhere", "engine", "live", "members", "parent")
 
-    def __init__(self, engine: str, members: Mapping[str, Any], parent: Scope | None) -> None:
+    def __init__(
+        self, engine: str, members: Mapping[str, Any], parent: Scope | None, domain: Any
+    ) -> None:
         self.engine = engine
         self.members: Mapping[str, Any] | Fallthrough = members
         self.parent = parent
         self.live = True
+        self.domain = domain
+        self.elsewhere: dict[Any, Scope | None] = {}
 
 
 class Fallthrough:
@@ -99,8 +108,9 @@ class Fallthrough:
         self.parent = parent
 
     def __getitem__(self, name: str) -> Any:
-        if self.parent is not None:
-            return self.parent.members[name]
+        seen = self.domain._seen_from_here(self.parent)
+        if seen is not None:
+            return seen.members[name]
         return self.domain._settle(f"call candidate {name!r}").members[name]
 
 

@@ -55,7 +55,7 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
-from .marked import construct_directly, mark_class
+from .marked import check_implementations, construct_directly, mark_class
 from .meta import EngineMeta
 from .proxy import CandidateInfo, Switchboard, candidate_of
 
@@ -146,9 +146,12 @@ class AccelerationDomain:
         self.name = name
         self.env_prefix = env_prefix
         self.strict = strict
-        creator = sys._getframe(1).f_globals
-        self._module: str = creator.get("__name__", "__main__")
-        self._globals = creator  # tells copies of the library's module apart
+        creator = sys._getframe(1)
+        self._module: str = creator.f_globals.get("__name__", "__main__")
+        self._globals = creator.f_globals  # tells copies of the library's module apart
+        # The run of the module (or function) that creates the domain: a domain of
+        # the same name made while it still runs is a second domain, not a copy.
+        self._run = registry.run_of(creator)
         self._candidates: dict[str, CandidateInfo] = {}
         self._kinds: dict[str, bool] = {}  # name -> is a class; read on every engine check
         # Class candidate -> {implementing class: engine class whose body defines
@@ -161,9 +164,8 @@ class AccelerationDomain:
         self._initializing: set[EngineMeta] = set()
         self._settled: Settlement | None = None
         self._settling: str | None = None
-        self._open_scopes = 0
-        self._scope: ContextVar[Scope | None] = ContextVar(f"coheriq:{name}", default=None)
         self._unsettled = Unsettled(self)
+        self._warned: set[object] = set()  # keys of the warnings given, each once
         self._lock = _thread.RLock()
         self._profiling: Callable[[], Any] | None = None
         # Registered and wired under the domain's lock: a thread that finds the
@@ -181,10 +183,16 @@ class AccelerationDomain:
                     "(coheriq.engine_class(name) reaches it) or choose another name."
                 )
             self._lineage, copy = registered
+            self._scope: ContextVar[Scope | None] = self._lineage.scope
             tag = "" if copy == 1 else str(copy)
             self._switchboard = Switchboard(self._scope_here, self._lineage.namespace, tag)
             if profiling_current is not None:
                 self._set_profiling(profiling_current(self))
+        if copy > 1:  # the copies made before now look at scopes through other copies
+            for other in self._lineage.generations():
+                if other is not self:
+                    with other._lock:
+                        other._refresh_dispatch()
 
     def __repr__(self) -> str:
         state = "materialized" if self._reference is not None else "collecting candidates"
@@ -253,6 +261,16 @@ class AccelerationDomain:
         return self._mark(obj, name)
 
     def _mark(self, target: Any, name: str | None) -> Any:
+        if isinstance(target, staticmethod):  # a function marked inside a class body
+            return staticmethod(self._mark(target.__func__, name))
+        if isinstance(target, classmethod):
+            raise CoheriqTypeError(
+                f"Domain {self.name!r} cannot mark classmethod "
+                f"{getattr(target.__func__, '__qualname__', target)!r}: a candidate is called "
+                "the same way whichever engine runs it, and a classmethod's first argument "
+                "depends on the class it is read from. Mark a module-level function that "
+                "the classmethod calls, or the class itself."
+            )
         if not callable(target):
             raise CoheriqTypeError(
                 f"Domain {self.name!r} can only mark functions and classes as candidates, "
@@ -354,6 +372,7 @@ class AccelerationDomain:
             for candidate in cls.__coheriq_overrides__:
                 if candidate in self._implementations:
                     self._implementations[candidate].setdefault(getattr(cls, candidate), cls)
+                    self._refresh_isinstance(candidate)
 
     def _forget_engines_of_module(self, module: str) -> None:
         """Drop the engine classes defined by ``module``, whose import failed."""
@@ -367,10 +386,23 @@ class AccelerationDomain:
                 self._engine_classes.remove(cls)
                 if self._engines.get(cls.__coheriq_name__ or "") is cls:
                     del self._engines[cls.__coheriq_name__]  # type: ignore[arg-type]
-                for implementations in self._implementations.values():
+                for candidate, implementations in self._implementations.items():
                     for impl, owner in list(implementations.items()):
                         if owner is cls:
                             del implementations[impl]
+                    self._refresh_isinstance(candidate)
+
+    def _refresh_isinstance(self, candidate: str) -> None:
+        """Let the marked class answer isinstance natively unless an engine needs more.
+
+        An engine's class that derives from the marked class is an instance of it
+        for Python already; only one that does not needs the marked class's own
+        check, which costs a Python call (also for every False answer).
+        """
+        marked = self._candidates[candidate].reference
+        # By the MRO: the marked class's issubclass would count every implementation.
+        foreign = any(marked not in impl.__mro__ for impl in self._implementations[candidate])
+        check_implementations(marked, foreign)
 
     def _engine_of_type(self, cls: type) -> str | None:
         """The engine whose implementation of a class candidate ``cls`` is, or None.
@@ -603,11 +635,10 @@ class AccelerationDomain:
         )
 
     def _warn_once(self, key: object, message: str) -> None:
-        """Warn about this domain's copies (a CoheriqReloadWarning), once per key."""
-        warned = self._lineage.warned
-        if key in warned:
+        """Warn about this copy of the domain (a CoheriqReloadWarning), once per key."""
+        if key in self._warned:
             return
-        warned.add(key)
+        self._warned.add(key)
         import warnings  # only when there is something to say
 
         warnings.warn(message, CoheriqReloadWarning, stacklevel=outside_coheriq()[1])
@@ -621,7 +652,7 @@ class AccelerationDomain:
 
     def _member_here(self, name: str) -> Any:
         """Return what a call of candidate ``name`` runs in this context."""
-        scope = self._scope.get()
+        scope = self._scope_here()
         if scope is not None:
             return scope.members[name]
         return self._settle(f"call candidate {name!r}").members[name]
@@ -641,9 +672,39 @@ class AccelerationDomain:
     def _scope_here(self) -> Any:
         """What proxies look at while they look at the context (see coheriq.choice)."""
         scope = self._scope.get()
+        if scope is not None and scope.domain is not self:
+            scope = self._seen_from_here(scope)
         if scope is None and self._settled is None:
             return self._unsettled
         return scope
+
+    def _seen_from_here(self, scope: Scope | None) -> Scope | None:
+        """The innermost live block from ``scope`` out, as this copy of the domain runs it.
+
+        A block entered through another copy of the library runs here on this
+        copy's engine of the same name, made once per block. Where this copy
+        cannot run it, it warns once and keeps its own choice (``None``).
+        """
+        while scope is not None and not scope.live:
+            scope = scope.parent
+        if scope is None or scope.domain is self:
+            return scope
+        if self in scope.elsewhere:
+            return scope.elsewhere[self]
+        seen: Scope | None = None
+        try:
+            cls = self._engine_class(scope.engine, named_by=" (a using_engine block)")
+            seen = Scope(scope.engine, self._members_of(cls), None, self)
+        except CoheriqError as error:
+            self._warn_once(
+                ("scope", scope.engine),
+                f"A copy of module {self._module!r} (the library ran more than once, by a "
+                f"reload or a fresh import) cannot run engine {scope.engine!r} in a "
+                f"using_engine block of domain {self.name!r}: {str(error).rstrip('.')}. "
+                "Calls through that copy keep running on its own engine.",
+            )
+        scope.elsewhere[self] = seen
+        return seen
 
     def _set_profiling(self, current: Callable[[], Any] | None) -> None:
         """Route proxies through ``current`` (a profiler's), or back to the scope variable."""
@@ -657,14 +718,17 @@ class AccelerationDomain:
         # so that a proxy that sees the flag finds the right finder; a class that
         # constructs itself directly goes back to dispatching before the flag is set.
         settled = self._settled
-        looking = settled is None or self._open_scopes > 0 or self._profiling is not None
+        looking = settled is None or self._lineage.open_scopes > 0 or self._profiling is not None
         for name, is_class in self._kinds.items():
             if is_class:
                 info = self._candidates[name]
                 directly = not looking and settled.members[name] is info.construct  # type: ignore[union-attr]
                 construct_directly(info.proxy, directly)
+        # The scope variable itself, where no translation is needed: the domain is
+        # settled and has no other copies (see _scope_here).
+        direct = settled is not None and self._lineage.copies == 1
         self._switchboard.set_current(
-            self._profiling or (self._scope_here if settled is None else self._scope.get)
+            self._profiling or (self._scope.get if direct else self._scope_here)
         )
         self._switchboard.set_scoped(looking)
 
@@ -726,14 +790,29 @@ class AccelerationDomain:
         return None if settled is None else settled.engine
 
     def _enter_scope(self, cls: EngineMeta) -> tuple[Scope, Token[Scope | None]]:
-        """Make ``cls`` the engine of this context until :meth:`_exit_scope`."""
+        """Make ``cls`` the engine of this context until :meth:`_exit_scope`.
+
+        The block covers every copy of the domain (see :meth:`_seen_from_here`).
+        """
         members = self._members_of(cls)
-        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, self._scope.get())
-        with self._lock:
-            self._open_scopes += 1
-            self._refresh_dispatch()
+        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, self._scope.get(), self)
+        self._count_open_scopes(+1)
         log(DEBUG, "domain %r: entering a scope of engine %r", self.name, scope.engine)
         return scope, self._scope.set(scope)
+
+    def _count_open_scopes(self, change: int) -> None:
+        """Count a block opening (+1) or closing (-1); the first and last tell every copy.
+
+        The count and the refreshes it causes happen under one lock, so that a
+        refresh never acts on a count another thread has changed since.
+        """
+        lineage = self._lineage
+        with lineage.lock:
+            lineage.open_scopes += change
+            if lineage.open_scopes == (1 if change > 0 else 0):
+                for copy in lineage.generations():
+                    with copy._lock:
+                        copy._refresh_dispatch()
 
     def _exit_scope(self, scope: Scope, token: Token[Scope | None]) -> None:
         scope.live = False
@@ -745,58 +824,13 @@ class AccelerationDomain:
             # Exited in another context than it was entered (a generator resumed
             # elsewhere): the dead scope stays there but lookups skip it.
             pass
-        with self._lock:
-            self._open_scopes -= 1
-            self._refresh_dispatch()
-
-    def _enter_scopes(self, cls: EngineMeta) -> list[tuple[AccelerationDomain, Scope, Any]]:
-        """Enter a scope of ``cls`` here and in every other copy of this domain.
-
-        A scope is the program's choice for a block, whichever copy of the
-        library's module a call goes through (see :mod:`coheriq.registry`): each
-        other copy enters a scope of its own engine of the same name, or, if it
-        cannot run that engine, warns once and keeps its own choice.
-
-        Returns:
-            ``(copy, scope, token)`` for each scope entered, for :meth:`_exit_scopes`.
-        """
-        entered = [(self, *self._enter_scope(cls))]
-        copies = self._lineage.generations()
-        if len(copies) == 1:
-            return entered
-        engine = cls.__coheriq_name__ or REFERENCE
-        try:
-            for other in copies:
-                if other is self or not other.materialized:
-                    continue
-                try:
-                    other_cls = other._engine_class(engine, named_by=" (a using_engine block)")
-                    entered.append((other, *other._enter_scope(other_cls)))
-                except CoheriqError as error:
-                    other._warn_once(
-                        ("scope", engine),
-                        f"Another copy of module {other._module!r} (the library ran more than "
-                        f"once, by a reload or a fresh import) cannot run engine {engine!r} in a "
-                        f"using_engine block of domain {self.name!r}: "
-                        f"{str(error).rstrip('.')}. Calls through that copy keep running on "
-                        "its own engine.",
-                    )
-        except BaseException:
-            self._exit_scopes(entered)
-            raise
-        return entered
-
-    @staticmethod
-    def _exit_scopes(entered: list[tuple[AccelerationDomain, Scope, Any]]) -> None:
-        """Leave the scopes :meth:`_enter_scopes` entered, innermost first."""
-        for copy, scope, token in reversed(entered):
-            copy._exit_scope(scope, token)
+        self._count_open_scopes(-1)
 
 
 def _reinit_locks_in_child() -> None:
     # A thread that held a lock at fork time does not exist in the child, so its
     # locks would stay held forever; replace them, and forget set-ups in flight.
-    registry.reinit_lock_in_child()
+    registry.reinit_locks_in_child()
     for domain in registry.generations():
         domain._lock = _thread.RLock()
         domain._initializing.clear()

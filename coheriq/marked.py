@@ -24,6 +24,8 @@ constructs the active engine's implementation. So:
 
 from __future__ import annotations
 
+# _thread rather than threading: the same lock, without importing threading.
+import _thread
 import sys
 
 from ._stdlib import TYPE_CHECKING, FunctionType, MemberDescriptorType
@@ -36,10 +38,18 @@ if TYPE_CHECKING:
 
     from .proxy import CandidateInfo, Switchboard
 
-__all__ = ["CandidateClassMeta", "construct_directly", "mark_class"]
+__all__ = ["CandidateClassMeta", "check_implementations", "construct_directly", "mark_class"]
 
 # Py_TPFLAGS_HEAPTYPE: set for classes made by a class statement, not for C types.
 _HEAPTYPE = 1 << 9
+
+# A key of the namespace that rebuilds a marked class: the metaclass lets it through.
+_MARKING = "__coheriq_marking__"
+
+# What a rebuilt class has of its own, not the class statement's: left as made.
+_MADE_ANEW = frozenset({"__dict__", "__weakref__", "__qualname__", "_abc_impl"})
+
+_MISSING = object()
 
 
 class CandidateClassMeta(type):
@@ -54,8 +64,9 @@ class CandidateClassMeta(type):
     """
 
     __coheriq_candidate__: CandidateInfo
+    _coheriq_root: type  # the class's own metaclass
     _coheriq_implementations: Container[type]
-    _coheriq_signature: Any  # a Method, or what inspect.signature gave unmarked
+    _coheriq_signature: Any  # what inspect.signature gave unmarked, or None
     _coheriq_for_subclasses: type
     _coheriq_dispatch: Callable[..., Any]
     _coheriq_construct: Callable[..., Any]
@@ -63,24 +74,45 @@ class CandidateClassMeta(type):
     def __new__(
         mcls, cls_name: str, bases: tuple[type, ...], namespace: dict[str, Any], /, **kwargs: Any
     ) -> CandidateClassMeta:
-        for_subclasses = mcls.__dict__.get("_coheriq_for_subclasses")
-        if for_subclasses is not None and any(isinstance(b, mcls) for b in bases):
-            mcls = for_subclasses
+        marking = namespace.pop(_MARKING, False)
+        info = mcls.__dict__.get("__coheriq_candidate__")
+        if info is not None and not marking:
+            if any(isinstance(b, mcls) for b in bases):  # a class deriving from the marked one
+                mcls = mcls._coheriq_for_subclasses
+            else:  # the marked class made anew by someone else
+                raise CoheriqTypeError(
+                    f"Class {cls_name!r} is being made again, with the metaclass of candidate "
+                    f"{info.name!r} of domain {info.domain.name!r}, after coheriq marked it: "
+                    "a class decorator above @acceleration_candidate that builds a new class "
+                    "(dataclass(slots=True), attrs' define) is the usual cause. Put "
+                    "@acceleration_candidate above the other class decorators, so that it "
+                    "marks the class they make."
+                )
         return super().__new__(mcls, cls_name, bases, namespace, **kwargs)
 
     @property
     def __signature__(cls) -> Any:
         """What :func:`inspect.signature` shows for the class: what it shows unmarked.
 
-        Raises what :func:`inspect.signature` raises for the unmarked class (a
-        class deriving from a C type may have no signature).
+        That is the class's own ``__signature__`` where it has one; else its
+        constructor's parameters, less the first, as they are now (a decorator
+        above the marker may have added ``__init__``); else what
+        :func:`inspect.signature` gave for the unmarked class. Raises what that
+        raised (a class deriving from a C type may have no signature).
         """
+        for klass in cls.__mro__[:-1]:  # as reading the attribute from the class would
+            if "__signature__" in klass.__dict__:
+                own = klass.__dict__["__signature__"]
+                get = getattr(type(own), "__get__", None)
+                return own if get is None else get(own, None, cls)
         import inspect  # introspection only: marking and calling never need it
 
-        found = type(cls)._coheriq_signature
-        if isinstance(found, Method):  # the constructor's parameters, less self or cls
-            signature = inspect.signature(found.function)
+        meta: Any = type(cls)
+        constructor = _constructor(cls)
+        if meta._coheriq_root.__call__ is type.__call__ and parameter_lists(constructor):
+            signature = inspect.signature(constructor.function)
             return signature.replace(parameters=tuple(signature.parameters.values())[1:])
+        found = meta._coheriq_signature
         if isinstance(found, Exception):
             raise type(found)(*found.args)
         return found
@@ -154,6 +186,11 @@ def _refuse_unmarkable(info: CandidateInfo, cls: type) -> None:
         )
 
 
+# The newest metaclass made from each original metaclass (see _derive_metaclass).
+_newest: dict[type, type] = {}
+_newest_lock = _thread.allocate_lock()
+
+
 def _derive_metaclass(
     own: type,
     info: CandidateInfo,
@@ -161,7 +198,19 @@ def _derive_metaclass(
     implementations: Container[type],
     original: type,
 ) -> type:
-    """Make the metaclass of the marked class, and the one of its subclasses."""
+    """Make the metaclass of the marked class, and the one of its subclasses.
+
+    Python requires the metaclass of a class to derive from the metaclass of
+    each of its bases. Every marked class has a metaclass of its own, so that
+    any two of them, as bases of one class (a user's class deriving from two
+    marked classes; a marked class deriving from another), would conflict. So
+    each new metaclass derives from the newest one made before it from the same
+    original metaclass (``type``, ``ABCMeta``, ...): they form one line, and the
+    newest of any of them is the metaclass of a class combining them, as with
+    one shared metaclass. Each sets every hook it answers with in its own body,
+    so what it inherits from the line changes nothing.
+    """
+    root = own.__dict__.get("_coheriq_root", own)  # own may be a subclasses' metaclass
     constructor = _constructor(original)
     where = getattr(getattr(constructor, "function", None), "__code__", None)
     call = switchboard.dispatcher(
@@ -176,42 +225,69 @@ def _derive_metaclass(
     # names the metaclass where it lists classmethods); the qualified name, which
     # repr() shows, says what it is.
     label = f"coheriq candidate {original.__qualname__}"
-    try:
-        meta = type(
-            own.__name__,
-            (CandidateClassMeta, own),
+    with _newest_lock:
+        newest = _newest.get(root)
+        try:
+            meta = type(
+                root.__name__,
+                (newest,) if newest is not None else (CandidateClassMeta, root),
+                {
+                    "__module__": root.__module__,
+                    "__qualname__": f"{root.__qualname__}[{label}]",
+                    "__call__": call,
+                    # The original metaclass's checks, until an engine brings a class
+                    # that does not derive from this one (see check_implementations).
+                    "__instancecheck__": root.__instancecheck__,
+                    "__subclasscheck__": root.__subclasscheck__,
+                    "__signature__": CandidateClassMeta.__dict__["__signature__"],
+                    "_coheriq_root": root,
+                    "_coheriq_dispatch": call,
+                    "_coheriq_construct": root.__call__,
+                    "__coheriq_candidate__": info,
+                    "_coheriq_implementations": implementations,
+                    "_coheriq_signature": _unmarked_signature(original, root, constructor),
+                },
+            )
+        except TypeError as error:
+            raise CoheriqTypeError(
+                f"Class {original.__qualname__!r} cannot be candidate {info.name!r} of domain "
+                f"{info.domain.name!r}: coheriq marks a class by giving it a metaclass derived "
+                f"from its own ({root.__qualname__}), which Python refused: {error}."
+            ) from error
+        meta._coheriq_for_subclasses = _newest[root] = type(  # type: ignore[attr-defined]
+            root.__name__,
+            (meta,),
             {
-                "__module__": own.__module__,
-                "__qualname__": f"{own.__qualname__}[{label}]",
-                "__call__": call,
-                "_coheriq_dispatch": call,
-                "_coheriq_construct": own.__call__,
-                "__coheriq_candidate__": info,
-                "_coheriq_implementations": implementations,
-                "_coheriq_signature": _unmarked_signature(original, own, constructor),
+                "__module__": root.__module__,
+                "__qualname__": f"{root.__qualname__}[subclass of {label}]",
+                # The original metaclass's own hooks, so that a subclass constructs and
+                # answers isinstance exactly as it would without coheriq.
+                "__call__": root.__call__,
+                "__instancecheck__": root.__instancecheck__,
+                "__subclasscheck__": root.__subclasscheck__,
+                "__signature__": None,
+                "_coheriq_root": root,
             },
         )
-    except TypeError as error:
-        raise CoheriqTypeError(
-            f"Class {original.__qualname__!r} cannot be candidate {info.name!r} of domain "
-            f"{info.domain.name!r}: coheriq marks a class by giving it a metaclass derived "
-            f"from its own ({own.__qualname__}), which Python refused: {error}."
-        ) from error
-    meta._coheriq_for_subclasses = type(  # type: ignore[attr-defined]
-        own.__name__,
-        (meta,),
-        {
-            "__module__": own.__module__,
-            "__qualname__": f"{own.__qualname__}[subclass of {label}]",
-            # The original metaclass's own slots, so that a subclass constructs and
-            # answers isinstance exactly as it would without coheriq.
-            "__call__": own.__call__,
-            "__instancecheck__": own.__instancecheck__,
-            "__subclasscheck__": own.__subclasscheck__,
-            "__signature__": None,
-        },
-    )
     return meta
+
+
+def check_implementations(cls: type, foreign: bool) -> None:
+    """Make the marked class ``cls`` check engines' classes in isinstance, or not.
+
+    Only an engine's class that does not derive from ``cls`` (``foreign``) needs
+    the metaclass's own check; without one, the original metaclass's answers,
+    at its speed.
+    """
+    meta: Any = type(cls)
+    root = meta._coheriq_root
+    hooks = (
+        (CandidateClassMeta.__instancecheck__, CandidateClassMeta.__subclasscheck__)
+        if foreign
+        else (root.__instancecheck__, root.__subclasscheck__)
+    )
+    if meta.__dict__["__instancecheck__"] is not hooks[0]:
+        meta.__instancecheck__, meta.__subclasscheck__ = hooks
 
 
 def construct_directly(cls: type, directly: bool) -> None:
@@ -230,18 +306,17 @@ def construct_directly(cls: type, directly: bool) -> None:
 
 
 def _unmarked_signature(cls: type, own: type, constructor: Any) -> Any:
-    """What :func:`inspect.signature` needs to show ``cls`` as it shows it unmarked.
+    """The signature :func:`inspect.signature` gives for the unmarked ``cls``, where needed.
 
-    Usually the constructor whose parameters the generated ``__call__`` copies
-    (``inspect`` reads a class's signature from it, less its first parameter),
-    kept so that the unmarked class itself need not be: a class that is kept
-    alive stays among its bases' ``__subclasses__()``. Otherwise (a metaclass
-    with a ``__call__`` of its own, both ``__new__`` and ``__init__``, a
-    constructor inherited from a C type) the signature, or the error, that
-    :func:`inspect.signature` gives for the unmarked class now.
+    Usually nothing: ``inspect`` reads a class's signature from its constructor,
+    less its first parameter, which the marked class has too, so the unmarked
+    class need not be kept (a class that is kept alive stays among its bases'
+    ``__subclasses__()``). Otherwise (a metaclass with a ``__call__`` of its own,
+    both ``__new__`` and ``__init__``, a constructor inherited from a C type) the
+    signature, or the error, that :func:`inspect.signature` gives for ``cls`` now.
     """
     if own.__call__ is type.__call__ and parameter_lists(constructor) is not None:
-        return constructor
+        return None
     import inspect  # only for such classes, and only while marking
 
     try:
@@ -287,15 +362,25 @@ def _rebuild(info: CandidateInfo, cls: type, meta: type) -> type:
         namespace["__slots__"] = tuple(slots)
     namespace["__qualname__"] = cls.__qualname__
     try:
-        marked: type = meta(cls.__name__, cls.__bases__, namespace)
-    except TypeError as error:
+        marked: type = meta(cls.__name__, cls.__bases__, {**namespace, _MARKING: True})
+    except Exception as error:
         raise CoheriqTypeError(
             f"Class {cls.__qualname__!r} cannot be candidate {info.name!r} of domain "
             f"{info.domain.name!r}: rebuilding it (as coheriq marks classes, like "
-            f"dataclasses(slots=True) does) failed: {error}. A base's __init_subclass__ "
-            "that requires class keywords is the usual cause: coheriq cannot know the "
-            "keywords the class statement passed; give them defaults."
+            "dataclasses(slots=True) does) runs its metaclass and its bases' "
+            "__init_subclass__ again, without the class statement's keywords, and that "
+            f"failed: {type(error).__name__}: {error}. Give such keywords defaults, and let "
+            "hooks that register classes accept a class of the same name again."
         ) from error
+    # Those hooks ran without the class statement's keywords: what they set on the
+    # class goes back to what the class statement left, but for what must be the
+    # rebuilt class's own (its slots, __dict__ and ABC data, made anew).
+    anew = _MADE_ANEW.union(slots)
+    for name in set(marked.__dict__) - set(namespace) - anew:
+        delattr(marked, name)
+    for name, value in namespace.items():
+        if name not in anew and marked.__dict__.get(name, _MISSING) is not value:
+            type.__setattr__(marked, name, value)
     for function in _functions_in(namespace.values()):
         for cell in function.__closure__ or ():
             try:
@@ -306,12 +391,25 @@ def _rebuild(info: CandidateInfo, cls: type, meta: type) -> type:
     return marked
 
 
+def _cell_contents(function: Any) -> list[Any]:
+    """What the closure cells of ``function`` hold (empty cells left out)."""
+    held = []
+    for cell in function.__closure__ or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            pass
+    return held
+
+
 def _functions_in(values: Any) -> Iterator[Any]:
     """The Python functions in a class namespace, also inside the usual wrappers.
 
     Looks through ``classmethod``/``staticmethod`` (``__func__``), ``property``
-    (``fget``, ``fset``, ``fdel``), :mod:`functools`' wrappers (``func``) and
-    ``__wrapped__`` chains, and into nothing else (nested classes included).
+    (``fget``, ``fset``, ``fdel``), :mod:`functools`' wrappers (``func``),
+    ``__wrapped__`` chains and the closures of functions (a decorator's inner
+    function keeps the decorated one in a cell), and into nothing else (nested
+    classes included).
     """
     pending, seen = list(values), set()
     while pending:
@@ -321,7 +419,7 @@ def _functions_in(values: Any) -> Iterator[Any]:
         seen.add(id(value))
         if isinstance(value, FunctionType):
             yield value
-            inner = [value.__dict__.get("__wrapped__")]
+            inner = [value.__dict__.get("__wrapped__"), *_cell_contents(value)]
         elif isinstance(value, (classmethod, staticmethod)):
             inner = [value.__func__]
         elif isinstance(value, property):

@@ -11,12 +11,14 @@ module; they share one :class:`Lineage`, which holds:
 - the **global choice**: the first generation to settle fixes the engine's name
   for all of them, so a copy made later runs the engine the program chose (see
   ``AccelerationDomain._settle``);
+- the ``using_engine`` **blocks**: one context variable for all of them, so a
+  block entered through any copy covers every copy, also one made inside it;
 - which generation the domain's **name** stands for (:meth:`Lineage.named`): the
   one an engine is being loaded for, else the one whose module is in
   ``sys.modules`` now, else the newest.
 
-Older generations are held weakly, so that a library reloaded many times does
-not keep every copy alive.
+The registry holds older generations weakly, but their proxies' names in the
+shared namespace hold them, so every copy lives as long as the process.
 """
 
 from __future__ import annotations
@@ -56,22 +58,39 @@ class Lineage:
         current: The newest generation.
         copies: How many generations were made.
         namespace: The globals of every generation's proxies.
+        scope: The context variable of every generation's ``using_engine`` blocks.
+        open_scopes: How many blocks are open, anywhere.
+        lock: Guards ``open_scopes``.
         choice: The global choice (a :class:`~coheriq.choice.Settlement`) of the
             first generation that settled, or ``None``.
-        warned: Keys of the warnings already given for this lineage (each once).
     """
 
-    __slots__ = ("_older", "choice", "copies", "current", "module", "name", "namespace", "warned")
+    __slots__ = (
+        "_older",
+        "choice",
+        "copies",
+        "current",
+        "lock",
+        "module",
+        "name",
+        "namespace",
+        "open_scopes",
+        "scope",
+    )
 
     def __init__(self, name: str, module: str, first: Any) -> None:
         self.name = name
         self.module = module
         self.current = first
         self.choice: Any = None
-        self.warned: set[object] = set()
         self.copies = 1  # how many generations were made, the first included
         # The globals of every generation's proxies (see coheriq.proxy.Switchboard).
         self.namespace: dict[str, Any] = {}
+        # using_engine blocks, one variable for every generation: a block entered
+        # through one copy is the program's choice for all of them.
+        self.scope: ContextVar[Any] = ContextVar(f"coheriq:{name}", default=None)
+        self.open_scopes = 0  # blocks open anywhere, in any thread or task
+        self.lock = _thread.allocate_lock()  # guards open_scopes
         self._older: list[Callable[[], Any]] = []
 
     def add(self, generation: Any) -> None:
@@ -111,22 +130,46 @@ def register(domain: Any) -> tuple[Lineage, int] | None:
     Returns None if the name is taken.
 
     A domain whose name exists already becomes the newest generation of that
-    lineage if the module creating it ran again: a module of the same name, and
-    either the earlier copy was materialized (the module ran to its end before)
-    or it belongs to another module object (a fresh import, or one after a
-    failed import). Anything else is a second domain of the same name.
+    lineage if the module that creates it runs again: a module of the same name,
+    whose earlier run (see :func:`run_of`) has ended, however it ended (a reload,
+    a fresh import, a retry after a failed import, a notebook cell run again).
+    A domain of that name made while the earlier run still runs, or by another
+    module, is a second domain of the same name.
     """
     with _lock:
         lineage = _lineages.get(domain.name)
         if lineage is None:
             lineage = _lineages[domain.name] = Lineage(domain.name, domain._module, domain)
             return lineage, 1
-        latest = lineage.current
-        ran_again = latest.materialized or latest._globals is not domain._globals
-        if lineage.module != domain._module or not ran_again:
+        if lineage.module != domain._module or _running(lineage.current._run):
             return None
         lineage.add(domain)
         return lineage, lineage.copies
+
+
+def run_of(frame: Any) -> Any:
+    """The frame of the module run that ``frame`` belongs to, or ``frame`` itself.
+
+    That is the outermost frame up the stack running a module's body
+    (``<module>``) in the same globals; a domain created in a function that no
+    module body is running (a test, say) belongs to that function's frame.
+    """
+    run, caller = frame, frame
+    while caller is not None:
+        if caller.f_globals is frame.f_globals and caller.f_code.co_name == "<module>":
+            run = caller
+        caller = caller.f_back
+    return run
+
+
+def _running(frame: Any) -> bool:
+    """Whether ``frame`` is on the current thread's stack, that is, still running."""
+    caller: Any = sys._getframe(1)
+    while caller is not None:
+        if caller is frame:
+            return True
+        caller = caller.f_back
+    return False
 
 
 def lineage_of(name: str) -> Lineage | None:
@@ -169,7 +212,9 @@ def done_loading(token: Token[Any]) -> None:
     _loading_for.reset(token)
 
 
-def reinit_lock_in_child() -> None:
-    """Replace the registry's lock in a forked child (its holder did not fork)."""
+def reinit_locks_in_child() -> None:
+    """Replace the registry's locks in a forked child (their holders did not fork)."""
     global _lock
     _lock = _thread.allocate_lock()
+    for lineage in _lineages.values():
+        lineage.lock = _thread.allocate_lock()

@@ -196,3 +196,34 @@ def test_a_copy_that_cannot_run_a_scopes_engine_warns_once_and_keeps_its_own(lib
         warnings.simplefilter("error")  # said once
         with cq.using_engine(library.__name__, "late"):
             assert old_which() == "reference"
+
+
+def test_a_reload_that_failed_can_be_retried_once_fixed(library, tmp_path):
+    source = tmp_path / f"{library.__name__}.py"
+    good = source.read_text()
+    source.write_text(good.replace("domain.materialize()", "raise SyntaxError('a typo')"))
+    importlib.invalidate_caches()
+    with pytest.raises(SyntaxError, match="typo"):
+        importlib.reload(library)  # fails between AccelerationDomain(...) and materialize()
+    source.write_text(good.replace('return "reference"', 'return "fixed"'))
+    importlib.invalidate_caches()
+    assert importlib.reload(library).which() == "fixed"
+
+
+def test_a_copy_made_inside_a_block_is_covered_by_it(library):
+    with cq.using_engine(library.__name__, "fast"):
+        copy = fresh_copy(library)  # as a test suite importing a fresh module would
+        assert copy.which() == "fast" and library.which() == "fast"
+    assert copy.which() == "reference" and library.which() == "reference"
+
+
+def test_each_copy_that_cannot_follow_warns(library):
+    class Inline(cq.engine_class(library.__name__), name="inline"):
+        def which(self):
+            return "inline"
+
+    cq.enable_engine(library.__name__, "inline")
+    for _ in range(2):
+        importlib.reload(library)
+        with pytest.warns(cq.CoheriqReloadWarning, match="cannot run engine 'inline'"):
+            assert library.which() == "reference"

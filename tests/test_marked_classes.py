@@ -432,7 +432,7 @@ def test_classes_that_cannot_be_marked_are_refused_with_the_reason(unique):
     assert "implemented in C" in refused(domain, dict)
     assert "subclasses already (" in refused(domain, Base)
     assert "metaclass" in refused(domain, Meta)
-    assert "class keywords" in refused(domain, Flavoured)
+    assert "without the class statement's keywords" in refused(domain, Flavoured)
 
     @domain.acceleration_candidate  # and the domain goes on as before
     class Fine:
@@ -544,3 +544,170 @@ def test_a_class_with_type_parameters(unique):
     namespace["domain"].materialize()
     assert box[int](3).item == 3 and type(box(1)) is box
     assert [p.__name__ for p in box.__type_params__] == ["T"]
+
+
+def test_marked_classes_combine_as_bases_and_in_hierarchies(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    class Distribution:
+        def __init__(self, loc=0.0):
+            self.loc = loc
+
+    @domain.acceleration_candidate  # a marked subclass of a marked class
+    class Normal(Distribution):
+        def __init__(self, loc=0.0, scale=1.0):
+            super().__init__(loc)
+            self.scale = scale
+
+    @domain.acceleration_candidate
+    class Labelled:
+        def __init__(self, label=""):
+            self.label = label
+
+    domain.materialize()
+    library_distribution = Distribution
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        class Distribution(library_distribution):
+            pass
+
+    class Both(Normal, Labelled):  # a user's class on two marked classes
+        def __init__(self):
+            Normal.__init__(self, 1.0, 2.0)
+            Labelled.__init__(self, "both")
+
+    class Deeper(Both, Fast.Distribution):
+        pass
+
+    with cq.using_engine(domain, "fast"):
+        assert type(Distribution()) is Fast.Distribution and type(Normal()) is Normal
+        both = Both()
+    assert (both.loc, both.scale, both.label) == (1.0, 2.0, "both")
+    assert (
+        isinstance(both, Distribution) and isinstance(both, Labelled) and type(Deeper()) is Deeper
+    )
+    assert (
+        isinstance(Normal(), Distribution)
+        and str(inspect.signature(Normal)) == "(loc=0.0, scale=1.0)"
+    )
+
+
+def test_rebuilding_keeps_what_the_class_statement_made(unique):
+    domain = cq.AccelerationDomain(unique())
+    calls = []
+
+    class Flavoured:
+        def __init_subclass__(cls, flavor="plain", **kwargs):
+            super().__init_subclass__(**kwargs)
+            cls.flavor = flavor
+
+    class Tracing(type):  # a metaclass that wraps methods, and takes a keyword
+        def __new__(mcls, name, bases, namespace, option=None):
+            for key, value in list(namespace.items()):
+                if callable(value) and not key.startswith("__"):
+                    namespace[key] = lambda *a, _v=value, _k=key: calls.append(_k) or _v(*a)
+            cls = super().__new__(mcls, name, bases, namespace)
+            cls.option = option
+            return cls
+
+    def logged(fn):  # a decorator without functools.wraps
+        def inner(self):
+            return fn(self)
+
+        return inner
+
+    class Base:
+        def hello(self):
+            return "base"
+
+    @domain.acceleration_candidate
+    class Spicy(Flavoured, flavor="spicy"):
+        pass
+
+    @domain.acceleration_candidate
+    class Traced(metaclass=Tracing, option="on"):
+        def run(self):
+            return 1
+
+    @domain.acceleration_candidate
+    class Greeter(Base):
+        @logged
+        def hello(self):
+            return "greeter+" + super().hello()
+
+    domain.materialize()
+    assert Spicy.flavor == "spicy" and Traced.option == "on"
+    assert Traced().run() == 1 and calls == ["run"]  # wrapped once, not twice
+    assert Greeter().hello() == "greeter+base"
+
+
+def test_decorators_above_the_marker(unique):
+    domain = cq.AccelerationDomain(unique())
+    with pytest.raises(cq.CoheriqTypeError, match="Put @acceleration_candidate above"):
+
+        @dataclasses.dataclass(slots=True)  # builds a new class from the marked one
+        @domain.acceleration_candidate
+        class Slotted:
+            x: int
+
+    @dataclasses.dataclass  # adds __init__ to the marked class itself: fine
+    @domain.acceleration_candidate
+    class Point:
+        x: int
+        y: int = 2
+
+    @dataclasses.dataclass
+    class Unmarked:
+        x: int
+        y: int = 2
+
+    @domain.acceleration_candidate
+    class Signed:
+        __signature__ = inspect.Signature([inspect.Parameter("magic", 1)])
+
+    domain.materialize()
+    assert Point(1) == Point(1, 2) and inspect.signature(Point) == inspect.signature(Unmarked)
+    assert str(inspect.signature(Signed)) == "(magic)"
+
+
+def test_static_and_class_methods_as_targets(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    class Lib:
+        @domain.acceleration_candidate
+        @staticmethod
+        def double(x):
+            return 2 * x
+
+    with pytest.raises(cq.CoheriqTypeError, match="cannot mark classmethod"):
+
+        class Other:
+            @domain.acceleration_candidate
+            @classmethod
+            def make(cls):
+                return cls()
+
+    domain.materialize()
+    assert Lib().double(3) == 6 and Lib.double(3) == 6
+
+
+def test_isinstance_before_and_after_engines_of_either_kind(lib):
+    batch = lib.Batch([1])
+    assert isinstance(batch, lib.Batch) and not isinstance(1, lib.Batch)
+
+    class Derived(cq.engine_class(lib.name), name="derived"):
+        class Batch(lib.Batch):  # derives from the marked class
+            pass
+
+    class Foreign(cq.engine_class(lib.name), name="foreign"):
+        class Batch:  # does not
+            def __init__(self, rows):
+                self.rows = rows
+
+    for engine in ("derived", "foreign"):
+        with cq.using_engine(lib.name, engine):
+            made = lib.Batch([1])
+        assert isinstance(made, lib.Batch) and issubclass(type(made), lib.Batch)
+    assert isinstance(batch, lib.Batch) and not isinstance(1, lib.Batch)
+    assert not issubclass(int, lib.Batch)
