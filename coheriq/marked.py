@@ -124,6 +124,38 @@ class CandidateClassMeta(type):
         return super().__subclasscheck__(sub) or _implemented_by(cls, sub)
 
 
+class SubclassesOf:
+    """Finds the metaclass of the subclasses of a marked class by a name (for pickle).
+
+    ``coheriq.marked.subclasses_of.<name>`` is that metaclass, where ``<name>``
+    encodes the marked class's module and qualified name: looking it up imports
+    the module, as pickle does to find a class, so it works in another process.
+    """
+
+    @staticmethod
+    def name_of(cls: type) -> str:
+        """The attribute name that stands for the marked class ``cls``."""
+        return "x" + f"{cls.__module__}:{cls.__qualname__}".encode().hex()
+
+    def __getattr__(self, name: str) -> type:
+        import importlib  # only when a pickle names such a metaclass
+
+        try:
+            module, qualname = bytes.fromhex(name[1:]).decode().split(":", 1)
+        except ValueError:
+            raise AttributeError(f"{name!r} names no marked class") from None
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        meta = type(found).__dict__.get("_coheriq_for_subclasses")
+        if meta is None:
+            raise AttributeError(f"{module}.{qualname} is not a class marked by coheriq")
+        return meta  # type: ignore[no-any-return]
+
+
+subclasses_of = SubclassesOf()
+
+
 def _implemented_by(cls: CandidateClassMeta, sub: object) -> bool:
     """Whether ``sub`` is, or derives from, an engine's implementation of ``cls``."""
     if not isinstance(sub, type):
@@ -258,8 +290,11 @@ def _derive_metaclass(
             root.__name__,
             (meta,),
             {
-                "__module__": root.__module__,
-                "__qualname__": f"{root.__qualname__}[subclass of {label}]",
+                # A name that pickle can look up (see SubclassesOf): a user's class
+                # defined in __main__ is pickled by value by cloudpickle (dask,
+                # joblib), its metaclass by this name.
+                "__module__": __name__,
+                "__qualname__": f"subclasses_of.{SubclassesOf.name_of(original)}",
                 # The original metaclass's own hooks, so that a subclass constructs and
                 # answers isinstance exactly as it would without coheriq.
                 "__call__": root.__call__,

@@ -711,3 +711,45 @@ def test_isinstance_before_and_after_engines_of_either_kind(lib):
         assert isinstance(made, lib.Batch) and issubclass(type(made), lib.Batch)
     assert isinstance(batch, lib.Batch) and not isinstance(1, lib.Batch)
     assert not issubclass(int, lib.Batch)
+
+
+USER_SCRIPT = """
+import sys
+import cloudpickle
+sys.path.insert(0, {path!r})
+import {lib}
+
+class Mine({lib}.Interval):  # a user's class, in __main__: cloudpickle sends it by value
+    def width(self):
+        return 10 * super().width()
+
+print(cloudpickle.dumps(Mine(1, 3)).hex())
+"""
+
+WORKER_SCRIPT = """
+import pickle, sys
+sys.path.insert(0, {path!r})
+mine = pickle.loads(bytes.fromhex(sys.stdin.read()))
+print(type(mine).__name__, mine.width(), type(mine).__mro__[1].__module__)
+"""
+
+
+def test_a_users_subclass_in_main_travels_with_cloudpickle(shapes, tmp_path):
+    pytest.importorskip("cloudpickle", reason="cloudpickle (dask, joblib) is not installed")
+    shapes(marked=True)
+    path = str(tmp_path)
+    made = subprocess.run(
+        [sys.executable, "-c", USER_SCRIPT.format(path=path, lib=shapes.name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    loaded = subprocess.run(  # a fresh process, as a worker: it imports the library
+        [sys.executable, "-c", WORKER_SCRIPT.format(path=path)],
+        input=made.stdout,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert loaded.stdout.split() == ["Mine", "20", shapes.name], loaded.stderr
