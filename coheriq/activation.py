@@ -12,9 +12,15 @@ the first of:
 from __future__ import annotations
 
 from ._stdlib import TYPE_CHECKING
+from .choice import live_scope
 from .domain import AccelerationDomain, Settlement, all_domains, lookup_domain
 from .engine import AccelerationEngine, resolve_engine
-from .exceptions import CoheriqDomainNotFoundError, CoheriqEngineSettledError, CoheriqTypeError
+from .exceptions import (
+    CoheriqDomainNotFoundError,
+    CoheriqEngineSettledError,
+    CoheriqScopeError,
+    CoheriqTypeError,
+)
 from .meta import EngineMeta
 from .proxy import candidate_of
 
@@ -37,7 +43,10 @@ __all__ = [
     "using_engine",
 ]
 
-_CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
+# The inspect module's CO_GENERATOR, CO_COROUTINE and CO_ASYNC_GENERATOR, without it.
+_CO_GENERATOR = 0x20
+_CO_COROUTINE = 0x80
+_CO_ASYNC_GENERATOR = 0x200
 
 
 def enable_engine(domain: AccelerationDomain | str, engine: EngineLike) -> None:
@@ -126,9 +135,14 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
     ('fast', 'reference')
 
     The engine is looked up (and imported, and instantiated once per process) on
-    entry. A ``using_engine`` object may be re-entered in one thread; as a
-    decorator it is safe in any thread, and ``async def`` functions are scoped
-    for the whole of each call.
+    entry. One ``using_engine`` object may be entered by several threads and
+    tasks at once, and nested: each entry is a block of its own context, and
+    ``__exit__`` ends this context's innermost one. Blocks may end out of order
+    (each takes only itself away), and a block that ends in another context
+    than it began in (a generator finished by another task) ends there without
+    disturbing that context. Exiting more often than entering raises
+    :class:`~coheriq.CoheriqScopeError`. As a decorator it is safe in any thread,
+    and ``async def`` functions are scoped for the whole of each call.
 
     Args:
         domain: The domain or its name.
@@ -146,7 +160,9 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
             )
         self.domain = domain
         self.engine = engine
-        self._entered: list[tuple[AccelerationDomain, Any, Any]] = []
+        # Every block of this object not exited yet, in whatever context: the
+        # object may be entered by several tasks or threads at once, or nested.
+        self._entered: list[tuple[AccelerationDomain, Any]] = []
 
     def __repr__(self) -> str:
         name = self.domain if isinstance(self.domain, str) else self.domain.name
@@ -154,8 +170,8 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
     def __enter__(self) -> None:
         found = lookup_domain(self.domain)
-        scope, token = found._enter_scope(resolve_engine(found, self.engine))
-        self._entered.append((found, scope, token))
+        scope = found._enter_scope(resolve_engine(found, self.engine), owner=self)
+        self._entered.append((found, scope))
 
     def __exit__(
         self,
@@ -163,16 +179,84 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        found, scope, token = self._entered.pop()
-        found._exit_scope(scope, token)
+        """End this object's innermost block in this context.
+
+        Where this context has none (a generator's block finished by another
+        task, a block entered in one thread and left in another), its newest
+        block anywhere.
+
+        Raises:
+            CoheriqScopeError: Every block of this object has exited already.
+        """
+        entry = self._open_here() or (self._entered[-1] if self._entered else None)
+        try:
+            self._entered.remove(entry)  # type: ignore[arg-type]
+        except ValueError:  # none left, or another thread exited it just now
+            raise CoheriqScopeError(
+                f"{self!r} was exited more often than it was entered: each `with` block, "
+                "or __exit__ call, ends one __enter__."
+            ) from None
+        found, scope = entry  # type: ignore[misc]
+        found._exit_scope(scope)
+
+    def _open_here(self) -> tuple[AccelerationDomain, Any] | None:
+        """This object's innermost block that is open in this context, if any."""
+        for found, _ in reversed(self._entered):
+            scope = live_scope(found._scope.get())
+            while scope is not None:
+                if scope.owner is self:
+                    return found, scope
+                scope = live_scope(scope.parent)
+            break  # every entry of this object looks at the same context variable
+        return None
 
     def __call__(self, fn: F) -> F:
-        """Decorate ``fn`` so that each of its calls runs inside this scope."""
+        """Decorate ``fn`` so that each of its calls runs inside this scope.
+
+        An ``async def`` function runs in the block for the whole of each call. A
+        generator function (``def`` or ``async def`` with ``yield``) runs in it
+        one step at a time: from each resumption to the next ``yield``, so that
+        the generator's code runs on the engine and its consumer, between steps,
+        does not.
+        """
         import functools  # here, not at the top: it imports collections (see _stdlib)
 
         domain, engine = self.domain, self.engine
         code = getattr(fn, "__code__", None)
-        if code is not None and code.co_flags & _CO_COROUTINE:
+        flags = getattr(code, "co_flags", 0)
+        if flags & _CO_GENERATOR:
+
+            @functools.wraps(fn)
+            def scoped_generator(*args: Any, **kwargs: Any) -> Any:
+                return (yield from _in_steps(fn(*args, **kwargs), domain, engine))
+
+            return scoped_generator  # type: ignore[return-value]
+        if flags & _CO_ASYNC_GENERATOR:
+
+            @functools.wraps(fn)
+            async def scoped_async_generator(*args: Any, **kwargs: Any) -> Any:
+                steps = fn(*args, **kwargs)
+                value: Any = None
+                error: BaseException | None = None
+                while True:
+                    try:
+                        with using_engine(domain, engine):
+                            step = steps.athrow(error) if error else steps.asend(value)
+                            item = await step
+                    except StopAsyncIteration:
+                        return
+                    value, error = None, None
+                    try:
+                        value = yield item
+                    except GeneratorExit:
+                        with using_engine(domain, engine):
+                            await steps.aclose()
+                        raise
+                    except BaseException as exc:  # thrown in by the consumer: pass it on
+                        error = exc
+
+            return scoped_async_generator  # type: ignore[return-value]
+        if flags & _CO_COROUTINE:
 
             @functools.wraps(fn)
             async def scoped_coroutine(*args: Any, **kwargs: Any) -> Any:
@@ -187,6 +271,27 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
                 return fn(*args, **kwargs)
 
         return scoped  # type: ignore[return-value]
+
+
+def _in_steps(steps: Any, domain: Any, engine: Any) -> Any:
+    """Drive the generator ``steps``, each step inside a ``using_engine`` block."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            with using_engine(domain, engine):
+                item = steps.throw(error) if error else steps.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            value = yield item
+        except GeneratorExit:
+            with using_engine(domain, engine):
+                steps.close()
+            raise
+        except BaseException as exc:  # thrown in by the consumer: pass it on
+            error = exc
 
 
 def available_engines(domain: AccelerationDomain | str) -> list[str]:

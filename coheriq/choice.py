@@ -18,7 +18,7 @@ stack while the implementation runs.
 from __future__ import annotations
 
 from ._stdlib import TYPE_CHECKING
-from .exceptions import CoheriqDomainError
+from .exceptions import CoheriqDomainError, CoheriqEngineError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .meta import EngineMeta
 
-__all__ = ["Fallthrough", "Scope", "Settlement", "Unsettled"]
+__all__ = ["Fallthrough", "Scope", "Settlement", "Starting", "Unsettled", "live_scope"]
 
 
 class Settlement:
@@ -85,21 +85,84 @@ class Scope:
     engine of the same name, made on first use.
     """
 
-    __slots__ = ("domain", "elsewhere", "engine", "live", "members", "parent")
+    __slots__ = ("domain", "elsewhere", "engine", "live", "members", "owner", "parent")
 
     def __init__(
-        self, engine: str, members: Mapping[str, Any], parent: Scope | None, domain: Any
+        self,
+        engine: str,
+        members: Mapping[str, Any],
+        parent: Scope | None,
+        domain: Any,
+        owner: Any = None,
     ) -> None:
         self.engine = engine
-        self.members: Mapping[str, Any] | Fallthrough = members
+        self.members: Mapping[str, Any] | Fallthrough | Starting = members
         self.parent = parent
         self.live = True
         self.domain = domain
+        self.owner = owner  # the using_engine object that entered it
         self.elsewhere: dict[Any, Scope | None] = {}
 
 
+def live_scope(scope: Scope | None) -> Scope | None:
+    """The innermost scope from ``scope`` out whose block has not exited.
+
+    Iterative: a context may hold a long chain of blocks that exited elsewhere
+    (generators finished by another task, blocks left in another thread). The
+    dead scope it starts from then points at the live one found, so that such a
+    chain shrinks as it is walked instead of growing with every block: a block
+    that has exited never opens again, so what is live above it only gets nearer.
+    """
+    start = scope
+    while scope is not None and not scope.live:
+        scope = scope.parent
+    if start is not None and start is not scope:
+        start.parent = scope
+        if isinstance(start.members, Fallthrough):
+            start.members.parent = scope
+    return scope
+
+
+class Starting:
+    """The members of the scope a context has while an engine of the domain starts.
+
+    The engine's ``__init__`` runs in it. A call into the engine's own domain from
+    there runs what the context around runs (the engine does not exist yet): the
+    block around, else the global choice. Where the global choice is not made
+    yet, it raises: made now, from inside an engine's start, it would not be the
+    program's choice.
+    """
+
+    __slots__ = ("domain", "engine", "parent")
+
+    def __init__(self, domain: Any, engine: str, parent: Scope | None) -> None:
+        self.domain = domain
+        self.engine = engine
+        self.parent = parent
+
+    def __getitem__(self, name: str) -> Any:
+        domain = self.domain
+        around = domain._seen_from_here(self.parent)
+        if around is not None:
+            return around.members[name]
+        settled = domain._settled
+        if settled is not None:
+            return settled.members[name]
+        raise CoheriqEngineError(
+            f"Candidate {name!r} of domain {domain.name!r} was called while engine "
+            f"{self.engine!r} was starting, from that engine's __init__, before the domain's "
+            "global engine was chosen; the call would choose it, from inside another "
+            f"engine's start. Inside the engine, call its own implementations (self.{name}"
+            "(...)) instead, or choose the global engine before this one starts."
+        )
+
+
 class Fallthrough:
-    """The members of an exited scope: whatever its enclosing context runs now."""
+    """The members of an exited scope: whatever its enclosing context runs now.
+
+    It holds the scope's parent, not the scope (no reference cycle, so an exited
+    scope is freed at once); :func:`live_scope` moves both on together.
+    """
 
     __slots__ = ("domain", "parent")
 

@@ -41,7 +41,7 @@ from ._stdlib import (
     overload,
 )
 from ._validate import REFERENCE, check_candidate_name, check_name
-from .choice import Fallthrough, Scope, Settlement, Unsettled
+from .choice import Fallthrough, Scope, Settlement, Starting, Unsettled, live_scope
 from .exceptions import (
     CoheriqDomainError,
     CoheriqDomainNotFoundError,
@@ -61,7 +61,6 @@ from .proxy import CandidateInfo, Switchboard, candidate_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from contextvars import Token
     from typing import Any, TypeVar
 
     F = TypeVar("F", bound=Callable[..., Any])
@@ -106,6 +105,25 @@ def lookup_domain(domain: AccelerationDomain | str) -> AccelerationDomain:
         )
     found: AccelerationDomain = lineage.named()
     return found
+
+
+class _Start:
+    """An engine being started by one thread; others wait for it on its lock."""
+
+    __slots__ = ("lock", "thread")
+
+    def __init__(self) -> None:
+        self.thread = _thread.get_ident()
+        self.lock = _thread.allocate_lock()
+        self.lock.acquire()
+
+    def wait(self) -> None:
+        """Return when the start has ended, however it ended."""
+        self.lock.acquire()
+        self.lock.release()
+
+    def finish(self) -> None:
+        self.lock.release()
 
 
 class AccelerationDomain:
@@ -161,9 +179,8 @@ class AccelerationDomain:
         self._engines: dict[str, EngineMeta] = {}
         self._engine_classes: list[EngineMeta] = []
         self._instances: dict[EngineMeta, Mapping[str, Any]] = {}
-        self._initializing: set[EngineMeta] = set()
+        self._starting: dict[EngineMeta, _Start] = {}  # engines whose __init__ runs now
         self._settled: Settlement | None = None
-        self._settling: str | None = None
         self._unsettled = Unsettled(self)
         self._warned: set[object] = set()  # keys of the warnings given, each once
         self._lock = _thread.RLock()
@@ -494,41 +511,73 @@ class AccelerationDomain:
     # -- instances and the global choice --------------------------------------------
 
     def _members_of(self, cls: EngineMeta) -> Mapping[str, Any]:
-        """Return candidate name -> member of ``cls``'s instance, creating it once."""
-        members = self._instances.get(cls)
-        if members is not None:
-            return members
-        with self._lock:
+        """Return candidate name -> what a call runs on ``cls``'s instance, starting it once.
+
+        No lock is held while an engine's ``__init__`` runs: it may take seconds
+        (a GPU), import other engines, or wait for threads that enter and leave
+        blocks. The first thread to need the engine starts it; others wait on
+        that start alone. Should the start fail, the next thread tries again.
+        """
+        while True:
             members = self._instances.get(cls)
             if members is not None:
                 return members
-            engine = cls.__coheriq_name__
-            if cls in self._initializing:
+            with self._lock:
+                members = self._instances.get(cls)
+                if members is not None:
+                    return members
+                start = self._starting.get(cls)
+                if start is None:
+                    start = self._starting[cls] = _Start()
+                    break  # this thread starts the engine
+            if start.thread == _thread.get_ident():
                 raise CoheriqEngineError(
-                    f"Engine {engine!r} of domain {self.name!r} called a candidate of its own "
-                    "domain through the domain while its __init__ was running, before the "
-                    "engine existed. Inside the engine, call its own implementations "
-                    "(self.name(...)) instead."
+                    f"Engine {cls.__coheriq_name__!r} of domain {self.name!r} was asked for "
+                    "from its own __init__ (through using_engine, enable_engine or "
+                    "engine_class), before it existed. Inside the engine, use its own "
+                    "implementations (self.name(...)) instead."
                 )
-            self._initializing.add(cls)
-            try:
-                instance = cls()
-            except Exception as exc:
-                # The engine's message may end a sentence of its own: one full stop.
-                detail = str(exc).rstrip(".")
-                raise CoheriqEngineStartError(
-                    f"Engine {engine!r} of domain {self.name!r} failed to start: its __init__ "
-                    f"raised {type(exc).__name__}: {detail}. Nothing was changed; fix the "
-                    "engine's set-up or choose another engine."
-                ) from exc
-            finally:
-                self._initializing.discard(cls)
-            members = {name: getattr(instance, name) for name in self._candidates}
-            for name, info in self._candidates.items():
-                if info.construct is not None and members[name] is info.reference:
-                    members[name] = info.construct  # not the class: its call would dispatch
-            self._instances[cls] = members
-            return members
+            start.wait()
+        try:
+            members = self._start(cls)
+            with self._lock:
+                self._instances[cls] = members
+        finally:
+            with self._lock:
+                del self._starting[cls]
+            start.finish()
+        return members
+
+    def _start(self, cls: EngineMeta) -> Mapping[str, Any]:
+        """Instantiate ``cls`` and return its members (see :meth:`_members_of`).
+
+        The ``__init__`` runs inside a block of its own engine whose members
+        refuse to be called: a call into the domain from there says what to do,
+        and never makes the global choice.
+        """
+        engine = cls.__coheriq_name__ or REFERENCE
+        around = live_scope(self._scope.get())
+        starting = Scope(engine, {}, around, self)
+        starting.members = Starting(self, engine, around)
+        self._count_open_scopes(+1)
+        self._scope.set(starting)
+        try:
+            instance = cls()
+        except Exception as exc:
+            # The engine's message may end a sentence of its own: one full stop.
+            detail = str(exc).rstrip(".")
+            raise CoheriqEngineStartError(
+                f"Engine {engine!r} of domain {self.name!r} failed to start: its __init__ "
+                f"raised {type(exc).__name__}: {detail}. Nothing was changed; fix the "
+                "engine's set-up or choose another engine."
+            ) from exc
+        finally:
+            self._leave(starting)
+        members = {name: getattr(instance, name) for name in self._candidates}
+        for name, info in self._candidates.items():
+            if info.construct is not None and members[name] is info.reference:
+                members[name] = info.construct  # not the class: its call would dispatch
+        return members
 
     def _settle_on(self, cls: EngineMeta, reason: str, *, inherited: bool = False) -> Settlement:
         """Make ``cls`` the global choice unless one is made; return the choice.
@@ -539,27 +588,20 @@ class AccelerationDomain:
         its share of it.
         """
         engine = cls.__coheriq_name__ or REFERENCE
+        settled = self._settled
+        if settled is not None:
+            return settled
+        choice = self._lineage.choice
+        if choice is not None and not inherited and choice.engine != engine:
+            return choice  # type: ignore[no-any-return]
+        members = self._members_of(cls)  # starts the engine, holding no lock
         with self._lock:
             settled = self._settled
-            if settled is not None:
+            if settled is not None:  # another thread chose meanwhile
                 return settled
             choice = self._lineage.choice
             if choice is not None and not inherited and choice.engine != engine:
                 return choice  # type: ignore[no-any-return]
-            if self._settling:
-                # Only this thread can be here (the lock is held): an engine's
-                # __init__, run below, is calling into its own domain.
-                raise CoheriqEngineError(
-                    f"A candidate of domain {self.name!r} was called while the domain was "
-                    f"starting engine {self._settling!r} as its global engine, from that "
-                    "engine's __init__. Inside the engine, call its own implementations "
-                    "(self.name(...)) instead."
-                )
-            self._settling = engine
-            try:
-                members = self._members_of(cls)
-            finally:
-                self._settling = None
             where, _ = outside_coheriq()
             settled = Settlement(engine, cls, reason, members, where, self)
             spec = getattr(sys.modules.get(self._module), "__spec__", None)
@@ -685,9 +727,8 @@ class AccelerationDomain:
         copy's engine of the same name, made once per block. Where this copy
         cannot run it, it warns once and keeps its own choice (``None``).
         """
-        while scope is not None and not scope.live:
-            scope = scope.parent
-        if scope is None or scope.domain is self:
+        scope = live_scope(scope)
+        if scope is None or scope.domain is self or isinstance(scope.members, Starting):
             return scope
         if self in scope.elsewhere:
             return scope.elsewhere[self]
@@ -776,10 +817,7 @@ class AccelerationDomain:
 
     def _live_scope(self) -> Scope | None:
         """The innermost scope of this context whose block has not exited."""
-        scope = self._scope.get()
-        while scope is not None and not scope.live:
-            scope = scope.parent
-        return scope
+        return live_scope(self._scope.get())
 
     def _active_engine(self) -> str | None:
         """The engine a call would run in this context, or None if undecided."""
@@ -789,16 +827,21 @@ class AccelerationDomain:
         settled = self._settled
         return None if settled is None else settled.engine
 
-    def _enter_scope(self, cls: EngineMeta) -> tuple[Scope, Token[Scope | None]]:
+    def _enter_scope(self, cls: EngineMeta, owner: Any = None) -> Scope:
         """Make ``cls`` the engine of this context until :meth:`_exit_scope`.
 
         The block covers every copy of the domain (see :meth:`_seen_from_here`).
+        Its parent is the innermost *live* block around it, so that blocks that
+        exited elsewhere never pile up in a context.
         """
         members = self._members_of(cls)
-        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, self._scope.get(), self)
+        scope = Scope(
+            cls.__coheriq_name__ or REFERENCE, members, live_scope(self._scope.get()), self, owner
+        )
         self._count_open_scopes(+1)
         log(DEBUG, "domain %r: entering a scope of engine %r", self.name, scope.engine)
-        return scope, self._scope.set(scope)
+        self._scope.set(scope)
+        return scope
 
     def _count_open_scopes(self, change: int) -> None:
         """Count a block opening (+1) or closing (-1); the first and last tell every copy.
@@ -814,16 +857,23 @@ class AccelerationDomain:
                     with copy._lock:
                         copy._refresh_dispatch()
 
-    def _exit_scope(self, scope: Scope, token: Token[Scope | None]) -> None:
-        scope.live = False
+    def _exit_scope(self, scope: Scope) -> None:
+        """End the block of ``scope``, in whatever context this runs.
+
+        Calls that still find it (a task or generator that outlived the block)
+        fall through to the context around it. The context variable moves only if
+        it still points at this block, and then to the innermost live block
+        around it: a block exited out of order, or in another context than it was
+        entered (a generator finished elsewhere), takes no other block with it.
+        """
         scope.members = Fallthrough(self, scope.parent)
         log(DEBUG, "domain %r: leaving the scope of engine %r", self.name, scope.engine)
-        try:
-            self._scope.reset(token)
-        except ValueError:
-            # Exited in another context than it was entered (a generator resumed
-            # elsewhere): the dead scope stays there but lookups skip it.
-            pass
+        self._leave(scope)
+
+    def _leave(self, scope: Scope) -> None:
+        scope.live = False
+        if self._scope.get() is scope:
+            self._scope.set(live_scope(scope.parent))
         self._count_open_scopes(-1)
 
 
@@ -833,8 +883,7 @@ def _reinit_locks_in_child() -> None:
     registry.reinit_locks_in_child()
     for domain in registry.generations():
         domain._lock = _thread.RLock()
-        domain._initializing.clear()
-        domain._settling = None
+        domain._starting.clear()
 
 
 if hasattr(os, "register_at_fork"):

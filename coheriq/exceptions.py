@@ -27,6 +27,7 @@ __all__ = [
     "CoheriqError",
     "CoheriqLibraryError",
     "CoheriqReloadWarning",
+    "CoheriqScopeError",
     "CoheriqSignatureWarning",
     "CoheriqTypeError",
     "CoheriqUserError",
@@ -78,6 +79,10 @@ class CoheriqEngineNotFoundError(CoheriqUserError):
 
 class CoheriqEngineSettledError(CoheriqUserError):
     """The domain's global engine was already chosen and cannot change."""
+
+
+class CoheriqScopeError(CoheriqUserError):
+    """A ``using_engine`` block was left that is not open (exited twice, say)."""
 
 
 class CoheriqTypeError(CoheriqUserError, TypeError):

@@ -4,11 +4,19 @@ While a ``with coheriq.profile() as prof:`` block is open anywhere, proxies find
 their implementation through this module, which wraps it in a timer if the
 calling context has a profiler. Outside any profile block proxies are exactly as
 fast as without this module: it swaps itself out when the last block closes.
+
+Which profiles a call records into is the chain of blocks open in its context,
+kept in a context variable (so a profile object may be entered in several tasks
+or threads at once, and nested in itself). Recording takes a re-entrant lock per
+profile, so that a signal handler or a ``__del__`` that calls a candidate while
+its thread is recording cannot deadlock, and a forked child gets fresh locks.
 """
 
 from __future__ import annotations
 
 import _thread
+import os
+import weakref
 from contextvars import ContextVar
 from time import perf_counter_ns
 
@@ -24,9 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Profile", "ProfileRow", "profile"]
 
-_active: ContextVar[Profile | None] = ContextVar("coheriq profiler", default=None)
+# The profile blocks open in this context, outermost first.
+_active: ContextVar[tuple[Profile, ...]] = ContextVar("coheriq profiler", default=())
 _lock = _thread.allocate_lock()
 _open = 0  # profile blocks open in the whole process
+_profiles: weakref.WeakSet[Profile] = weakref.WeakSet()  # for the fork hook
 
 
 class ProfileRow:
@@ -63,9 +73,8 @@ class Profile:
 
     def __init__(self) -> None:
         self._stats: dict[tuple[str, str, str], list[int]] = {}
-        self._lock = _thread.allocate_lock()
-        self._parent: Profile | None = None
-        self._token: Any = None
+        self._lock = _thread.RLock()
+        _profiles.add(self)
 
     @property
     def rows(self) -> list[ProfileRow]:
@@ -76,18 +85,14 @@ class Profile:
         return sorted(rows, key=lambda r: (-r.total, r.domain, r.candidate, r.engine))
 
     def _record(self, key: tuple[str, str, str], nanoseconds: int) -> None:
-        profile: Profile | None = self
-        while profile is not None:  # a nested block's calls count for the outer ones too
-            with profile._lock:
-                stats = profile._stats.setdefault(key, [0, 0])
-                stats[0] += 1
-                stats[1] += nanoseconds
-            profile = profile._parent
+        with self._lock:
+            stats = self._stats.setdefault(key, [0, 0])
+            stats[0] += 1
+            stats[1] += nanoseconds
 
     def __enter__(self) -> Profile:
         global _open
-        self._parent = _active.get()
-        self._token = _active.set(self)
+        _active.set((*_active.get(), self))
         with _lock:
             _open += 1
             if _open == 1:
@@ -103,10 +108,10 @@ class Profile:
         tb: TracebackType | None,
     ) -> None:
         global _open
-        try:
-            _active.reset(self._token)
-        except ValueError:  # left in another context than it was entered
-            _active.set(self._parent)
+        chain = _active.get()
+        if self in chain:  # the innermost entry of this profile in this context ends
+            last = len(chain) - 1 - chain[::-1].index(self)
+            _active.set(chain[:last] + chain[last + 1 :])
         with _lock:
             _open -= 1
             if _open == 0:
@@ -162,10 +167,12 @@ def profile() -> Profile:
 class _Timed:
     """A scope-like view whose members are the current ones, wrapped in a timer."""
 
-    __slots__ = ("domain", "profile", "scope")
+    __slots__ = ("domain", "profiles", "scope")
 
-    def __init__(self, domain: AccelerationDomain, scope: Any, profile: Profile) -> None:
-        self.domain, self.scope, self.profile = domain, scope, profile
+    def __init__(
+        self, domain: AccelerationDomain, scope: Any, profiles: tuple[Profile, ...]
+    ) -> None:
+        self.domain, self.scope, self.profiles = domain, scope, profiles
 
     @property
     def members(self) -> _Timed:
@@ -178,14 +185,18 @@ class _Timed:
         else:
             member = domain._settle(f"call candidate {name!r}").members[name]
         key = (domain.name, name, domain._active_engine() or "?")
-        record = self.profile._record
+        # A nested block's calls count for the outer ones too, and once for a
+        # profile entered twice.
+        profiles = dict.fromkeys(self.profiles)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             start = perf_counter_ns()
             try:
                 return member(*args, **kwargs)
             finally:
-                record(key, perf_counter_ns() - start)
+                elapsed = perf_counter_ns() - start
+                for profile in profiles:
+                    profile._record(key, elapsed)
 
         return timed
 
@@ -195,7 +206,19 @@ def _profiled_current(domain: AccelerationDomain) -> Callable[[], Any]:
     scope_of = domain._scope_here
 
     def current() -> Any:
-        scope, profile = scope_of(), _active.get()
-        return scope if profile is None else _Timed(domain, scope, profile)
+        scope, profiles = scope_of(), _active.get()
+        return _Timed(domain, scope, profiles) if profiles else scope
 
     return current
+
+
+def _reinit_locks_in_child() -> None:
+    # A thread of the parent may have held one of these locks when it forked.
+    global _lock
+    _lock = _thread.allocate_lock()
+    for profile in list(_profiles):
+        profile._lock = _thread.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_locks_in_child)

@@ -13,7 +13,7 @@ import functools
 from ._stdlib import TYPE_CHECKING
 from .activation import active_implementation, enable_engine, import_domain, using_engine
 from .domain import all_domains
-from .exceptions import CoheriqEngineSettledError
+from .exceptions import CoheriqEngineSettledError, CoheriqScopeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,7 +38,8 @@ class Snapshot:
     def __init__(self, engines: dict[str, str], env_vars: dict[str, str]) -> None:
         self.engines = engines
         self.env_vars = env_vars
-        self._stacks: list[ExitStack] = []
+        # Every entry not exited yet, in whatever context (see __exit__).
+        self._stacks: list[tuple[ExitStack, list[using_engine]]] = []
 
     def __repr__(self) -> str:
         return f"Snapshot({self.engines!r})"
@@ -72,15 +73,16 @@ class Snapshot:
         """Enter a ``using_engine`` block for every recorded domain (in this thread)."""
         from contextlib import ExitStack
 
-        stack = ExitStack()
+        stack, blocks = ExitStack(), []
         try:
             for domain, engine in self.engines.items():
                 import_domain(domain)
-                stack.enter_context(using_engine(domain, engine))
+                blocks.append(using_engine(domain, engine))
+                stack.enter_context(blocks[-1])
         except BaseException:
             stack.close()
             raise
-        self._stacks.append(stack)
+        self._stacks.append((stack, blocks))
         return self
 
     def __exit__(
@@ -89,7 +91,18 @@ class Snapshot:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._stacks.pop().close()
+        # The entry of this context (a snapshot may be entered by several tasks at
+        # once), else the newest one anywhere, as using_engine does.
+        here = [e for e in self._stacks if not e[1] or e[1][0]._open_here() is not None]
+        entries = here or self._stacks
+        if not entries:
+            raise CoheriqScopeError(
+                f"{self!r} was exited more often than it was entered: each `with` block "
+                "ends one entry."
+            )
+        entry = entries[-1]
+        self._stacks.remove(entry)
+        entry[0].close()
 
     def wrap(self, fn: Callable[..., T]) -> Callable[..., T]:
         """Return a callable that runs ``fn`` inside this snapshot's scopes.

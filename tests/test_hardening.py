@@ -1,0 +1,439 @@
+"""Regression tests for what a hostile pass found: hangs, dead scopes, half-loaded engines.
+
+Every scenario that used to hang runs where a hang fails the test instead of the
+run: in a subprocess or a forked child with a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+import coheriq as cq
+
+TIMEOUT = 30  # seconds; far above what any of these takes when it works
+
+
+def run_python(code: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter; a hang is a failure, not a stalled run."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the program hung (no answer in {timeout} s)")
+
+
+LIBRARY = """
+import coheriq
+domain = coheriq.AccelerationDomain("hard")
+
+@domain.acceleration_candidate
+def double(x):
+    return 2 * x
+
+domain.materialize()
+"""
+
+
+# -- 5: the same profile entered twice, nested ---------------------------------------
+
+
+def test_a_profile_entered_twice_nested_counts_each_call_once():
+    done = run_python(
+        LIBRARY
+        + """
+prof = coheriq.profile()
+with prof:
+    double(1)
+    with prof:
+        double(2)
+    double(3)
+print([(r.candidate, r.count) for r in prof.rows])
+"""
+    )
+    assert done.stdout.strip() == "[('double', 3)]", done.stderr
+
+
+# -- 4: a signal handler calls a candidate while its thread records ------------------
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_a_signal_handler_that_calls_a_candidate_while_recording_does_not_deadlock():
+    done = run_python(
+        LIBRARY
+        + """
+import signal
+seen = []
+signal.signal(signal.SIGALRM, lambda signum, frame: seen.append(double(1)))
+signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)  # many signals, landing anywhere
+with coheriq.profile() as prof:
+    for i in range(200_000):
+        double(i)
+signal.setitimer(signal.ITIMER_REAL, 0, 0)
+print("done", len(seen) > 0)
+"""
+    )
+    assert done.stdout.split() == ["done", "True"], done.stderr
+
+
+# -- 1: fork while another thread is inside a profile --------------------------------
+
+
+def run_in_child(body, timeout=10.0):
+    """Fork, run ``body()`` in the child, and return its exit code (fail on a hang)."""
+    import time
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            code = 0 if body() else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+def test_a_child_forked_while_another_thread_is_in_a_profile_can_profile(lib):
+    from coheriq import profiling
+
+    prof = cq.profile()
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def hold(lock):
+        with lock:  # another thread of the parent, caught inside the profiler
+            inside.set()
+            leave.wait()
+
+    for lock in (profiling._lock, prof._lock):  # entering a profile; recording into one
+        inside.clear()
+        leave.clear()
+        holder = threading.Thread(target=hold, args=(lock,))
+        holder.start()
+        inside.wait()
+
+        def child():
+            with prof, cq.profile() as fresh:
+                lib.total([1])
+            return [r.count for r in fresh.rows] == [1]
+
+        try:
+            assert run_in_child(child) == 0
+        finally:
+            leave.set()
+            holder.join()
+
+
+# -- 2: an engine's __init__ imports a module another thread is importing -----------
+
+IMPORT_INVERSION = """
+import sys, threading, time, pathlib, tempfile, importlib
+import coheriq
+
+folder = pathlib.Path(tempfile.mkdtemp())
+(folder / "other_engine.py").write_text(
+    "import time, coheriq\\n"
+    "time.sleep(0.4)  # holds this module's import lock meanwhile\\n"
+    "class Other(coheriq.engine_class('hard'), name='other'):\\n"
+    "    pass\\n"
+)
+sys.path.insert(0, str(folder))
+
+class Slow(coheriq.engine_class("hard"), name="slow"):
+    def __init__(self):
+        time.sleep(0.2)
+        import other_engine  # waits for the other thread's import of it
+
+importer = threading.Thread(target=lambda: importlib.import_module("other_engine"))
+starter = threading.Thread(target=lambda: coheriq.enable_engine("hard", "slow"))
+starter.start()
+time.sleep(0.1)
+importer.start()
+starter.join(); importer.join()
+print("both done", coheriq.available_engines("hard"))
+"""
+
+
+def test_an_engines_init_importing_what_another_thread_imports_does_not_deadlock():
+    done = run_python(LIBRARY + IMPORT_INVERSION)
+    assert done.stdout.split()[:2] == ["both", "done"], done.stderr
+
+
+# -- 3: blocks never wait for an engine's set-up -------------------------------------
+
+POOL_IN_INIT = """
+from concurrent.futures import ThreadPoolExecutor
+import coheriq
+
+pool = ThreadPoolExecutor(1)
+
+def job():
+    with coheriq.using_engine("hard", "reference"):
+        return double(2)
+
+class Pooled(coheriq.engine_class("hard"), name="pooled"):
+    def __init__(self):
+        # set-up that waits for a pool job which enters and leaves a block
+        self.ready = pool.submit(job).result(timeout=20)
+
+with coheriq.using_engine("hard", "pooled"):
+    pass
+print("started", Pooled.__name__)
+"""
+
+
+def test_an_engines_init_may_wait_for_a_job_that_enters_a_block():
+    done = run_python(LIBRARY + POOL_IN_INIT)
+    assert done.stdout.split() == ["started", "Pooled"], done.stderr
+
+
+def test_a_block_is_entered_and_left_while_another_engine_starts(lib):
+    release = threading.Event()
+    started = threading.Event()
+
+    class Gpu(cq.engine_class(lib.name), name="gpu"):
+        def __init__(self):
+            started.set()
+            release.wait(TIMEOUT)  # seconds of set-up, say a device
+
+    starter = threading.Thread(target=lambda: cq.enable_engine(lib.name, "gpu"))
+    starter.start()
+    started.wait(TIMEOUT)
+
+    def block():
+        with cq.using_engine(lib.name, cq.REFERENCE):
+            lib.total([1])
+
+    other = threading.Thread(target=block)
+    other.start()
+    other.join(10)
+    entered_meanwhile = not other.is_alive()
+    release.set()
+    starter.join()
+    other.join()
+    assert entered_meanwhile, "the block waited for another engine's set-up"
+
+
+# -- 6: one using_engine object shared by tasks and threads --------------------------
+
+
+def test_a_using_engine_object_shared_by_tasks_keeps_each_tasks_block(lib, two_engines):
+    import asyncio
+
+    cq.enable_engine(lib.name, "slow")
+    shared = cq.using_engine(lib.name, "fast")
+
+    async def task(delay):
+        with shared:
+            await asyncio.sleep(delay)
+            inside = lib.total([1])[0]
+        await asyncio.sleep(0.002)  # while the other task's block is open
+        return inside, lib.total([1])[0]
+
+    async def main():
+        for _ in range(300):
+            results = await asyncio.gather(task(0), task(0.001))
+            assert results == [("fast", "slow"), ("fast", "slow")], results
+
+    asyncio.run(main())
+
+
+def test_a_using_engine_object_shared_by_threads_keeps_each_threads_block(lib, two_engines):
+    cq.enable_engine(lib.name, "slow")
+    shared = cq.using_engine(lib.name, "fast")
+    barrier = threading.Barrier(4)
+    wrong = []
+
+    def worker():
+        for _ in range(300):
+            barrier.wait()
+            with shared:
+                barrier.wait()
+                wrong.extend([] if lib.total([1])[0] == "fast" else ["inside"])
+            wrong.extend([] if lib.total([1])[0] == "slow" else ["after"])
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+
+
+# -- 7: a generator's block that ends inside its consumer's block --------------------
+
+
+def test_a_generators_block_ending_inside_the_consumers_block_keeps_it(lib, two_engines):
+    def numbers():
+        with cq.using_engine(lib.name, "fast"):
+            yield 1
+
+    generator = numbers()
+    next(generator)
+    with cq.using_engine(lib.name, "slow"):  # the consumer's own block
+        assert list(generator) == []  # the generator's block ends in here
+        assert lib.total([1])[0] == "slow"
+    assert lib.total([1])[0] == "reference"  # both blocks ended: the global choice
+
+
+# -- 8: blocks that exit in another context do not pile up ---------------------------
+
+
+def test_async_generators_left_with_break_leave_no_dead_blocks_behind(lib, two_engines):
+    import asyncio
+
+    async def numbers():
+        with cq.using_engine(lib.name, "fast"):
+            yield 1
+            yield 2
+
+    async def main():
+        with cq.using_engine(lib.name, "slow"):  # a block open around, so calls look
+            for _ in range(3000):  # each closed later, by the event loop, in another task
+                async for _ in numbers():
+                    assert lib.total([1])[0] == "fast"
+                    break
+                await asyncio.sleep(0)
+            for _ in range(3):  # the last one is closed by the loop too
+                await asyncio.sleep(0)
+            return lib.total([1])[0]
+
+    assert asyncio.run(main()) == "slow"
+
+
+def test_blocks_entered_in_one_thread_and_left_in_another(lib, two_engines):
+    from concurrent.futures import ThreadPoolExecutor
+
+    block = cq.using_engine(lib.name, "fast")
+    with cq.using_engine(lib.name, "slow"), ThreadPoolExecutor(1) as elsewhere:
+        for _ in range(3000):
+            block.__enter__()
+            assert lib.total([1])[0] == "fast"
+            elsewhere.submit(block.__exit__, None, None, None).result()
+            assert lib.total([1])[0] == "slow"
+
+
+def test_a_snapshot_shared_by_long_lived_tasks(lib, two_engines):
+    import asyncio
+
+    cq.enable_engine(lib.name, "slow")
+    with cq.using_engine(lib.name, "fast"):
+        snap = cq.snapshot()
+
+    async def task(delay):
+        wrong = 0
+        with cq.using_engine(lib.name, cq.REFERENCE):  # each task's own block, around
+            for _ in range(1500):
+                with snap:
+                    await asyncio.sleep(delay)
+                    wrong += lib.total([1])[0] != "fast"
+                await asyncio.sleep(0)
+                wrong += lib.total([1])[0] != "reference"
+        return wrong
+
+    async def main():
+        return await asyncio.gather(task(0), task(0))
+
+    assert asyncio.run(main()) == [0, 0]
+
+
+# -- 9: blocks left out of order, or twice -------------------------------------------
+
+
+def test_blocks_left_out_of_order_or_twice(lib, two_engines):
+    outer = cq.using_engine(lib.name, "fast")
+    inner = cq.using_engine(lib.name, "slow")
+    outer.__enter__()
+    inner.__enter__()
+    outer.__exit__(None, None, None)  # out of order: the inner block is still open
+    assert lib.total([1])[0] == "slow"
+    inner.__exit__(None, None, None)
+    assert lib.total([1])[0] == "reference"
+    with pytest.raises(cq.CoheriqScopeError, match="exited more often than it was entered"):
+        inner.__exit__(None, None, None)
+
+
+# -- 10: an engine first used inside a block, whose __init__ calls the library --------
+
+
+def test_an_engines_init_calling_the_library_in_a_block_chooses_nothing(lib):
+    class Warm(cq.engine_class(lib.name), name="warm"):
+        def __init__(self):
+            self.empty = lib.Batch([])  # through the domain, before the engine exists
+
+    with pytest.raises(cq.CoheriqEngineError, match="from that engine's __init__"):
+        with cq.using_engine(lib.name, "warm"):
+            pass
+    assert cq.active_implementation(lib.name) is None  # the global choice is still open
+    cq.enable_engine(lib.name, cq.REFERENCE)
+
+
+# -- 11: generators and blocks -------------------------------------------------------
+
+
+def test_a_decorated_generator_runs_each_step_on_the_engine_and_its_consumer_does_not(
+    lib, two_engines
+):
+    import inspect
+
+    @cq.using_engine(lib.name, "fast")
+    def totals(count):
+        received = []
+        for _ in range(count):
+            received.append((yield lib.total([1])[0]))
+        return received
+
+    assert inspect.isgeneratorfunction(totals)
+    steps = totals(3)
+    assert next(steps) == "fast"
+    assert lib.total([1])[0] == "reference"  # between steps: the consumer's own choice
+    assert steps.send("a") == "fast"
+    with pytest.raises(ValueError):
+        steps.throw(ValueError("passed on"))
+    closed = totals(2)
+    next(closed)
+    closed.close()
+    assert cq.active_implementation(lib.name) == "reference"
+
+
+def test_a_decorated_async_generator_runs_each_step_on_the_engine(lib, two_engines):
+    import asyncio
+    import inspect
+
+    @cq.using_engine(lib.name, "fast")
+    async def totals(count):
+        for _ in range(count):
+            await asyncio.sleep(0)
+            yield lib.total([1])[0]
+
+    async def consume():
+        seen = []
+        async for engine in totals(3):
+            seen.append((engine, lib.total([1])[0]))
+        steps = totals(5)
+        await steps.__anext__()
+        await steps.aclose()  # closed early: its block ends with it
+        return seen
+
+    assert inspect.isasyncgenfunction(totals)
+    assert asyncio.run(consume()) == [("fast", "reference")] * 3
