@@ -38,11 +38,24 @@ def check_name(value: object, what: str) -> str:
     return value
 
 
+def is_engine_name(value: object) -> bool:
+    """Whether ``value`` may name an engine: a valid name (see :func:`check_name`),
+    not :data:`REFERENCE`. The one rule for engine classes, ``enable_engine``, the
+    environment variable and what packages advertise."""
+    try:
+        check_name(value, "engine name")
+    except CoheriqTypeError:
+        return False
+    return value != REFERENCE
+
+
 def check_candidate_name(value: object) -> str:
     """Return ``value`` if it can name a candidate (a public Python identifier), else raise.
 
     Engines override a candidate by defining an attribute of the same name, and
-    names starting with ``_`` are reserved for an engine's private helpers.
+    names starting with ``_`` are reserved for an engine's private helpers. The
+    name comes back in NFKC form, the form Python gives the identifiers of source
+    code (an engine's ``def ﬁlter`` defines ``filter``).
 
     Raises:
         CoheriqTypeError: ``value`` is not a public identifier.
@@ -51,6 +64,10 @@ def check_candidate_name(value: object) -> str:
         raise CoheriqTypeError(
             f"A candidate name must be a string, not {type(value).__name__} ({value!r})."
         )
+    if not value.isascii():
+        import unicodedata  # as Python reads identifiers: "ﬁlter" is "filter"
+
+        value = unicodedata.normalize("NFKC", value)
     import keyword  # here: marking candidates needs it, `import coheriq` does not
 
     if not value.isidentifier() or value.startswith("_") or keyword.iskeyword(value):

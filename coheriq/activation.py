@@ -12,6 +12,7 @@ the first of:
 from __future__ import annotations
 
 from ._stdlib import TYPE_CHECKING
+from ._validate import check_name
 from .choice import live_scope
 from .domain import AccelerationDomain, Settlement, all_domains, lookup_domain
 from .engine import AccelerationEngine, resolve_engine
@@ -367,9 +368,11 @@ def import_domain(name: str) -> AccelerationDomain:
     entry-point group ``coheriq.domains``, else the module named like the domain.
 
     Raises:
+        CoheriqTypeError: ``name`` is not a valid domain name.
         CoheriqDomainNotFoundError: The domain is neither registered nor created by
             importing that module; the message says what the import did.
     """
+    check_name(name, "domain name")  # "" or "a b" can name neither a domain nor a module
     try:
         return lookup_domain(name)
     except CoheriqDomainNotFoundError as missing:

@@ -59,15 +59,33 @@ def advertised_domains() -> dict[str, EntryPoint]:
 
 
 def _read(group: str) -> dict[str, EntryPoint]:
+    """The entry points of ``group`` by name: the first found on ``sys.path`` wins.
+
+    Read one distribution at a time: one whose metadata cannot be read (a
+    malformed entry point somewhere, which the ``importlib_metadata`` backport,
+    once imported, raises for) is skipped rather than failing every lookup.
+    """
     found = _cache.get(group)
     if found is None:
         # Imported here, not at the top: reading metadata costs tens of
         # milliseconds, and a program that never looks for an engine never pays.
-        from importlib.metadata import entry_points
+        import re
+        from importlib.metadata import distributions
 
-        found = {}
-        for ep in entry_points(group=group):
-            found.setdefault(ep.name, ep)
+        found, seen = {}, set()
+        for dist in distributions():
+            try:
+                # Normalized as importlib.metadata does, to skip the same
+                # distribution found again further down sys.path.
+                name = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+                if name in seen:
+                    continue
+                seen.add(name)
+                advertised = [ep for ep in dist.entry_points if ep.group == group]
+            except Exception:  # unreadable metadata: not ours to fail on
+                continue
+            for ep in advertised:
+                found.setdefault(ep.name, ep)
         _cache[group] = found
     return found
 

@@ -40,7 +40,7 @@ from ._stdlib import (
     outside_coheriq,
     overload,
 )
-from ._validate import REFERENCE, check_candidate_name, check_name
+from ._validate import REFERENCE, check_candidate_name, check_name, is_engine_name
 from .choice import Fallthrough, Scope, Settlement, Starting, Unsettled, live_scope
 from .exceptions import (
     CoheriqDomainError,
@@ -70,6 +70,12 @@ __all__ = ["AccelerationDomain", "Settlement", "all_domains", "lookup_domain"]
 # Set by coheriq.profiling while a profile block is open anywhere: makes, for a
 # domain, the function its proxies use to find the current scope.
 profiling_current: Callable[[AccelerationDomain], Callable[[], Any]] | None = None
+
+# While an advertised engine's module is imported: every engine class it
+# registers, in any domain, so that a failed import can take back exactly those.
+_loading: ContextVar[list[tuple[AccelerationDomain, EngineMeta]] | None] = ContextVar(
+    "coheriq: engines registered by the load in progress", default=None
+)
 
 
 def all_domains() -> list[AccelerationDomain]:
@@ -105,6 +111,11 @@ def lookup_domain(domain: AccelerationDomain | str) -> AccelerationDomain:
         )
     found: AccelerationDomain = lineage.named()
     return found
+
+
+def _runs_no_code(cls: type) -> bool:
+    """Whether instantiating ``cls`` runs no code of its own (no ``__init__``/``__new__``)."""
+    return cls.__init__ is object.__init__ and cls.__new__ is object.__new__  # type: ignore[misc,comparison-overlap]
 
 
 class _Start:
@@ -390,24 +401,22 @@ class AccelerationDomain:
                 if candidate in self._implementations:
                     self._implementations[candidate].setdefault(getattr(cls, candidate), cls)
                     self._refresh_isinstance(candidate)
+        loaded = _loading.get()
+        if loaded is not None:
+            loaded.append((self, cls))
 
-    def _forget_engines_of_module(self, module: str) -> None:
-        """Drop the engine classes defined by ``module``, whose import failed."""
+    def _forget(self, cls: EngineMeta) -> None:
+        """Drop the engine class ``cls``, registered by an import that failed."""
         with self._lock:
-            doomed = [
-                cls
-                for cls in self._engine_classes
-                if cls.__module__ == module or cls.__module__.startswith(module + ".")
-            ]
-            for cls in doomed:
+            if cls in self._engine_classes:
                 self._engine_classes.remove(cls)
-                if self._engines.get(cls.__coheriq_name__ or "") is cls:
-                    del self._engines[cls.__coheriq_name__]  # type: ignore[arg-type]
-                for candidate, implementations in self._implementations.items():
-                    for impl, owner in list(implementations.items()):
-                        if owner is cls:
-                            del implementations[impl]
-                    self._refresh_isinstance(candidate)
+            if self._engines.get(cls.__coheriq_name__ or "") is cls:
+                del self._engines[cls.__coheriq_name__]  # type: ignore[arg-type]
+            for candidate, implementations in self._implementations.items():
+                for impl, owner in list(implementations.items()):
+                    if owner is cls:
+                        del implementations[impl]
+                self._refresh_isinstance(candidate)
 
     def _refresh_isinstance(self, candidate: str) -> None:
         """Let the marked class answer isinstance natively unless an engine needs more.
@@ -442,7 +451,8 @@ class AccelerationDomain:
         """Sorted names of the registered and the advertised engines (imports none)."""
         from . import discovery  # first use of entry points: see _engine_class
 
-        return sorted(set(self._engines) | set(discovery.advertised(self.name)))
+        advertised = [n for n in discovery.advertised(self.name) if is_engine_name(n)]
+        return sorted(set(self._engines) | set(advertised))
 
     def _engine_class(self, name: str, *, named_by: str = "") -> EngineMeta:
         """Return the class of engine ``name``, loading its entry point if needed.
@@ -465,47 +475,70 @@ class AccelerationDomain:
         # a program that only uses registered engines never reads package metadata.
         from . import discovery
 
-        ep = discovery.advertised(self.name).get(name)
+        ep = discovery.advertised(self.name).get(name) if is_engine_name(name) else None
         if ep is None:
             known = self._engine_names()
+            invalid = "" if is_engine_name(name) else " (that is not a valid engine name)"
             raise CoheriqEngineNotFoundError(
-                f"Domain {self.name!r} has no engine named {name!r}{named_by}."
+                f"Domain {self.name!r} has no engine named {name!r}{named_by}{invalid}."
                 f"{did_you_mean(name, known)} Available engines: {listing(known)} (and "
                 f"{REFERENCE!r}, the domain's own implementations). Install the package that "
                 f"provides the engine, or advertise it in entry-point group "
                 f"{discovery.group_of(self.name)!r}."
             )
-        # An engine module imported already defined its engine for another copy of
-        # this library's module (see coheriq.registry): run it again, for this one.
-        imported = sys.modules.get(discovery.module_of(ep))
-        again = imported is not None and not getattr(
-            getattr(imported, "__spec__", None), "_initializing", False
+        return self._load(name, ep)
+
+    def _load(self, name: str, ep: Any) -> EngineMeta:
+        """Import the module that advertises engine ``name``; return the engine class.
+
+        If the import fails, or does not define the engine, or is interrupted
+        (``KeyboardInterrupt``), exactly the engine classes it registered, in any
+        domain, are taken back, and the module leaves ``sys.modules`` only if this
+        import put it there: a retry then imports it afresh, and engines loaded
+        before from the same module stay.
+
+        Raises:
+            CoheriqEngineLoadError: The import failed or defined no such engine.
+        """
+        from . import discovery
+
+        module = discovery.module_of(ep)
+        imported = sys.modules.get(module)
+        # A module that defined its engines for another copy of this library's
+        # module only (see coheriq.registry) runs again, for this copy.
+        again = (
+            imported is not None
+            and self._lineage.copies > 1
+            and not getattr(getattr(imported, "__spec__", None), "_initializing", False)
+            and not any(c.__module__ == module for c in self._engine_classes)
         )
-        token = registry.loading_for(self)
+        registered: list[tuple[AccelerationDomain, EngineMeta]] = []
+        loading, copy = _loading.set(registered), registry.loading_for(self)
         try:
             discovery.load(self.name, name, ep, again=again)
-        except CoheriqEngineLoadError:
-            self._forget_engines_of_module(discovery.module_of(ep))
+            cls = self._engines.get(name)
+            if cls is None:
+                defined = [c.__coheriq_name__ for d, c in registered if d is self]
+                also = (
+                    f" It defined {listing(n for n in defined if n)} instead."
+                    if any(defined)
+                    else ""
+                )
+                raise CoheriqEngineLoadError(
+                    f"Engine {name!r} of domain {self.name!r} is advertised by "
+                    f"{discovery.describe(ep)}, but importing it did not define an engine of "
+                    f"that name.{also} The entry point's name and the engine class's name= "
+                    "must agree."
+                )
+        except BaseException:
+            for domain, engine_cls in registered:
+                domain._forget(engine_cls)
+            if imported is None:
+                sys.modules.pop(module, None)
             raise
         finally:
-            registry.done_loading(token)
-        cls = self._engines.get(name)
-        if cls is None:
-            module = discovery.module_of(ep)
-            defined = [c.__coheriq_name__ for c in self._engine_classes if c.__module__ == module]
-            also = f" It defined {listing(n for n in defined if n)} instead." if defined else ""
-            # As for a failed import: the domain is left as it was, and the module is
-            # forgotten, so that a fixed package is imported afresh on the next try.
-            self._forget_engines_of_module(module)
-            imported = sys.modules.get(module)
-            spec = getattr(imported, "__spec__", None)
-            if not getattr(spec, "_initializing", False):  # not while its import runs
-                sys.modules.pop(module, None)
-            raise CoheriqEngineLoadError(
-                f"Engine {name!r} of domain {self.name!r} is advertised by "
-                f"{discovery.describe(ep)}, but importing it did not define an engine of that "
-                f"name.{also} The entry point's name and the engine class's name= must agree."
-            )
+            registry.done_loading(copy)
+            _loading.reset(loading)
         return cls
 
     # -- instances and the global choice --------------------------------------------
@@ -531,6 +564,11 @@ class AccelerationDomain:
                     start = self._starting[cls] = _Start()
                     break  # this thread starts the engine
             if start.thread == _thread.get_ident():
+                if _runs_no_code(cls):
+                    # A start that runs no code of the engine's (the reference) was
+                    # interrupted in this thread (a signal handler, a __del__):
+                    # another instance harms nothing.
+                    return self._start(cls)
                 raise CoheriqEngineError(
                     f"Engine {cls.__coheriq_name__!r} of domain {self.name!r} was asked for "
                     "from its own __init__ (through using_engine, enable_engine or "
@@ -556,6 +594,8 @@ class AccelerationDomain:
         and never makes the global choice.
         """
         engine = cls.__coheriq_name__ or REFERENCE
+        if _runs_no_code(cls):  # the reference, or an engine without state
+            return self._members_from(engine, cls())
         around = live_scope(self._scope.get())
         starting = Scope(engine, {}, around, self)
         starting.members = Starting(self, engine, around)
@@ -573,7 +613,18 @@ class AccelerationDomain:
             ) from exc
         finally:
             self._leave(starting)
-        members = {name: getattr(instance, name) for name in self._candidates}
+        return self._members_from(engine, instance)
+
+    def _members_from(self, engine: str, instance: Any) -> Mapping[str, Any]:
+        """What a call of each candidate runs on the engine ``instance``."""
+        try:
+            members = {name: getattr(instance, name) for name in self._candidates}
+        except AttributeError as exc:  # a property of the engine's, or __getattr__, failing
+            raise CoheriqEngineStartError(
+                f"Engine {engine!r} of domain {self.name!r} failed to start: reading its "
+                f"implementations raised AttributeError: {exc}. Each candidate must be an "
+                "attribute of the engine's instance."
+            ) from exc
         for name, info in self._candidates.items():
             if info.construct is not None and members[name] is info.reference:
                 members[name] = info.construct  # not the class: its call would dispatch

@@ -20,6 +20,7 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
+from .proxy import candidate_of
 
 __all__ = ["EngineMeta", "supplier"]
 
@@ -102,7 +103,9 @@ class EngineMeta(type):
             _check_mro(cls_name, bases, domain)
             _check_class_keywords(cls_name, bases, kwargs)
         kinds = domain.candidate_kinds
-        overrides = _check_body(cls_name, namespace, domain, kinds)
+        overrides = _check_body(
+            cls_name, namespace, domain, kinds, reference=reference_of is not None
+        )
         if reference_of is None:
             # Imported here: only defining an engine needs it, `import coheriq` does not.
             from .signatures import check_override
@@ -219,9 +222,22 @@ def _check_class_keywords(cls_name: str, bases: tuple[type, ...], kwargs: dict[s
 
 
 def _check_body(
-    cls_name: str, namespace: dict[str, Any], domain: _Domain, kinds: Mapping[str, bool]
+    cls_name: str,
+    namespace: dict[str, Any],
+    domain: _Domain,
+    kinds: Mapping[str, bool],
+    *,
+    reference: bool = False,
 ) -> frozenset[str]:
     """Check the public names of a class body and return the candidates it defines."""
+    slots = namespace.get("__slots__", ())
+    for slot in [slots] if isinstance(slots, str) else slots:
+        if slot in kinds:
+            raise CoheriqEngineError(
+                f"Engine class {cls_name!r} declares a slot named {slot!r}, like a candidate "
+                f"of domain {domain.name!r}: a slot holds instance data and would hide the "
+                "candidate's implementation. Rename the slot (a leading '_' keeps it private)."
+            )
     overrides = []
     for attr, value in namespace.items():
         if attr.startswith("_"):
@@ -232,6 +248,13 @@ def _check_body(
                 f"domain {domain.name!r}.{did_you_mean(attr, kinds)} Public names of an engine "
                 "must override candidates; name private helpers with a leading '_'. "
                 f"Candidates: {listing(kinds)}."
+            )
+        if not reference and candidate_of(getattr(value, "__func__", value)) is not None:
+            raise CoheriqEngineError(
+                f"Engine class {cls_name!r} sets {attr!r} to candidate {attr!r} of domain "
+                f"{domain.name!r} itself, whose calls would come back to this engine for ever. "
+                "An engine that does not re-implement a candidate leaves it out (it inherits "
+                "the library's); to build on the library's class, derive from it."
             )
         if kinds[attr] and not isinstance(value, type):
             raise CoheriqEngineError(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from ._stdlib import TYPE_CHECKING, FunctionType, outside_coheriq
-from .exceptions import CoheriqEngineError, CoheriqSignatureWarning
+from .exceptions import CoheriqEngineError, CoheriqSignatureWarning, CoheriqTypeError
 
 if TYPE_CHECKING:
     from inspect import Signature
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["check_override", "incompatibilities"]
 
 STRICT_ENV = "COHERIQ_STRICT"
+_COROUTINE = 0x80  # inspect.CO_COROUTINE
 
 
 def check_override(
@@ -53,7 +54,10 @@ def check_override(
         CoheriqEngineError: In strict mode, when the override is incompatible.
     """
     is_method = not is_class and isinstance(override, (FunctionType, classmethod))
-    if not is_class and _same_parameters(reference, _callable_of(override), skip=is_method):
+    asynchrony = [] if is_class else _asynchrony(reference, _callable_of(override))
+    if not asynchrony and (
+        not is_class and _same_parameters(reference, _callable_of(override), skip=is_method)
+    ):
         return  # the usual case, decided without building Signature objects
     # Imported here: inspect costs milliseconds that ``import coheriq`` need not pay.
     import inspect
@@ -67,7 +71,7 @@ def check_override(
         # A function in a class body is a method (the instance fills its first
         # parameter), and so is a classmethod (the class does).
         given = given.replace(parameters=list(given.parameters.values())[1:])
-    problems = incompatibilities(wanted, given)
+    problems = asynchrony + incompatibilities(wanted, given)
     if not problems:
         return
     what = f"the constructor of class candidate {candidate!r}" if is_class else repr(candidate)
@@ -77,7 +81,7 @@ def check_override(
         f"that cannot accept every call the candidate accepts: {'; '.join(problems)}. "
         f"Candidate: {candidate}{wanted}; override: {candidate}{given}."
     )
-    if domain.strict or os.environ.get(STRICT_ENV, "").strip() not in ("", "0"):
+    if domain.strict or strict_from_environment():
         raise CoheriqEngineError(message + " Make the override's parameters match.")
     import warnings  # on the warning path only: not imported by `import coheriq`
 
@@ -86,6 +90,28 @@ def check_override(
             message + f" (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate
         ),
         stacklevel=outside_coheriq()[1],
+    )
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def strict_from_environment() -> bool:
+    """Whether ``COHERIQ_STRICT`` asks for strict checks (``1``/``true``/``yes``/``on``).
+
+    Raises:
+        CoheriqTypeError: Its value is none of those, nor ``0``/``false``/``no``/``off``
+            or empty.
+    """
+    value = os.environ.get(STRICT_ENV, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise CoheriqTypeError(
+        f"The environment variable {STRICT_ENV} is {value!r}; set it to 1, true, yes or on "
+        "for strict signature checks, or to 0, false, no, off or nothing for warnings."
     )
 
 
@@ -119,6 +145,19 @@ def _same_parameters(reference: Any, override: Any, *, skip: bool) -> bool:
 
 
 _VARIADIC = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
+
+
+def _asynchrony(reference: Any, override: Any) -> list[str]:
+    """A sentence if one of the two is a coroutine function and the other is not."""
+    candidate_async, override_async = (
+        bool(getattr(getattr(f, "__code__", None), "co_flags", 0) & _COROUTINE)
+        for f in (reference, override)
+    )
+    if candidate_async and not override_async:
+        return ["the candidate is an async def function, which callers await; the override is not"]
+    if override_async and not candidate_async:
+        return ["the override is an async def function, which the candidate's callers do not await"]
+    return []
 
 
 def _callable_of(override: Any) -> Any:

@@ -437,3 +437,280 @@ def test_a_decorated_async_generator_runs_each_step_on_the_engine(lib, two_engin
 
     assert inspect.isasyncgenfunction(totals)
     assert asyncio.run(consume()) == [("fast", "reference")] * 3
+
+
+# -- 12-14: a failed load takes back exactly what it registered ----------------------
+
+TWO_ENGINES_ONE_MODULE = """
+import os
+import coheriq
+
+class Simd(coheriq.engine_class({lib!r}), name="simd"):
+    class Batch:  # an engine's own container
+        def __init__(self, rows):
+            self.rows = rows
+
+if os.environ.get("HAS_TPU"):  # only on machines with a TPU
+    class Tpu(coheriq.engine_class({lib!r}), name="tpu"):
+        pass
+"""
+
+
+def test_a_failed_load_keeps_the_engines_loaded_before_from_the_same_module(lib, make_dist):
+    module = f"{lib.name}_accel"
+    make_dist(
+        module,
+        {module: TWO_ENGINES_ONE_MODULE.format(lib=lib.name)},
+        {f"coheriq.engines.{lib.name}": {"simd": f"{module}:Simd", "tpu": f"{module}:Tpu"}},
+    )
+    cq.enable_engine(lib.name, "simd")
+    batch = lib.Batch([1])
+    with pytest.raises(cq.CoheriqEngineLoadError, match="tpu"):
+        with cq.using_engine(lib.name, "tpu"):
+            pass
+    assert isinstance(batch, lib.Batch) and cq.engine_of(batch) == "simd"
+    with cq.using_engine(lib.name, "simd"):
+        assert type(lib.Batch([1])) is type(batch)
+    assert module in sys.modules  # imported before the failed load: left in place
+
+
+INTERRUPTED = """
+import os
+import coheriq
+
+class Kb(coheriq.engine_class({lib!r}), name="kb"):
+    def total(self, xs):
+        return helper(xs)
+
+if os.environ.get("INTERRUPT_IMPORT"):
+    raise KeyboardInterrupt  # Ctrl-C while the module is imported
+
+def helper(xs):
+    return ("kb", sum(xs))
+"""
+
+
+def test_an_import_interrupted_after_the_class_statement_leaves_nothing(
+    lib, make_dist, monkeypatch
+):
+    module = f"{lib.name}_kb"
+    make_dist(
+        module,
+        {module: INTERRUPTED.format(lib=lib.name)},
+        {f"coheriq.engines.{lib.name}": {"kb": module}},
+    )
+    monkeypatch.setenv("INTERRUPT_IMPORT", "1")
+    with pytest.raises(KeyboardInterrupt):
+        cq.enable_engine(lib.name, "kb")
+    assert cq.active_implementation(lib.name) is None and module not in sys.modules
+    monkeypatch.delenv("INTERRUPT_IMPORT")
+    cq.enable_engine(lib.name, "kb")  # the retry imports the module afresh
+    assert lib.total([1, 2]) == ("kb", 3)
+
+
+CROSS_DOMAIN = """
+import coheriq
+
+class Stray(coheriq.engine_class({other!r}), name="stray"):  # another domain's engine
+    pass
+{body}
+"""
+
+
+def test_a_failed_load_takes_back_what_it_registered_in_other_domains(
+    lib, make_dist, unique, tmp_path
+):
+    from conftest import build_lib
+
+    other = build_lib(unique("other"))
+    module = f"{lib.name}_cross"
+    site = make_dist(
+        module,
+        {module: CROSS_DOMAIN.format(other=other.name, body="")},
+        {f"coheriq.engines.{lib.name}": {"cross": module}},
+    )
+    with pytest.raises(cq.CoheriqEngineLoadError, match="did not define an engine"):
+        cq.enable_engine(lib.name, "cross")
+    assert "stray" not in cq.available_engines(other.name)
+    fixed = CROSS_DOMAIN.format(
+        other=other.name,
+        body=f"class Cross(coheriq.engine_class({lib.name!r}), name='cross'):\n    pass\n",
+    )
+    (site / f"{module}.py").write_text(fixed)
+    cq.enable_engine(lib.name, "cross")  # a retry imports the fixed module: no clash
+    assert "stray" in cq.available_engines(other.name)
+
+
+def test_one_rule_for_engine_names_everywhere(lib, make_dist, monkeypatch):
+    module = f"{lib.name}_names"
+    make_dist(
+        module,
+        {module: "raise AssertionError('never imported')\n"},
+        {f"coheriq.engines.{lib.name}": {"reference": module, "bad name": module}},
+    )
+    assert cq.available_engines(lib.name) == []  # neither name can be an engine
+    monkeypatch.setenv(lib.env_var, "bad name")
+    with pytest.raises(cq.CoheriqEngineNotFoundError, match="not a valid engine name"):
+        lib.total([1])
+    assert module not in sys.modules
+
+
+# -- 15: a distribution whose metadata cannot be read --------------------------------
+
+
+def test_a_distribution_with_unreadable_entry_points_does_not_stop_discovery(lib):
+    import importlib.metadata as metadata
+
+    from coheriq import discovery
+
+    class Broken(metadata.Distribution):  # as the importlib_metadata backport reads one
+        def read_text(self, filename):  # with a malformed entry point
+            return (
+                "Metadata-Version: 2.1\nName: broken\nVersion: 1\n"
+                if filename == "METADATA"
+                else None
+            )
+
+        def locate_file(self, path):
+            return path
+
+        @property
+        def entry_points(self):
+            raise ValueError("Invalid object reference")
+
+    class Finder:
+        @staticmethod
+        def find_distributions(context=None):
+            return iter([Broken()])
+
+        @staticmethod
+        def find_spec(*args, **kwargs):
+            return None
+
+    sys.meta_path.insert(0, Finder)
+    discovery.clear_cache()
+    try:
+        assert cq.available_engines(lib.name) == []
+        cq.enable_engine(lib.name, cq.REFERENCE)
+    finally:
+        sys.meta_path.remove(Finder)
+        discovery.clear_cache()
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_a_signal_handler_that_calls_a_candidate_while_the_domain_chooses():
+    done = run_python(
+        """
+import signal
+import coheriq
+
+failures = []
+for i in range(2000):  # fresh domains: each first call makes the global choice
+    domain = coheriq.AccelerationDomain(f"first{i}")
+    double = domain.acceleration_candidate(name="double")(lambda x: 2 * x)
+    domain.materialize()
+
+    def handler(signum, frame, double=double):
+        try:
+            double(1)
+        except Exception as error:
+            failures.append(repr(error))
+
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)
+    for x in range(50):
+        double(x)
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+print("failures", failures[:1])
+"""
+    )
+    assert done.stdout.strip() == "failures []", done.stdout + done.stderr
+
+
+# -- 16-18: checks that let wrong code through ---------------------------------------
+
+
+def test_an_engine_that_sets_a_candidate_to_itself_is_refused(lib):
+    for body in ({"total": lib.total}, {"Batch": lib.Batch}, {"total": staticmethod(lib.total)}):
+        with pytest.raises(cq.CoheriqEngineError, match="itself, whose calls would come back"):
+            type(cq.engine_class(lib.name))("Loop", (cq.engine_class(lib.name),), body, name="loop")
+    assert cq.available_engines(lib.name) == []
+
+
+def test_sync_and_async_mismatches_are_signature_problems(unique):
+    import warnings
+
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    async def fetch(x):
+        return x
+
+    @domain.acceleration_candidate
+    def compute(x):
+        return x
+
+    domain.materialize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+
+        class Mixed(cq.engine_class(domain), name="mixed"):
+            def fetch(self, x):  # callers await it: this returns no awaitable
+                return x
+
+            async def compute(self, x):  # callers do not await it
+                return x
+
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2
+    assert "the candidate is an async def function" in messages[1]
+    assert "the override is an async def function" in messages[0]
+
+
+def test_raw_errors_are_coheriq_errors_that_say_what_to_do(unique, monkeypatch):
+    import warnings
+
+    with pytest.raises(cq.CoheriqTypeError, match="domain name '' is not a valid name"):
+        cq.import_domain("")
+    done = subprocess.run(
+        [sys.executable, "-m", "coheriq", "show", ""], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.startswith("coheriq: error:"), done.stderr
+
+    domain = cq.AccelerationDomain(unique())
+    total = domain.acceleration_candidate(lambda xs: sum(xs), name="ﬁlter")  # a ligature
+    assert total.__coheriq_candidate__.name == "filter"  # as Python reads identifiers
+    domain.materialize()
+
+    with pytest.raises(cq.CoheriqEngineError, match="slot named 'filter'"):
+
+        class Slotted(cq.engine_class(domain), name="slotted"):
+            __slots__ = ("filter",)
+
+    class Ligature(cq.engine_class(domain), name="ligature"):
+        def ﬁlter(self, xs):
+            return "engine"
+
+    with cq.using_engine(domain, "ligature"):
+        assert total([1]) == "engine"
+
+    for value, strict in [("false", False), ("no", False), ("OFF", False), ("yes", True)]:
+        monkeypatch.setenv("COHERIQ_STRICT", value)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+
+                class Loose(cq.engine_class(domain)):  # a mixin: its name may repeat
+                    def ﬁlter(self):  # takes no xs: a signature problem
+                        return None
+
+                refused = False
+            except cq.CoheriqEngineError:
+                refused = True
+        assert refused is strict, value
+    monkeypatch.setenv("COHERIQ_STRICT", "perhaps")
+    with pytest.raises(cq.CoheriqTypeError, match="COHERIQ_STRICT is 'perhaps'"):
+
+        class Unsure(cq.engine_class(domain)):
+            def ﬁlter(self):
+                return None
