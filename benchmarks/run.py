@@ -96,6 +96,8 @@ def build_domain() -> tuple[coheriq.AccelerationDomain, dict[str, Any]]:
 
     engine.materialize()
     names = {"f": f, "impl": fast_f, "Box": Box, "Impl": FastBox, "coheriq": coheriq}
+    names["reference_f"] = f.__wrapped__
+    names["block"] = coheriq.using_engine(domain, "fast")
     return domain, {**names, "domain": domain}
 
 
@@ -157,6 +159,21 @@ def bench_dispatch(plan: Plan) -> list[Row]:
     with coheriq.using_engine(domain, "fast"):
         rows.append(
             ratio_row("call inside using_engine", 3.0, paired("f(1)", "impl(1)", names, plan))
+        )
+    with coheriq.using_engine(domain, coheriq.REFERENCE):
+        rows.append(
+            ratio_row(
+                "call inside using_engine, reference",
+                3.0,
+                paired("f(1)", "reference_f(1)", names, plan),
+            )
+        )
+    rows.append(
+        micro_row("enter and leave the only using_engine", 5.0, "with block: pass", names, plan)
+    )
+    with coheriq.using_engine(domain, "fast"):
+        rows.append(
+            micro_row("enter and leave a nested using_engine", 3.0, "with block: pass", names, plan)
         )
         rows.append(
             ratio_row(

@@ -164,6 +164,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         # Every block of this object not exited yet, in whatever context: the
         # object may be entered by several tasks or threads at once, or nested.
         self._entered: list[tuple[AccelerationDomain, Any]] = []
+        self._resolved: tuple[AccelerationDomain, EngineMeta] | None = None
 
     def __repr__(self) -> str:
         name = self.domain if isinstance(self.domain, str) else self.domain.name
@@ -171,7 +172,10 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
     def __enter__(self) -> None:
         found = lookup_domain(self.domain)
-        scope = found._enter_scope(resolve_engine(found, self.engine), owner=self)
+        resolved = self._resolved  # the engine class, looked up once per copy of the domain
+        if resolved is None or resolved[0] is not found:
+            resolved = self._resolved = (found, resolve_engine(found, self.engine))
+        scope = found._enter_scope(resolved[1], owner=self)
         self._entered.append((found, scope))
 
     def __exit__(

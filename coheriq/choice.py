@@ -101,7 +101,7 @@ class Scope:
         self.live = True
         self.domain = domain
         self.owner = owner  # the using_engine object that entered it
-        self.elsewhere: dict[Any, Scope | None] = {}
+        self.elsewhere: dict[Any, Scope | None] | None = None  # made when first needed
 
 
 def live_scope(scope: Scope | None) -> Scope | None:

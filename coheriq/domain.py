@@ -183,6 +183,7 @@ class AccelerationDomain:
         self._run = registry.run_of(creator)
         self._candidates: dict[str, CandidateInfo] = {}
         self._kinds: dict[str, bool] = {}  # name -> is a class; read on every engine check
+        self._class_candidates: list[CandidateInfo] = []
         # Class candidate -> {implementing class: engine class whose body defines
         # it, or None for the reference}; marked classes answer isinstance from it.
         self._implementations: dict[str, dict[type, EngineMeta | None]] = {}
@@ -332,6 +333,7 @@ class AccelerationDomain:
                 implementations[info.reference] = None
                 self._implementations[name] = implementations
                 info.proxy = info.reference
+                self._class_candidates.append(info)
             else:
                 info.proxy = self._switchboard.function_proxy(info)
             self._candidates[name] = info
@@ -781,7 +783,9 @@ class AccelerationDomain:
         scope = live_scope(scope)
         if scope is None or scope.domain is self or isinstance(scope.members, Starting):
             return scope
-        if self in scope.elsewhere:
+        if scope.elsewhere is None:
+            scope.elsewhere = {}
+        elif self in scope.elsewhere:
             return scope.elsewhere[self]
         seen: Scope | None = None
         try:
@@ -805,23 +809,31 @@ class AccelerationDomain:
             self._refresh_dispatch()
 
     def _refresh_dispatch(self) -> None:
-        # Proxies look at the context only while the domain is not settled, or a
-        # scope or a profile is open anywhere. The finder is set before the flag,
-        # so that a proxy that sees the flag finds the right finder; a class that
-        # constructs itself directly goes back to dispatching before the flag is set.
-        settled = self._settled
-        looking = settled is None or self._lineage.open_scopes > 0 or self._profiling is not None
-        for name, is_class in self._kinds.items():
-            if is_class:
-                info = self._candidates[name]
-                directly = not looking and settled.members[name] is info.construct  # type: ignore[union-attr]
-                construct_directly(info.proxy, directly)
+        """Tell the proxies how to find what a call runs, after any change.
+
+        The finder is set before the flag, so that a proxy that sees the flag
+        finds the right finder.
+        """
         # The scope variable itself, where no translation is needed: the domain is
         # settled and has no other copies (see _scope_here).
-        direct = settled is not None and self._lineage.copies == 1
+        direct = self._settled is not None and self._lineage.copies == 1
         self._switchboard.set_current(
             self._profiling or (self._scope.get if direct else self._scope_here)
         )
+        self._refresh_looking()
+
+    def _refresh_looking(self) -> None:
+        """Say whether proxies must look at the context: all a block opening changes.
+
+        They must while the domain is not settled, or a block or a profile is open
+        anywhere. A class that constructs itself directly goes back to
+        dispatching before the flag is set.
+        """
+        settled = self._settled
+        looking = settled is None or self._lineage.open_scopes > 0 or self._profiling is not None
+        for info in self._class_candidates:
+            directly = not looking and settled.members[info.name] is info.construct  # type: ignore[union-attr]
+            construct_directly(info.proxy, directly)
         self._switchboard.set_scoped(looking)
 
     def _prospect(self) -> tuple[str | None, str, EngineMeta | None]:
@@ -904,9 +916,9 @@ class AccelerationDomain:
         with lineage.lock:
             lineage.open_scopes += change
             if lineage.open_scopes == (1 if change > 0 else 0):
-                for copy in lineage.generations():
+                for copy in lineage.generations() if lineage.copies > 1 else (self,):
                     with copy._lock:
-                        copy._refresh_dispatch()
+                        copy._refresh_looking()
 
     def _exit_scope(self, scope: Scope) -> None:
         """End the block of ``scope``, in whatever context this runs.

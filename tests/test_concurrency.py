@@ -358,11 +358,20 @@ def test_fork_during_a_slow_engine_import(lib, two_engines, make_dist, unique):
     thread.start()
     signals.entered.wait(10)  # the other thread is importing the engine now
 
-    def child():
+    def child():  # everything the engine guide promises a forked child
         with cq.using_engine(lib.name, "slow"):
             scoped = lib.total([1])
         cq.enable_engine(lib.name, "fast")
-        return scoped == ("slow", 1) and lib.total([1]) == ("fast", 1)
+        with cq.profile() as prof:
+            lib.total([1])
+        listed = cq.available_engines(lib.name)
+        return (
+            scoped == ("slow", 1)
+            and lib.total([1]) == ("fast", 1)
+            and [r.engine for r in prof.rows] == ["fast"]
+            and "slowimport" in listed
+            and cq.explain(lib.name).engine == "fast"
+        )
 
     try:
         assert run_in_child(child) == 0

@@ -1,0 +1,168 @@
+"""Blocks against a small model (hypothesis stateful): shared objects, contexts, crossings.
+
+Each context stands for an asyncio task or a thread (a ``contextvars.Context`` of
+its own); a step may run in a worker thread. ``using_engine`` objects are shared
+by the contexts, and generators whose body holds a block are started in one
+context and finished in another (as the event loop finishes an async generator
+left with ``break``). The model says what a call runs:
+
+- in a context, the engine of the most recently entered block *of that context*
+  that has not ended; else the global choice;
+- ``__exit__`` ends the object's most recent open block entered in the exiting
+  context; else its most recent open block anywhere; else it is an error.
+
+Runs 300 sequences by default; ``--hypothesis-profile=soak`` runs 20,000.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import count
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import coheriq as cq
+from coheriq.testing import isolated
+
+CONTEXTS = 3
+ENGINES = ["fast", "slow", cq.REFERENCE]
+GLOBAL = "slow"
+_names = count()
+
+
+@dataclass
+class Entry:
+    context: int
+    owner: object
+    engine: str
+    live: bool = True
+
+
+class ScopeModel(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        from conftest import build_lib
+
+        self.world = isolated()
+        self.world.__enter__()
+        self.lib = build_lib(f"scopemodel{next(_names)}")
+        name = self.lib.name
+
+        class Fast(cq.engine_class(name), name="fast"):
+            def total(self, xs):
+                return ("fast", sum(xs))
+
+        class Slow(cq.engine_class(name), name="slow"):
+            def total(self, xs):
+                return ("slow", sum(xs))
+
+        cq.enable_engine(name, GLOBAL)
+        self.contexts = [contextvars.Context() for _ in range(CONTEXTS)]
+        self.shared = [cq.using_engine(name, engine) for engine in ENGINES]
+        self.generators: list[tuple[object, object]] = []  # (generator, its block's owner)
+        self.entries: list[Entry] = []
+        self.elsewhere = ThreadPoolExecutor(1)
+
+    def teardown(self):
+        self.elsewhere.shutdown()
+        self.world.__exit__(None, None, None)
+
+    def run(self, context, function, in_thread):
+        """Run ``function`` in one of the contexts, in this thread or the worker."""
+        target = self.contexts[context]
+        if in_thread:
+            return self.elsewhere.submit(target.run, function).result()
+        return target.run(function)
+
+    def expected(self, context):
+        for entry in reversed(self.entries):
+            if entry.live and entry.context == context:
+                return entry.engine
+        return GLOBAL
+
+    def end(self, context, owner):
+        """The entry the model says __exit__ of ``owner`` in ``context`` ends, or None."""
+        mine = [e for e in self.entries if e.live and e.owner is owner]
+        here = [e for e in mine if e.context == context]
+        return (here or mine or [None])[-1]
+
+    # -- shared using_engine objects -------------------------------------------
+
+    @rule(
+        context=st.integers(0, CONTEXTS - 1),
+        which=st.integers(0, len(ENGINES) - 1),
+        in_thread=st.booleans(),
+    )
+    def enter(self, context, which, in_thread):
+        block = self.shared[which]
+        self.run(context, block.__enter__, in_thread)
+        self.entries.append(Entry(context, block, ENGINES[which]))
+
+    @rule(
+        context=st.integers(0, CONTEXTS - 1),
+        which=st.integers(0, len(ENGINES) - 1),
+        in_thread=st.booleans(),
+    )
+    def exit(self, context, which, in_thread):
+        block = self.shared[which]
+        entry = self.end(context, block)
+        try:
+            self.run(context, lambda: block.__exit__(None, None, None), in_thread)
+        except cq.CoheriqScopeError:
+            assert entry is None, "a block was open, but exiting raised"
+            return
+        assert entry is not None, "no block was open, but exiting did not raise"
+        entry.live = False
+
+    # -- generators whose body holds a block -----------------------------------
+
+    @rule(
+        context=st.integers(0, CONTEXTS - 1),
+        engine=st.sampled_from(ENGINES),
+        in_thread=st.booleans(),
+    )
+    def start_generator(self, context, engine, in_thread):
+        name = self.lib.name
+        block = cq.using_engine(name, engine)
+
+        def body():
+            with block:
+                yield
+
+        generator = body()
+        self.run(context, lambda: next(generator), in_thread)  # enters the block here
+        self.generators.append((generator, block))
+        self.entries.append(Entry(context, block, engine))
+
+    @precondition(lambda self: self.generators)
+    @rule(data=st.data(), context=st.integers(0, CONTEXTS - 1), in_thread=st.booleans())
+    def finish_generator(self, data, context, in_thread):
+        index = data.draw(st.integers(0, len(self.generators) - 1))
+        generator, block = self.generators.pop(index)
+        entry = self.end(context, block)
+        self.run(context, lambda: next(generator, None), in_thread)  # exits it here
+        entry.live = False
+
+    # -- what runs ---------------------------------------------------------------
+
+    @rule(context=st.integers(0, CONTEXTS - 1), in_thread=st.booleans())
+    def call(self, context, in_thread):
+        got = self.run(context, lambda: self.lib.total([1])[0], in_thread)
+        assert got == self.expected(context)
+
+    @invariant()
+    def every_context_agrees_with_the_model(self):
+        name = self.lib.name
+        for context in range(CONTEXTS):
+            assert self.run(context, lambda: self.lib.total([1])[0], False) == self.expected(
+                context
+            )
+            assert self.run(
+                context, lambda: cq.active_implementation(name), False
+            ) == self.expected(context)
+
+
+TestScopeModel = ScopeModel.TestCase
