@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ._stdlib import TYPE_CHECKING
 from ._validate import check_name
-from .choice import live_scope
-from .domain import AccelerationDomain, Settlement, all_domains, lookup_domain
+from .choice import Settlement, live_scope
+from .domain import AccelerationDomain, all_domains, lookup_domain
 from .engine import AccelerationEngine, resolve_engine
 from .exceptions import (
     CoheriqDomainNotFoundError,
@@ -72,7 +72,7 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineLike) -> None:
     """
     found = lookup_domain(domain)
     cls = resolve_engine(found, engine)
-    settled = found._settle_on(cls, "enable_engine")
+    settled = found.choice.settle_on(cls, "enable_engine")
     if settled.engine_class is not cls:
         raise CoheriqEngineSettledError(_settled_message(found, settled, cls.__coheriq_name__))
 
@@ -93,7 +93,7 @@ def _settled_message(domain: AccelerationDomain, settled: Settlement, wanted: st
         return (
             f"Domain {domain.name!r} already runs on engine {settled.engine!r} (chosen by "
             f"{how}), so it cannot switch to {wanted!r}. That call ran while module "
-            f"{domain._module!r} was being imported, so the choice was made before any "
+            f"{domain.module!r} was being imported, so the choice was made before any "
             f"program could make it. To use {wanted!r}, {variable}run the code inside "
             f"{scoped}. The library itself should not call its candidates at import: it "
             "can call its own implementations there (candidate.__wrapped__(...)), or build "
@@ -175,7 +175,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         resolved = self._resolved  # the engine class, looked up once per copy of the domain
         if resolved is None or resolved[0] is not found:
             resolved = self._resolved = (found, resolve_engine(found, self.engine))
-        scope = found._enter_scope(resolved[1], owner=self)
+        scope = found.scopes.enter(resolved[1], owner=self)
         self._entered.append((found, scope))
 
     def __exit__(
@@ -202,12 +202,12 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
                 "or __exit__ call, ends one __enter__."
             ) from None
         found, scope = entry  # type: ignore[misc]
-        found._exit_scope(scope)
+        found.scopes.exit(scope)
 
     def _open_here(self) -> tuple[AccelerationDomain, Any] | None:
         """This object's innermost block that is open in this context, if any."""
         for found, _ in reversed(self._entered):
-            scope = live_scope(found._scope.get())
+            scope = found.scopes.live()
             while scope is not None:
                 if scope.owner is self:
                     return found, scope
@@ -305,7 +305,7 @@ def available_engines(domain: AccelerationDomain | str) -> list[str]:
     Reads package metadata but imports no engine and settles nothing. The
     reference is not listed: it is always available as :data:`~coheriq.REFERENCE`.
     """
-    return lookup_domain(domain)._engine_names()
+    return lookup_domain(domain).engines.names()
 
 
 def active_implementation(domain: AccelerationDomain | str) -> str | None:
@@ -316,7 +316,7 @@ def active_implementation(domain: AccelerationDomain | str) -> str | None:
         context; else the global choice (an engine name or
         :data:`~coheriq.REFERENCE`) if it is made; else ``None``.
     """
-    return lookup_domain(domain)._active_engine()
+    return lookup_domain(domain).scopes.active_engine()
 
 
 def resolve_impl(candidate: T) -> T:
@@ -335,7 +335,7 @@ def resolve_impl(candidate: T) -> T:
             f"{candidate!r} is not a coheriq candidate. Pass a function or class that a "
             "library marked with @domain.acceleration_candidate, as the library exports it."
         )
-    member: T = info.domain._implementation_here(info.name)
+    member: T = info.domain.scopes.implementation_here(info.name)
     return member
 
 
@@ -355,7 +355,7 @@ def engine_of(obj: object) -> str:
             implementation.
     """
     for domain in all_domains():
-        engine = domain._engine_of_type(type(obj))
+        engine = domain.engines.engine_of_type(type(obj))
         if engine is not None:
             return engine
     raise CoheriqTypeError(

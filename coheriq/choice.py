@@ -142,10 +142,10 @@ class Starting:
 
     def __getitem__(self, name: str) -> Any:
         domain = self.domain
-        around = domain._seen_from_here(self.parent)
+        around = domain.scopes.seen_from_here(self.parent)
         if around is not None:
             return around.members[name]
-        settled = domain._settled
+        settled = domain.choice.settled
         if settled is not None:
             return settled.members[name]
         raise CoheriqEngineError(
@@ -171,10 +171,10 @@ class Fallthrough:
         self.parent = parent
 
     def __getitem__(self, name: str) -> Any:
-        seen = self.domain._seen_from_here(self.parent)
+        seen = self.domain.scopes.seen_from_here(self.parent)
         if seen is not None:
             return seen.members[name]
-        return self.domain._settle(f"call candidate {name!r}").members[name]
+        return self.domain.choice.settle(f"call candidate {name!r}").members[name]
 
 
 class Unsettled:
@@ -204,4 +204,4 @@ class Unsettled:
                 f"implementation directly as {info.reference.__qualname__}.__wrapped__(...); "
                 "otherwise import the library completely first."
             )
-        return domain._settle(f"call candidate {name!r}").members[name]
+        return domain.choice.settle(f"call candidate {name!r}").members[name]

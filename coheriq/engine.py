@@ -70,8 +70,8 @@ def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> E
     """
     found = lookup_domain(domain)
     if name is None:
-        return found._require_materialized("return its reference class")
-    return found._engine_class(check_name(name, "engine name"))
+        return found.require_reference("return its reference class")
+    return found.engines.engine_class(check_name(name, "engine name"))
 
 
 def resolve_engine(domain: AccelerationDomain, engine: object) -> EngineMeta:
@@ -88,7 +88,7 @@ def resolve_engine(domain: AccelerationDomain, engine: object) -> EngineMeta:
         CoheriqEngineError: An :class:`AccelerationEngine` not materialized yet.
     """
     if isinstance(engine, str):
-        return domain._engine_class(check_name(engine, "engine name"))
+        return domain.engines.engine_class(check_name(engine, "engine name"))
     if isinstance(engine, AccelerationEngine):
         cls = engine.engine_class
     elif isinstance(engine, EngineMeta):
@@ -140,13 +140,13 @@ class AccelerationEngine:
     ) -> None:
         self.domain = lookup_domain(domain)
         self.name = check_name(name, "engine name")
-        self.domain._require_materialized(f"create engine {name!r}")
+        self.domain.require_reference(f"create engine {name!r}")
         if name == REFERENCE:
             raise CoheriqEngineError(
                 f"An engine of domain {self.domain.name!r} cannot be named {REFERENCE!r}: that "
                 "name is reserved for the domain's own implementations. Choose another name."
             )
-        self.domain._check_engine_name_free(name)
+        self.domain.engines.check_name_free(name)
         if isinstance(bases, (str, AccelerationEngine, EngineMeta)) or not hasattr(
             bases, "__iter__"
         ):
@@ -238,7 +238,7 @@ class AccelerationEngine:
                 "materialize() is called once."
             )
         bases = tuple(resolve_base(self.domain, b) for b in self.bases) or (
-            self.domain._require_materialized(f"materialize engine {self.name!r}"),
+            self.domain.require_reference(f"materialize engine {self.name!r}"),
         )
         body = {
             n: v if isinstance(v, type) else staticmethod(v) for n, v in self._overrides.items()

@@ -92,11 +92,11 @@ def explain(subject: Any) -> Explanation:
             f"explain takes a coheriq candidate, a domain or a domain's name, not "
             f"{type(subject).__name__} ({subject!r})."
         )
-    engine, reason, cls = domain._prospect()
+    engine, reason, cls = domain.choice.prospect()
     names = [candidate] if candidate else list(domain.candidate_kinds)
     suppliers = {} if cls is None else {c: _name(supplier(cls, c)) for c in names}
     return Explanation(
-        domain.name, candidate, engine, reason, domain._settled is not None, suppliers
+        domain.name, candidate, engine, reason, domain.choice.settled is not None, suppliers
     )
 
 
@@ -138,9 +138,9 @@ def coverage(domain: AccelerationDomain | str, *, advertised: bool = False) -> C
             imports them); by default only registered engines are covered.
     """
     found = lookup_domain(domain)
-    reference = found._require_materialized("tabulate its coverage")
-    names = found._engine_names() if advertised else sorted(found._engines)
-    classes = {REFERENCE: reference, **{n: found._engine_class(n) for n in names}}
+    reference = found.require_reference("tabulate its coverage")
+    names = found.engines.names() if advertised else sorted(found.engines.by_name)
+    classes = {REFERENCE: reference, **{n: found.engines.engine_class(n) for n in names}}
     rows: dict[str, dict[str, str]] = {}
     for candidate in found.candidate_kinds:
         row = rows[candidate] = {}

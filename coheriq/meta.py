@@ -29,6 +29,15 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, Protocol
 
+    class _Engines(Protocol):
+        """The seam of a domain's engine registry (see :mod:`coheriq.engines`)."""
+
+        def reference_of(self, candidate: str) -> Any: ...
+
+        def check_name_free(self, name: str) -> None: ...
+
+        def register(self, cls: EngineMeta) -> None: ...
+
     class _Domain(Protocol):
         """What the metaclass needs from a domain (see :mod:`coheriq.domain`)."""
 
@@ -36,14 +45,12 @@ if TYPE_CHECKING:
         strict: bool
 
         @property
+        def engines(self) -> _Engines:
+            """The domain's engine registry."""
+
+        @property
         def candidate_kinds(self) -> Mapping[str, bool]:
             """Candidate name -> whether it is a class candidate."""
-
-        def _reference_of(self, candidate: str) -> Any: ...
-
-        def _check_engine_name_free(self, name: str) -> None: ...
-
-        def _register_engine_class(self, cls: EngineMeta) -> None: ...
 
 
 class EngineMeta(type):
@@ -99,7 +106,7 @@ class EngineMeta(type):
                         f"{REFERENCE!r}: that name is reserved for the domain's own "
                         "implementations. Choose another name."
                     )
-                domain._check_engine_name_free(name)
+                domain.engines.check_name_free(name)
             _check_mro(cls_name, bases, domain)
             _check_class_keywords(cls_name, bases, kwargs)
         kinds = domain.candidate_kinds
@@ -117,7 +124,7 @@ class EngineMeta(type):
                     engine=label,
                     mixin=name is None,
                     candidate=candidate,
-                    reference=domain._reference_of(candidate),
+                    reference=domain.engines.reference_of(candidate),
                     override=namespace[candidate],
                     is_class=kinds[candidate],
                 )
@@ -126,7 +133,7 @@ class EngineMeta(type):
         namespace["__coheriq_overrides__"] = overrides
         cls = super().__new__(mcls, cls_name, bases, namespace, **kwargs)
         if reference_of is None:
-            domain._register_engine_class(cls)
+            domain.engines.register(cls)
         return cls
 
     def __init__(cls, *args: Any, **kwargs: Any) -> None:

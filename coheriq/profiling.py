@@ -20,8 +20,8 @@ import weakref
 from contextvars import ContextVar
 from time import perf_counter_ns
 
-from . import domain as _domain
 from . import registry
+from . import scopes as _scopes
 from ._stdlib import TYPE_CHECKING
 from .domain import AccelerationDomain
 
@@ -96,9 +96,9 @@ class Profile:
         with _lock:
             _open += 1
             if _open == 1:
-                _domain.profiling_current = _profiled_current
+                _scopes.profiling_current = _profiled_current
                 for domain in registry.generations():
-                    domain._set_profiling(_profiled_current(domain))
+                    domain.scopes.set_profiling(_profiled_current(domain))
         return self
 
     def __exit__(
@@ -115,9 +115,9 @@ class Profile:
         with _lock:
             _open -= 1
             if _open == 0:
-                _domain.profiling_current = None
+                _scopes.profiling_current = None
                 for domain in registry.generations():
-                    domain._set_profiling(None)
+                    domain.scopes.set_profiling(None)
 
     def __str__(self) -> str:
         rows = self.rows
@@ -183,8 +183,8 @@ class _Timed:
         if self.scope is not None:
             member = self.scope.members[name]
         else:
-            member = domain._settle(f"call candidate {name!r}").members[name]
-        key = (domain.name, name, domain._active_engine() or "?")
+            member = domain.choice.settle(f"call candidate {name!r}").members[name]
+        key = (domain.name, name, domain.scopes.active_engine() or "?")
         # A nested block's calls count for the outer ones too, and once for a
         # profile entered twice.
         profiles = dict.fromkeys(self.profiles)
@@ -203,7 +203,7 @@ class _Timed:
 
 def _profiled_current(domain: AccelerationDomain) -> Callable[[], Any]:
     """The scope finder of ``domain``'s proxies while profiling is on somewhere."""
-    scope_of = domain._scope_here
+    scope_of = domain.scopes.here
 
     def current() -> Any:
         scope, profiles = scope_of(), _active.get()

@@ -213,7 +213,7 @@ def pytest_runtest_setup_xfail(item: pytest.Item) -> None:
             continue  # nothing of that domain can run here
         running = active_implementation(domain)
         if running is None:  # as the test's first call would, make the global choice
-            running = lookup_domain(domain)._settle().engine
+            running = lookup_domain(domain).choice.settle().engine
         if running in names:
             reason = marker.kwargs.get("reason", "") or f"known to fail on {running!r}"
             item.add_marker(

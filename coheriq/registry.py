@@ -10,7 +10,7 @@ module; they share one :class:`Lineage`, which holds:
 
 - the **global choice**: the first generation to settle fixes the engine's name
   for all of them, so a copy made later runs the engine the program chose (see
-  ``AccelerationDomain._settle``);
+  ``GlobalChoice.settle`` in :mod:`coheriq.settling`);
 - the ``using_engine`` **blocks**: one context variable for all of them, so a
   block entered through any copy covers every copy, also one made inside it;
 - which generation the domain's **name** stands for (:meth:`Lineage.named`): the
@@ -139,9 +139,9 @@ def register(domain: Any) -> tuple[Lineage, int] | None:
     with _lock:
         lineage = _lineages.get(domain.name)
         if lineage is None:
-            lineage = _lineages[domain.name] = Lineage(domain.name, domain._module, domain)
+            lineage = _lineages[domain.name] = Lineage(domain.name, domain.module, domain)
             return lineage, 1
-        if lineage.module != domain._module or _running(lineage.current._run):
+        if lineage.module != domain.module or _running(lineage.current._run):
             return None
         lineage.add(domain)
         return lineage, lineage.copies

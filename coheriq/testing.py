@@ -61,6 +61,6 @@ def _modules_that_defined(lineages: Iterable[registry.Lineage]) -> set[str]:
     modules: set[str] = set()
     for lineage in lineages:
         for domain in lineage.generations():
-            modules.add(domain._module)
-            modules.update(cls.__module__ for cls in domain._engine_classes)
+            modules.add(domain.module)
+            modules.update(cls.__module__ for cls in domain.engines.classes)
     return modules

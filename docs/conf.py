@@ -1,6 +1,12 @@
 """Sphinx configuration of coheriq's documentation."""
 
+import sys
+from pathlib import Path
+
 import coheriq
+
+# The docs' own helpers (module_layers) are importable from the pages' examples.
+sys.path.insert(0, str(Path(__file__).parent))
 
 project = "coheriq"
 author = "coheriq developers"

@@ -1,0 +1,371 @@
+"""The engines of one copy of a domain: registered, loaded from entry points, started.
+
+An :class:`Engines` registry belongs to one :class:`~coheriq.AccelerationDomain`
+(``domain.engines``). :class:`~coheriq.EngineMeta` registers each engine class
+with it when the class statement runs, through the three methods that are its
+seam (:meth:`Engines.reference_of`, :meth:`Engines.check_name_free`,
+:meth:`Engines.register`); the rest of coheriq asks it for an engine's class by
+name (:meth:`Engines.engine_class`, which imports an advertised engine's module
+the first time) and for the one instance of each engine class
+(:meth:`Engines.members_of`, which starts it).
+
+Locks: registration takes the domain's lock briefly; no lock is held while an
+engine's module is imported or while its ``__init__`` runs (see
+:meth:`Engines.members_of`).
+"""
+
+from __future__ import annotations
+
+# _thread rather than threading: the same locks, without importing threading.
+import _thread
+import sys
+
+# _contextvars is what the contextvars module re-exports; importing it directly
+# spares a module at start-up.
+from _contextvars import ContextVar
+
+from . import registry
+from ._stdlib import TYPE_CHECKING
+from ._validate import REFERENCE, is_engine_name
+from .choice import Scope, Starting
+from .exceptions import (
+    CoheriqEngineError,
+    CoheriqEngineLoadError,
+    CoheriqEngineNotFoundError,
+    CoheriqEngineStartError,
+    did_you_mean,
+    listing,
+)
+from .marked import check_implementations
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from .domain import AccelerationDomain
+    from .meta import EngineMeta
+
+__all__ = ["Engines"]
+
+# While an advertised engine's module is imported: every engine class it
+# registers, in any domain, so that a failed import can take back exactly those.
+_loading: ContextVar[list[tuple[Engines, EngineMeta]] | None] = ContextVar(
+    "coheriq: engines registered by the load in progress", default=None
+)
+
+
+def _runs_no_code(cls: type) -> bool:
+    """Whether instantiating ``cls`` runs no code of its own (no ``__init__``/``__new__``)."""
+    return cls.__init__ is object.__init__ and cls.__new__ is object.__new__  # type: ignore[misc,comparison-overlap]
+
+
+class _Start:
+    """An engine being started by one thread; others wait for it on its lock."""
+
+    __slots__ = ("lock", "thread")
+
+    def __init__(self) -> None:
+        self.thread = _thread.get_ident()
+        self.lock = _thread.allocate_lock()
+        self.lock.acquire()
+
+    def wait(self) -> None:
+        """Return when the start has ended, however it ended."""
+        self.lock.acquire()
+        self.lock.release()
+
+    def finish(self) -> None:
+        self.lock.release()
+
+
+class Engines:
+    """The engine classes of one copy of a domain, and the one instance of each.
+
+    Attributes:
+        by_name: Engine name -> engine class, for the named engines registered.
+        classes: Every engine class registered, named or not, in order.
+        implementations: Class candidate -> {implementing class: the engine class
+            whose body defines it, or None for the reference}; marked classes
+            answer ``isinstance`` from it.
+    """
+
+    def __init__(self, domain: AccelerationDomain) -> None:
+        self.domain = domain
+        self.by_name: dict[str, EngineMeta] = {}
+        self.classes: list[EngineMeta] = []
+        self.implementations: dict[str, dict[type, EngineMeta | None]] = {}
+        self._instances: dict[EngineMeta, Mapping[str, Any]] = {}
+        self._starting: dict[EngineMeta, _Start] = {}  # engines whose __init__ runs now
+
+    # -- the seam EngineMeta uses -----------------------------------------------------
+
+    def reference_of(self, candidate: str) -> Any:
+        """The reference implementation of ``candidate``."""
+        return self.domain._candidates[candidate].reference
+
+    def check_name_free(self, name: str) -> None:
+        """Raise :class:`~coheriq.CoheriqEngineError` if engine ``name`` is registered."""
+        existing = self.by_name.get(name)
+        if existing is not None:
+            raise CoheriqEngineError(
+                f"Domain {self.domain.name!r} has an engine named {name!r} already "
+                f"({existing.__module__}.{existing.__qualname__}); choose another name."
+            )
+
+    def register(self, cls: EngineMeta) -> None:
+        """Record the new engine class ``cls`` (its name checked free again)."""
+        with self.domain._lock:
+            name = cls.__coheriq_name__
+            if name is not None:
+                self.check_name_free(name)
+                self.by_name[name] = cls
+            self.classes.append(cls)
+            for candidate in cls.__coheriq_overrides__:
+                if candidate in self.implementations:
+                    self.implementations[candidate].setdefault(getattr(cls, candidate), cls)
+                    self._refresh_isinstance(candidate)
+        loaded = _loading.get()
+        if loaded is not None:
+            loaded.append((self, cls))
+
+    # -- class candidates ---------------------------------------------------------------
+
+    def _forget(self, cls: EngineMeta) -> None:
+        """Drop the engine class ``cls``, registered by an import that failed."""
+        with self.domain._lock:
+            if cls in self.classes:
+                self.classes.remove(cls)
+            if self.by_name.get(cls.__coheriq_name__ or "") is cls:
+                del self.by_name[cls.__coheriq_name__]  # type: ignore[arg-type]
+            for candidate, implementations in self.implementations.items():
+                for impl, owner in list(implementations.items()):
+                    if owner is cls:
+                        del implementations[impl]
+                self._refresh_isinstance(candidate)
+
+    def _refresh_isinstance(self, candidate: str) -> None:
+        """Let the marked class answer isinstance natively unless an engine needs more.
+
+        An engine's class that derives from the marked class is an instance of it
+        for Python already; only one that does not needs the marked class's own
+        check, which costs a Python call (also for every False answer).
+        """
+        marked = self.reference_of(candidate)
+        # By the MRO: the marked class's issubclass would count every implementation.
+        foreign = any(marked not in impl.__mro__ for impl in self.implementations[candidate])
+        check_implementations(marked, foreign)
+
+    def engine_of_type(self, cls: type) -> str | None:
+        """The engine whose implementation of a class candidate ``cls`` is, or None.
+
+        The engine is the one whose class body defines the implementation (the
+        first named engine built on it, for an unnamed mixin); a subclass of an
+        implementation counts as that implementation.
+        """
+        for klass in cls.__mro__:
+            for implementations in self.implementations.values():
+                if klass in implementations:
+                    owner = implementations[klass]
+                    if owner is None or owner.__coheriq_name__ is not None:
+                        return REFERENCE if owner is None else owner.__coheriq_name__
+                    users = [e for e in self.by_name.values() if issubclass(e, owner)]
+                    return users[0].__coheriq_name__ if users else repr(owner)
+        return None
+
+    # -- by name --------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """Sorted names of the registered and the advertised engines (imports none)."""
+        from . import discovery  # first use of entry points: see engine_class
+
+        advertised = [n for n in discovery.advertised(self.domain.name) if is_engine_name(n)]
+        return sorted(set(self.by_name) | set(advertised))
+
+    def engine_class(self, name: str, *, named_by: str = "") -> EngineMeta:
+        """Return the class of engine ``name``, loading its entry point if needed.
+
+        Args:
+            name: An engine name, or :data:`REFERENCE`.
+            named_by: Where the name came from, for error messages.
+
+        Raises:
+            CoheriqDomainError: The domain is not materialized.
+            CoheriqEngineNotFoundError: No such engine is registered or advertised.
+            CoheriqEngineLoadError: Its entry point failed to load or define it.
+        """
+        domain = self.domain
+        reference = domain.require_reference(f"look up engine {name!r}")
+        if name == REFERENCE:
+            return reference
+        cls = self.by_name.get(name)
+        if cls is not None:
+            return cls
+        # Imported on the first look for an advertised engine, not with coheriq:
+        # a program that only uses registered engines never reads package metadata.
+        from . import discovery
+
+        ep = discovery.advertised(domain.name).get(name) if is_engine_name(name) else None
+        if ep is None:
+            known = self.names()
+            invalid = "" if is_engine_name(name) else " (that is not a valid engine name)"
+            raise CoheriqEngineNotFoundError(
+                f"Domain {domain.name!r} has no engine named {name!r}{named_by}{invalid}."
+                f"{did_you_mean(name, known)} Available engines: {listing(known)} (and "
+                f"{REFERENCE!r}, the domain's own implementations). Install the package that "
+                f"provides the engine, or advertise it in entry-point group "
+                f"{discovery.group_of(domain.name)!r}."
+            )
+        return self._load(name, ep)
+
+    def _load(self, name: str, ep: Any) -> EngineMeta:
+        """Import the module that advertises engine ``name``; return the engine class.
+
+        If the import fails, or does not define the engine, or is interrupted
+        (``KeyboardInterrupt``), exactly the engine classes it registered, in any
+        domain, are taken back, and the module leaves ``sys.modules`` only if this
+        import put it there: a retry then imports it afresh, and engines loaded
+        before from the same module stay.
+
+        Raises:
+            CoheriqEngineLoadError: The import failed or defined no such engine.
+        """
+        from . import discovery
+
+        domain = self.domain
+        module = discovery.module_of(ep)
+        imported = sys.modules.get(module)
+        # A module that defined its engines for another copy of this library's
+        # module only (see coheriq.registry) runs again, for this copy.
+        again = (
+            imported is not None
+            and domain._lineage.copies > 1
+            and not getattr(getattr(imported, "__spec__", None), "_initializing", False)
+            and not any(c.__module__ == module for c in self.classes)
+        )
+        registered: list[tuple[Engines, EngineMeta]] = []
+        loading, copy = _loading.set(registered), registry.loading_for(domain)
+        try:
+            discovery.load(domain.name, name, ep, again=again)
+            cls = self.by_name.get(name)
+            if cls is None:
+                defined = [c.__coheriq_name__ for e, c in registered if e is self]
+                also = (
+                    f" It defined {listing(n for n in defined if n)} instead."
+                    if any(defined)
+                    else ""
+                )
+                raise CoheriqEngineLoadError(
+                    f"Engine {name!r} of domain {domain.name!r} is advertised by "
+                    f"{discovery.describe(ep)}, but importing it did not define an engine of "
+                    f"that name.{also} The entry point's name and the engine class's name= "
+                    "must agree."
+                )
+        except BaseException:
+            for engines, engine_cls in registered:
+                engines._forget(engine_cls)
+            if imported is None:
+                sys.modules.pop(module, None)
+            raise
+        finally:
+            registry.done_loading(copy)
+            _loading.reset(loading)
+        return cls
+
+    # -- the one instance of each engine class -------------------------------------------
+
+    def members_of(self, cls: EngineMeta) -> Mapping[str, Any]:
+        """Return candidate name -> what a call runs on ``cls``'s instance, starting it once.
+
+        No lock is held while an engine's ``__init__`` runs: it may take seconds
+        (a GPU), import other engines, or wait for threads that enter and leave
+        blocks. The first thread to need the engine starts it; others wait on
+        that start alone. Should the start fail, the next thread tries again.
+
+        Raises:
+            CoheriqEngineStartError: The engine's ``__init__`` failed.
+            CoheriqEngineError: The engine was asked for from its own ``__init__``.
+        """
+        lock = self.domain._lock
+        while True:
+            members = self._instances.get(cls)
+            if members is not None:
+                return members
+            with lock:
+                members = self._instances.get(cls)
+                if members is not None:
+                    return members
+                start = self._starting.get(cls)
+                if start is None:
+                    start = self._starting[cls] = _Start()
+                    break  # this thread starts the engine
+            if start.thread == _thread.get_ident():
+                if _runs_no_code(cls):
+                    # A start that runs no code of the engine's (the reference) was
+                    # interrupted in this thread (a signal handler, a __del__):
+                    # another instance harms nothing.
+                    return self._start(cls)
+                raise CoheriqEngineError(
+                    f"Engine {cls.__coheriq_name__!r} of domain {self.domain.name!r} was asked "
+                    "for from its own __init__ (through using_engine, enable_engine or "
+                    "engine_class), before it existed. Inside the engine, use its own "
+                    "implementations (self.name(...)) instead."
+                )
+            start.wait()
+        try:
+            members = self._start(cls)
+            with lock:
+                self._instances[cls] = members
+        finally:
+            with lock:
+                del self._starting[cls]
+            start.finish()
+        return members
+
+    def _start(self, cls: EngineMeta) -> Mapping[str, Any]:
+        """Instantiate ``cls`` and return its members (see :meth:`members_of`).
+
+        The ``__init__`` runs inside a block of its own engine whose members
+        refuse to be called: a call into the domain from there says what to do,
+        and never makes the global choice.
+        """
+        engine = cls.__coheriq_name__ or REFERENCE
+        if _runs_no_code(cls):  # the reference, or an engine without state
+            return self._members_from(engine, cls())
+        scopes = self.domain.scopes
+        around = scopes.live()
+        starting = Scope(engine, {}, around, self.domain)
+        starting.members = Starting(self.domain, engine, around)
+        scopes.open(starting)
+        try:
+            instance = cls()
+        except Exception as exc:
+            # The engine's message may end a sentence of its own: one full stop.
+            detail = str(exc).rstrip(".")
+            raise CoheriqEngineStartError(
+                f"Engine {engine!r} of domain {self.domain.name!r} failed to start: its "
+                f"__init__ raised {type(exc).__name__}: {detail}. Nothing was changed; fix "
+                "the engine's set-up or choose another engine."
+            ) from exc
+        finally:
+            scopes.close(starting)
+        return self._members_from(engine, instance)
+
+    def _members_from(self, engine: str, instance: Any) -> Mapping[str, Any]:
+        """What a call of each candidate runs on the engine ``instance``."""
+        candidates = self.domain._candidates
+        try:
+            members = {name: getattr(instance, name) for name in candidates}
+        except AttributeError as exc:  # a property of the engine's, or __getattr__, failing
+            raise CoheriqEngineStartError(
+                f"Engine {engine!r} of domain {self.domain.name!r} failed to start: reading "
+                f"its implementations raised AttributeError: {exc}. Each candidate must be an "
+                "attribute of the engine's instance."
+            ) from exc
+        for name, info in candidates.items():
+            if info.construct is not None and members[name] is info.reference:
+                members[name] = info.construct  # not the class: its call would dispatch
+        return members
+
+    def reinit_in_child(self) -> None:
+        """In a forked child: forget the starts that threads of the parent had in flight."""
+        self._starting.clear()

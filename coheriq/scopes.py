@@ -1,0 +1,216 @@
+"""The ``using_engine`` blocks of one copy of a domain, and how its proxies find them.
+
+A :class:`Scopes` belongs to one :class:`~coheriq.AccelerationDomain`
+(``domain.scopes``). A block is a :class:`~coheriq.choice.Scope` held in a
+context variable that every copy of the library's module shares (see
+:mod:`coheriq.registry`), so a block entered through one copy covers them all.
+
+Proxies do not read the variable on every call: they look at the context only
+while they must (the domain is not settled, or a block or a profile is open
+anywhere), which :meth:`Scopes.refresh_looking` tells them. Entering or leaving
+a block counts it under the lineage's lock alone and never waits for an
+engine's set-up.
+"""
+
+from __future__ import annotations
+
+from ._stdlib import DEBUG, TYPE_CHECKING, log
+from ._validate import REFERENCE
+from .choice import Fallthrough, Scope, Starting, live_scope
+from .exceptions import CoheriqError
+from .marked import construct_directly
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextvars import ContextVar
+    from typing import Any
+
+    from .domain import AccelerationDomain
+    from .meta import EngineMeta
+
+__all__ = ["Scopes"]
+
+# Set by coheriq.profiling while a profile block is open anywhere: makes, for a
+# domain, the function its proxies use to find the current scope.
+profiling_current: Callable[[AccelerationDomain], Callable[[], Any]] | None = None
+
+
+class Scopes:
+    """The blocks of one copy of a domain: entered, left, and found by its proxies.
+
+    Attributes:
+        variable: The context variable that holds the innermost block (shared by
+            every copy of the domain).
+    """
+
+    def __init__(self, domain: AccelerationDomain, variable: ContextVar[Scope | None]) -> None:
+        self.domain = domain
+        self.variable = variable
+        self._profiling: Callable[[], Any] | None = None
+
+    # -- what a call runs here -----------------------------------------------------------
+
+    def member_here(self, name: str) -> Any:
+        """Return what a call of candidate ``name`` runs in this context."""
+        scope = self.here()
+        if scope is not None:
+            return scope.members[name]
+        return self.domain.choice.settle(f"call candidate {name!r}").members[name]
+
+    def implementation_here(self, name: str) -> Any:
+        """Return the implementation of candidate ``name`` a call here would use.
+
+        As :meth:`member_here`, except that a class candidate the engine uses as
+        it is reads as the class, not as the construction of it.
+        """
+        member = self.member_here(name)
+        info = self.domain._candidates[name]
+        if info.construct is not None and member is info.construct:
+            return info.reference
+        return member
+
+    def here(self) -> Any:
+        """What proxies look at while they look at the context (see coheriq.choice)."""
+        domain = self.domain
+        scope = self.variable.get()
+        if scope is not None and scope.domain is not domain:
+            scope = self.seen_from_here(scope)
+        if scope is None and domain.choice.settled is None:
+            return domain.choice.unsettled
+        return scope
+
+    def seen_from_here(self, scope: Scope | None) -> Scope | None:
+        """The innermost live block from ``scope`` out, as this copy of the domain runs it.
+
+        A block entered through another copy of the library runs here on this
+        copy's engine of the same name, made once per block. Where this copy
+        cannot run it, it warns once and keeps its own choice (``None``).
+        """
+        domain = self.domain
+        scope = live_scope(scope)
+        if scope is None or scope.domain is domain or isinstance(scope.members, Starting):
+            return scope
+        if scope.elsewhere is None:
+            scope.elsewhere = {}
+        elif domain in scope.elsewhere:
+            return scope.elsewhere[domain]
+        seen: Scope | None = None
+        try:
+            engines = domain.engines
+            cls = engines.engine_class(scope.engine, named_by=" (a using_engine block)")
+            seen = Scope(scope.engine, engines.members_of(cls), None, domain)
+        except CoheriqError as error:
+            domain._warn_once(
+                ("scope", scope.engine),
+                f"A copy of module {domain.module!r} (the library ran more than once, by a "
+                f"reload or a fresh import) cannot run engine {scope.engine!r} in a "
+                f"using_engine block of domain {domain.name!r}: {str(error).rstrip('.')}. "
+                "Calls through that copy keep running on its own engine.",
+            )
+        scope.elsewhere[domain] = seen
+        return seen
+
+    def live(self) -> Scope | None:
+        """The innermost block of this context that has not exited."""
+        return live_scope(self.variable.get())
+
+    def active_engine(self) -> str | None:
+        """The engine a call would run in this context, or None if undecided."""
+        scope = self.live()
+        if scope is not None:
+            return scope.engine
+        settled = self.domain.choice.settled
+        return None if settled is None else settled.engine
+
+    # -- how proxies find it -------------------------------------------------------------
+
+    def set_profiling(self, current: Callable[[], Any] | None) -> None:
+        """Route proxies through ``current`` (a profiler's), or back to the scope variable."""
+        with self.domain._lock:
+            self._profiling = current
+            self.refresh_dispatch()
+
+    def refresh_dispatch(self) -> None:
+        """Tell the proxies how to find what a call runs, after any change.
+
+        The finder is set before the flag, so that a proxy that sees the flag
+        finds the right finder.
+        """
+        domain = self.domain
+        # The scope variable itself, where no translation is needed: the domain is
+        # settled and has no other copies (see here()).
+        direct = domain.choice.settled is not None and domain._lineage.copies == 1
+        domain._switchboard.set_current(
+            self._profiling or (self.variable.get if direct else self.here)
+        )
+        self.refresh_looking()
+
+    def refresh_looking(self) -> None:
+        """Say whether proxies must look at the context: all a block opening changes.
+
+        They must while the domain is not settled, or a block or a profile is open
+        anywhere. A class that constructs itself directly goes back to
+        dispatching before the flag is set.
+        """
+        domain = self.domain
+        settled = domain.choice.settled
+        looking = settled is None or domain._lineage.open_scopes > 0 or self._profiling is not None
+        for info in domain._class_candidates:
+            directly = not looking and settled.members[info.name] is info.construct  # type: ignore[union-attr]
+            construct_directly(info.proxy, directly)
+        domain._switchboard.set_scoped(looking)
+
+    # -- entering and leaving ------------------------------------------------------------
+
+    def enter(self, cls: EngineMeta, owner: Any = None) -> Scope:
+        """Make ``cls`` the engine of this context until :meth:`exit`.
+
+        The block covers every copy of the domain (see :meth:`seen_from_here`).
+        Its parent is the innermost *live* block around it, so that blocks that
+        exited elsewhere never pile up in a context.
+        """
+        domain = self.domain
+        members = domain.engines.members_of(cls)
+        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, self.live(), domain, owner)
+        log(DEBUG, "domain %r: entering a scope of engine %r", domain.name, scope.engine)
+        self.open(scope)
+        return scope
+
+    def exit(self, scope: Scope) -> None:
+        """End the block of ``scope``, in whatever context this runs.
+
+        Calls that still find it (a task or generator that outlived the block)
+        fall through to the context around it. The context variable moves only if
+        it still points at this block, and then to the innermost live block
+        around it: a block exited out of order, or in another context than it was
+        entered (a generator finished elsewhere), takes no other block with it.
+        """
+        scope.members = Fallthrough(self.domain, scope.parent)
+        log(DEBUG, "domain %r: leaving the scope of engine %r", self.domain.name, scope.engine)
+        self.close(scope)
+
+    def open(self, scope: Scope) -> None:
+        """Count ``scope`` as open and make it the innermost block of this context."""
+        self._count_open(+1)
+        self.variable.set(scope)
+
+    def close(self, scope: Scope) -> None:
+        """Mark ``scope`` exited, step the context out of it, and count it closed."""
+        scope.live = False
+        if self.variable.get() is scope:
+            self.variable.set(live_scope(scope.parent))
+        self._count_open(-1)
+
+    def _count_open(self, change: int) -> None:
+        """Count a block opening (+1) or closing (-1); the first and last tell every copy.
+
+        The count and the refreshes it causes happen under one lock, so that a
+        refresh never acts on a count another thread has changed since.
+        """
+        lineage = self.domain._lineage
+        with lineage.lock:
+            lineage.open_scopes += change
+            if lineage.open_scopes == (1 if change > 0 else 0):
+                for copy in lineage.generations() if lineage.copies > 1 else (self.domain,):
+                    with copy._lock:
+                        copy.scopes.refresh_looking()

@@ -1,0 +1,196 @@
+"""The process-global choice of one copy of a domain: made once, then never changed.
+
+A :class:`GlobalChoice` belongs to one :class:`~coheriq.AccelerationDomain`
+(``domain.choice``). Until the choice is made, :meth:`GlobalChoice.prospect`
+says what a call would run without choosing anything; the first call of a
+candidate outside any block (or ``enable_engine``, or ``resolve_impl``) makes
+it with :meth:`GlobalChoice.settle`. The one rule, in order: the choice another
+copy of the library's module made; else an earlier ``enable_engine``; else the
+engine named by ``<PREFIX>_ENGINE``; else the reference. Blocks
+(:mod:`coheriq.scopes`) override it for their context only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ._stdlib import INFO, TYPE_CHECKING, log, outside_coheriq
+from ._validate import REFERENCE
+from .choice import Settlement, Unsettled
+from .exceptions import CoheriqError
+
+if TYPE_CHECKING:
+    from .domain import AccelerationDomain
+    from .meta import EngineMeta
+
+__all__ = ["GlobalChoice"]
+
+
+class GlobalChoice:
+    """Makes and holds the global choice of one copy of a domain.
+
+    Attributes:
+        settled: The choice, once made (``None`` before).
+        unsettled: What proxies call through until it is made.
+    """
+
+    def __init__(self, domain: AccelerationDomain) -> None:
+        self.domain = domain
+        self.settled: Settlement | None = None
+        self.unsettled = Unsettled(domain)
+
+    def settle(self, action: str = "call its candidates") -> Settlement:
+        """Return the global choice, making it now if it is not made yet.
+
+        Args:
+            action: What the caller is doing, for the error raised when the
+                domain is not materialized.
+        """
+        settled = self.settled
+        if settled is not None:
+            return settled
+        domain = self.domain
+        reference = domain.require_reference(action)
+        choice = domain._lineage.choice
+        if choice is not None and choice.domain is not domain:
+            return self._settle_as(choice)
+        variable, value = domain.env_var, self.env_value()
+        if not value:
+            return self.settle_on(reference, "default")
+        # Resolved before taking the lock: naming an engine may import its module.
+        cls = domain.engines.engine_class(
+            value, named_by=f" (named by the environment variable {variable})"
+        )
+        return self.settle_on(cls, f"environment variable {variable}")
+
+    def settle_on(self, cls: EngineMeta, reason: str, *, inherited: bool = False) -> Settlement:
+        """Make ``cls`` the global choice unless one is made; return the choice.
+
+        Where another copy of the library's module has chosen a different engine
+        already, that choice is returned instead (copies share one global choice,
+        see :mod:`coheriq.registry`), unless ``inherited`` says this copy is taking
+        its share of it.
+        """
+        domain, lineage = self.domain, self.domain._lineage
+        engine = cls.__coheriq_name__ or REFERENCE
+        settled = self.settled
+        if settled is not None:
+            return settled
+        choice = lineage.choice
+        if choice is not None and not inherited and choice.engine != engine:
+            return choice  # type: ignore[no-any-return]
+        members = domain.engines.members_of(cls)  # starts the engine, holding no lock
+        with domain._lock:
+            settled = self.settled
+            if settled is not None:  # another thread chose meanwhile
+                return settled
+            choice = lineage.choice
+            if choice is not None and not inherited and choice.engine != engine:
+                return choice  # type: ignore[no-any-return]
+            where, _ = outside_coheriq()
+            settled = Settlement(engine, cls, reason, members, where, domain)
+            spec = getattr(sys.modules.get(domain.module), "__spec__", None)
+            settled.during_import = bool(getattr(spec, "_initializing", False))
+            domain._switchboard.connect(members)
+            self.settled = settled
+            if lineage.choice is None:
+                lineage.choice = settled
+            domain.scopes.refresh_dispatch()
+        log(
+            INFO,
+            "domain %r runs on engine %r (%s), chosen at %s",
+            domain.name,
+            settled.engine,
+            reason,
+            where,
+        )
+        return settled
+
+    def _settle_as(self, choice: Settlement) -> Settlement:
+        """Settle this copy of the library on the engine another copy runs on.
+
+        If that engine cannot run for this copy (it was defined in code that ran
+        for the other copy only, or its module fails to load again), warn once and
+        run the reference, saying why.
+        """
+        domain = self.domain
+        reference = domain.require_reference("inherit the global choice")
+        engine = choice.engine
+        reason = choice.reason
+        if "earlier copy" not in reason:
+            reason = f"{reason}, for an earlier copy of module {domain.module!r}"
+        if engine == REFERENCE:
+            return self.settle_on(reference, reason, inherited=True)
+        try:
+            cls = domain.engines.engine_class(engine, named_by=" (the engine the program chose)")
+            return self.settle_on(cls, reason, inherited=True)
+        except CoheriqError as error:
+            domain._warn_once(
+                ("global", engine),
+                f"Module {domain.module!r} ran again (a reload or a fresh import), and its "
+                f"new copy of domain {domain.name!r} cannot run engine {engine!r}, which the "
+                f"program chose ({choice.reason}): {str(error).rstrip('.')}. This copy runs "
+                "on the reference implementation. Import the engine's module again after "
+                "reloading the library, or advertise the engine through an entry point so "
+                "that coheriq can.",
+            )
+        return self.settle_on(
+            reference,
+            f"the reference: engine {engine!r}, chosen for an earlier copy of module "
+            f"{domain.module!r}, is not available to this copy",
+            inherited=True,
+        )
+
+    def env_value(self) -> str:
+        """The engine ``<PREFIX>_ENGINE`` names now ("" when unset, empty or no prefix)."""
+        variable = self.domain.env_var
+        return (os.environ.get(variable, "") if variable else "").strip()
+
+    def prospect(self) -> tuple[str | None, str, EngineMeta | None]:
+        """What a call here and now would run, and why, without choosing anything.
+
+        Returns ``(engine, reason, engine class)``; the class is ``None`` for an
+        advertised engine not imported yet, and the engine too when the
+        environment variable names no engine.
+        """
+        domain = self.domain
+        by_name = domain.engines.by_name
+        scope = domain.scopes.live()
+        if scope is not None:
+            cls = by_name.get(scope.engine) or domain._reference
+            return scope.engine, "the innermost using_engine block in this context", cls
+        settled = self.settled
+        if settled is not None:
+            how = {"enable_engine": "enable_engine", "default": "the reference by default"}.get(
+                settled.reason, f"the {settled.reason}"
+            )
+            return (
+                settled.engine,
+                f"{how}, settled by a call at {settled.where}",
+                settled.engine_class,
+            )
+        choice = domain._lineage.choice
+        if choice is not None:
+            return (
+                choice.engine,
+                f"the choice made for an earlier copy of module {domain.module!r} "
+                f"({choice.reason}); not settled in this copy yet",
+                by_name.get(choice.engine),
+            )
+        variable, value = domain.env_var, self.env_value()
+        if not value or value == REFERENCE:
+            why = f"{variable} is {value!r}" if value else "no enable_engine and no variable set"
+            return (
+                REFERENCE,
+                f"the reference by default ({why}); not settled yet",
+                domain._reference,
+            )
+        reason = f"the environment variable {variable}={value!r}; not settled yet"
+        if value in by_name:
+            return value, reason, by_name[value]
+        from . import discovery  # reading metadata imports no engine
+
+        if value in discovery.advertised(domain.name):
+            return value, reason + " (advertised, not imported yet)", None
+        return None, reason + ", which names no engine: the first call will fail", None

@@ -1,0 +1,66 @@
+"""The house rule of coheriq's layout: imports point one way, and no module reaches up.
+
+The graph is read from the source by ``docs/module_layers.py``, the same code
+that draws the layers in the design FAQ (imports under ``if TYPE_CHECKING:``
+left out; function-local imports count).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import coheriq
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+PACKAGE = Path(coheriq.__file__).parent
+
+
+def _graph() -> dict[str, set[str]]:
+    spec = importlib.util.spec_from_file_location("module_layers", DOCS / "module_layers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    graph: dict[str, set[str]] = module.import_graph()
+    return graph
+
+
+def test_the_imports_of_coheriq_have_no_cycle() -> None:
+    graph = _graph()
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycle = [*path[path.index(module) :], module]
+            raise AssertionError("import cycle: " + " -> ".join(cycle))
+        if module in done:
+            return
+        for imported in sorted(graph[module]):
+            visit(imported, [*path, module])
+        done.add(module)
+
+    for module in graph:
+        visit(module, [])
+
+
+def test_the_parts_of_a_domain_never_import_the_domain() -> None:
+    # A domain owns its engines, its global choice and its scopes; they reach it
+    # through the object that owns them, never by importing coheriq.domain.
+    graph = _graph()
+    for part in ("engines", "settling", "scopes", "choice", "meta", "proxy", "marked"):
+        assert "domain" not in graph[part], f"coheriq.{part} imports coheriq.domain"
+
+
+def test_an_engine_class_reaches_its_domain_through_a_narrow_seam() -> None:
+    # meta.py reads no private attribute of a domain or of its engine registry.
+    tree = ast.parse((PACKAGE / "meta.py").read_text(encoding="utf-8"))
+    private = {
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and "domain" in ast.unparse(node.value)
+    }
+    assert not private, f"meta.py reaches into the domain: {sorted(private)}"
