@@ -52,12 +52,19 @@ DEBUG = 10
 INFO = 20
 
 
+_logger = None  # logging.getLogger("coheriq"), once the program has imported logging
+
+
 def log(level: int, message: str, *args: object) -> None:
     """Log ``message % args`` at ``level`` on the "coheriq" logger, if anyone listens."""
-    logging = sys.modules.get("logging")
-    if logging is None:
-        return
-    logger = logging.getLogger("coheriq")
+    global _logger
+    logger = _logger
+    if logger is None:
+        logging = sys.modules.get("logging")
+        if logging is None:
+            return
+        # Kept: getLogger takes logging's lock, and blocks log on entry and exit.
+        logger = _logger = logging.getLogger("coheriq")
     if logger.isEnabledFor(level):
         logger.log(level, message, *args)
 

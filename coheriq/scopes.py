@@ -171,7 +171,8 @@ class Scopes:
         """
         domain = self.domain
         members = domain.engines.members_of(cls)
-        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, self.live(), domain, owner)
+        around = live_scope(self.variable.get())
+        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, around, domain, owner)
         log(DEBUG, "domain %r: entering a scope of engine %r", domain.name, scope.engine)
         self.open(scope)
         return scope
