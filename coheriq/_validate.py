@@ -10,7 +10,7 @@ REFERENCE = "reference"
 _NAME_PUNCTUATION = frozenset("_-.")
 
 
-def check_name(value: object, what: str) -> str:
+def check_name(value: object, what: str, error: type[CoheriqTypeError] = CoheriqTypeError) -> str:
     """Return ``value`` if it is a usable domain or engine name, else raise.
 
     A name is a non-empty ASCII string of letters, digits, ``_``, ``-`` and ``.``
@@ -20,18 +20,18 @@ def check_name(value: object, what: str) -> str:
 
     Raises:
         CoheriqTypeError: ``value`` is not such a string; the message names ``what``.
+            Raised as ``error``, a subclass that also tells the situation
+            (:class:`~coheriq.CoheriqDomainNameError`, say).
     """
     if not isinstance(value, str):
-        raise CoheriqTypeError(
-            f"The {what} must be a string, not {type(value).__name__} ({value!r})."
-        )
+        raise error(f"The {what} must be a string, not {type(value).__name__} ({value!r}).")
     if (
         not value
         or not value.isascii()
         or value[0] in "-."
         or not all(c.isalnum() or c in _NAME_PUNCTUATION for c in value)
     ):
-        raise CoheriqTypeError(
+        raise error(
             f"The {what} {value!r} is not a valid name: use letters, digits, '_', '-' "
             "and '.', starting with a letter, digit or '_'."
         )

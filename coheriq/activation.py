@@ -299,13 +299,17 @@ def _in_steps(steps: Any, domain: Any, engine: Any) -> Any:
             error = exc
 
 
-def available_engines(domain: AccelerationDomain | str) -> list[str]:
+def available_engines(domain: AccelerationDomain | str) -> tuple[str, ...]:
     """Return the sorted names of the domain's engines, registered or advertised.
 
     Reads package metadata but imports no engine and settles nothing. The
     reference is not listed: it is always available as :data:`~coheriq.REFERENCE`.
+    An :class:`~coheriq.AccelerationEngine` is listed from its construction on.
+
+    Returns:
+        A tuple, as in coheriq 0.0.x: ``('fast', 'gpu')``.
     """
-    return lookup_domain(domain).engines.names()
+    return tuple(lookup_domain(domain).engines.names())
 
 
 def active_implementation(domain: AccelerationDomain | str) -> str | None:

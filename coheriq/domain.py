@@ -40,6 +40,7 @@ from ._validate import check_candidate_name, check_name
 from .engines import Engines
 from .exceptions import (
     CoheriqDomainError,
+    CoheriqDomainNameError,
     CoheriqDomainNotFoundError,
     CoheriqReloadWarning,
     CoheriqTypeError,
@@ -70,12 +71,16 @@ def all_domains() -> list[AccelerationDomain]:
     return registry.named_domains()
 
 
-def lookup_domain(domain: AccelerationDomain | str) -> AccelerationDomain:
+def lookup_domain(
+    domain: AccelerationDomain | str,
+    missing: type[CoheriqDomainNotFoundError] = CoheriqDomainNotFoundError,
+) -> AccelerationDomain:
     """Return the domain given by object or name.
 
     Raises:
         CoheriqTypeError: ``domain`` is neither a domain nor a string.
-        CoheriqDomainNotFoundError: No domain of that name exists.
+        CoheriqDomainNotFoundError: No domain of that name exists (raised as
+            ``missing``, a subclass that also tells the situation).
     """
     if isinstance(domain, AccelerationDomain):
         return domain
@@ -87,7 +92,7 @@ def lookup_domain(domain: AccelerationDomain | str) -> AccelerationDomain:
     lineage = registry.lineage_of(domain)
     if lineage is None:
         known = [d.name for d in all_domains()]
-        raise CoheriqDomainNotFoundError(
+        raise missing(
             f"There is no coheriq domain named {domain!r}.{did_you_mean(domain, known)} "
             f"Known domains: {listing(known)}. Import the library that creates the "
             "domain before enabling or listing its engines."
@@ -130,7 +135,7 @@ class AccelerationDomain:
     """
 
     def __init__(self, name: str, *, env_prefix: str | None = None, strict: bool = False) -> None:
-        check_name(name, "domain name")
+        check_name(name, "domain name", CoheriqDomainNameError)
         if env_prefix is not None and not (
             isinstance(env_prefix, str) and env_prefix.isidentifier() and env_prefix.isascii()
         ):
@@ -328,18 +333,22 @@ class AccelerationDomain:
             self._reference = EngineMeta("reference", (), namespace)
             return self._reference
 
-    def require_reference(self, action: str) -> EngineMeta:
+    def require_reference(
+        self, action: str, error: type[CoheriqDomainError] = CoheriqDomainError
+    ) -> EngineMeta:
         """Return the reference class, or say why there is none yet.
 
         Args:
             action: What the caller was about to do, for the message.
+            error: The class to raise: :class:`~coheriq.CoheriqDomainError` or a
+                subclass that also tells the situation.
 
         Raises:
             CoheriqDomainError: The domain is not materialized yet.
         """
         reference = self._reference
         if reference is None:
-            raise CoheriqDomainError(
+            raise error(
                 f"Cannot {action}: domain {self.name!r} is not materialized yet. The library "
                 "that creates it must call materialize() after marking its candidates; if "
                 "it does, import the library completely first."

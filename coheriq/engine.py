@@ -29,7 +29,16 @@ import sys
 from ._stdlib import TYPE_CHECKING, overload
 from ._validate import REFERENCE, check_candidate_name, check_name
 from .domain import AccelerationDomain, lookup_domain
-from .exceptions import CoheriqEngineError, CoheriqTypeError, did_you_mean, listing
+from .engines import building
+from .exceptions import (
+    CoheriqDomainNotReadyError,
+    CoheriqEngineDomainNotFoundError,
+    CoheriqEngineError,
+    CoheriqEngineNameError,
+    CoheriqTypeError,
+    did_you_mean,
+    listing,
+)
 from .meta import EngineMeta
 
 if TYPE_CHECKING:
@@ -71,7 +80,7 @@ def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> E
     found = lookup_domain(domain)
     if name is None:
         return found.require_reference("return its reference class")
-    return found.engines.engine_class(check_name(name, "engine name"))
+    return found.engines.engine_class(check_name(name, "engine name", CoheriqEngineNameError))
 
 
 def resolve_engine(domain: AccelerationDomain, engine: object) -> EngineMeta:
@@ -88,7 +97,9 @@ def resolve_engine(domain: AccelerationDomain, engine: object) -> EngineMeta:
         CoheriqEngineError: An :class:`AccelerationEngine` not materialized yet.
     """
     if isinstance(engine, str):
-        return domain.engines.engine_class(check_name(engine, "engine name"))
+        return domain.engines.engine_class(
+            check_name(engine, "engine name", CoheriqEngineNameError)
+        )
     if isinstance(engine, AccelerationEngine):
         cls = engine.engine_class
     elif isinstance(engine, EngineMeta):
@@ -125,10 +136,19 @@ class AccelerationEngine:
     Overrides are static: they receive the call's arguments only, no engine
     instance. Use the class form for engines with state.
 
+    As in coheriq 0.0.x, constructing the engine reserves its name:
+    :func:`~coheriq.available_engines` lists it from then on, and a second
+    engine of that name is refused at once. Until :meth:`materialize` runs, the
+    engine cannot be enabled.
+
+    Every error below is also a :class:`~coheriq.CoheriqEngineError`, the class
+    coheriq 0.0.x raised for each of these situations.
+
     Raises:
-        CoheriqDomainNotFoundError: No such domain.
-        CoheriqDomainError: The domain is not materialized yet.
-        CoheriqTypeError: A malformed name or base.
+        CoheriqEngineDomainNotFoundError: No such domain.
+        CoheriqDomainNotReadyError: The domain is not materialized yet.
+        CoheriqEngineNameError: A malformed name.
+        CoheriqTypeError: A malformed list of bases.
         CoheriqEngineError: The name is reserved or taken.
     """
 
@@ -138,15 +158,14 @@ class AccelerationEngine:
         name: str,
         bases: Iterable[str | AccelerationEngine | EngineMeta] = (),
     ) -> None:
-        self.domain = lookup_domain(domain)
-        self.name = check_name(name, "engine name")
-        self.domain.require_reference(f"create engine {name!r}")
+        self.domain = lookup_domain(domain, CoheriqEngineDomainNotFoundError)
+        self.name = check_name(name, "engine name", CoheriqEngineNameError)
+        self.domain.require_reference(f"create engine {name!r}", CoheriqDomainNotReadyError)
         if name == REFERENCE:
             raise CoheriqEngineError(
                 f"An engine of domain {self.domain.name!r} cannot be named {REFERENCE!r}: that "
                 "name is reserved for the domain's own implementations. Choose another name."
             )
-        self.domain.engines.check_name_free(name)
         if isinstance(bases, (str, AccelerationEngine, EngineMeta)) or not hasattr(
             bases, "__iter__"
         ):
@@ -157,7 +176,9 @@ class AccelerationEngine:
         self.bases = tuple(bases)
         self._overrides: dict[str, Any] = {}
         self._class: EngineMeta | None = None
-        self._module = sys._getframe(1).f_globals.get("__name__", "__main__")
+        self.module: str = sys._getframe(1).f_globals.get("__name__", "__main__")
+        """The module that created the engine (the engine class's ``__module__``)."""
+        self.domain.engines.reserve(name, self)  # last: a refused engine reserves nothing
 
     def __repr__(self) -> str:
         state = "materialized" if self._class is not None else "not materialized"
@@ -240,15 +261,19 @@ class AccelerationEngine:
         bases = tuple(resolve_base(self.domain, b) for b in self.bases) or (
             self.domain.require_reference(f"materialize engine {self.name!r}"),
         )
-        body = {
+        body: dict[str, Any] = {
             n: v if isinstance(v, type) else staticmethod(v) for n, v in self._overrides.items()
         }
-        body["__module__"] = self._module
+        body["__module__"] = self.module
         import types  # here, not at the top: only materializing an engine needs it
 
-        self._class = types.new_class(  # type: ignore[assignment]
-            self.name, bases, {"name": self.name}, lambda ns: ns.update(body)
-        )
+        token = building.set(self)  # the class may take the name this engine reserved
+        try:
+            self._class = types.new_class(  # type: ignore[assignment]
+                self.name, bases, {"name": self.name}, lambda ns: ns.update(body)
+            )
+        finally:
+            building.reset(token)
         return self._class  # type: ignore[return-value]
 
     @property

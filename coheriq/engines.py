@@ -48,10 +48,15 @@ if TYPE_CHECKING:
 __all__ = ["Engines"]
 
 # While an advertised engine's module is imported: every engine class it
-# registers, in any domain, so that a failed import can take back exactly those.
-_loading: ContextVar[list[tuple[Engines, EngineMeta]] | None] = ContextVar(
+# registers and every name it reserves, in any domain, so that a failed import
+# can take back exactly those.
+_loading: ContextVar[list[tuple[Engines, EngineMeta | str]] | None] = ContextVar(
     "coheriq: engines registered by the load in progress", default=None
 )
+
+building: ContextVar[object] = ContextVar("coheriq: the engine being materialized", default=None)
+"""The :class:`~coheriq.AccelerationEngine` whose ``materialize()`` runs in this
+context: the class it builds may take the name it reserved."""
 
 
 def _runs_no_code(cls: type) -> bool:
@@ -83,6 +88,8 @@ class Engines:
 
     Attributes:
         by_name: Engine name -> engine class, for the named engines registered.
+        reserved: Engine name -> the :class:`~coheriq.AccelerationEngine` that
+            reserved it at construction and is not materialized yet.
         classes: Every engine class registered, named or not, in order.
         implementations: Class candidate -> {implementing class: the engine class
             whose body defines it, or None for the reference}; marked classes
@@ -92,6 +99,7 @@ class Engines:
     def __init__(self, domain: AccelerationDomain) -> None:
         self.domain = domain
         self.by_name: dict[str, EngineMeta] = {}
+        self.reserved: dict[str, object] = {}
         self.classes: list[EngineMeta] = []
         self.implementations: dict[str, dict[type, EngineMeta | None]] = {}
         self._instances: dict[EngineMeta, Mapping[str, Any]] = {}
@@ -104,13 +112,38 @@ class Engines:
         return self.domain._candidates[candidate].reference
 
     def check_name_free(self, name: str) -> None:
-        """Raise :class:`~coheriq.CoheriqEngineError` if engine ``name`` is registered."""
+        """Raise :class:`~coheriq.CoheriqEngineError` if engine ``name`` is taken.
+
+        A name is taken by a registered engine class, or reserved by an
+        :class:`~coheriq.AccelerationEngine` not materialized yet (except for the
+        class that engine's own ``materialize()`` builds).
+        """
         existing = self.by_name.get(name)
         if existing is not None:
             raise CoheriqEngineError(
                 f"Domain {self.domain.name!r} has an engine named {name!r} already "
                 f"({existing.__module__}.{existing.__qualname__}); choose another name."
             )
+        owner = self.reserved.get(name)
+        if owner is not None and owner is not building.get():
+            raise CoheriqEngineError(
+                f"Domain {self.domain.name!r} has an engine named {name!r} already: "
+                f"{owner!r}, created in module {getattr(owner, 'module', '?')!r}, reserved the "
+                "name. Choose another name (each engine is created once)."
+            )
+
+    def reserve(self, name: str, owner: object) -> None:
+        """Reserve engine ``name`` for ``owner``, an AccelerationEngine being written.
+
+        Raises:
+            CoheriqEngineError: The name is taken.
+        """
+        with self.domain._lock:
+            self.check_name_free(name)
+            self.reserved[name] = owner
+        loaded = _loading.get()
+        if loaded is not None:
+            loaded.append((self, name))
 
     def register(self, cls: EngineMeta) -> None:
         """Record the new engine class ``cls`` (its name checked free again)."""
@@ -119,6 +152,7 @@ class Engines:
             if name is not None:
                 self.check_name_free(name)
                 self.by_name[name] = cls
+                self.reserved.pop(name, None)  # its own reservation, if any
             self.classes.append(cls)
             for candidate in cls.__coheriq_overrides__:
                 if candidate in self.implementations:
@@ -130,9 +164,12 @@ class Engines:
 
     # -- class candidates ---------------------------------------------------------------
 
-    def _forget(self, cls: EngineMeta) -> None:
-        """Drop the engine class ``cls``, registered by an import that failed."""
+    def _forget(self, cls: EngineMeta | str) -> None:
+        """Drop the engine class ``cls`` (or reserved name), from an import that failed."""
         with self.domain._lock:
+            if isinstance(cls, str):
+                self.reserved.pop(cls, None)
+                return
             if cls in self.classes:
                 self.classes.remove(cls)
             if self.by_name.get(cls.__coheriq_name__ or "") is cls:
@@ -179,7 +216,7 @@ class Engines:
         from . import discovery  # first use of entry points: see engine_class
 
         advertised = [n for n in discovery.advertised(self.domain.name) if is_engine_name(n)]
-        return sorted(set(self.by_name) | set(advertised))
+        return sorted(set(self.by_name) | set(self.reserved) | set(advertised))
 
     def engine_class(self, name: str, *, named_by: str = "") -> EngineMeta:
         """Return the class of engine ``name``, loading its entry point if needed.
@@ -200,6 +237,14 @@ class Engines:
         cls = self.by_name.get(name)
         if cls is not None:
             return cls
+        owner = self.reserved.get(name)
+        if owner is not None:
+            raise CoheriqEngineNotFoundError(
+                f"Engine {name!r} of domain {domain.name!r}{named_by} is created ({owner!r}, "
+                f"in module {getattr(owner, 'module', '?')!r}) but not materialized yet. Its "
+                "author calls materialize() after the last override; import the engine's "
+                "module completely before using the engine."
+            )
         # Imported on the first look for an advertised engine, not with coheriq:
         # a program that only uses registered engines never reads package metadata.
         from . import discovery
@@ -242,15 +287,19 @@ class Engines:
             and not getattr(getattr(imported, "__spec__", None), "_initializing", False)
             and not any(c.__module__ == module for c in self.classes)
         )
-        registered: list[tuple[Engines, EngineMeta]] = []
+        registered: list[tuple[Engines, EngineMeta | str]] = []
         loading, copy = _loading.set(registered), registry.loading_for(domain)
         try:
             discovery.load(domain.name, name, ep, again=again)
             cls = self.by_name.get(name)
             if cls is None:
-                defined = [c.__coheriq_name__ for e, c in registered if e is self]
+                defined = [
+                    c if isinstance(c, str) else c.__coheriq_name__
+                    for e, c in registered
+                    if e is self
+                ]
                 also = (
-                    f" It defined {listing(n for n in defined if n)} instead."
+                    f" It defined {listing({n for n in defined if n})} instead."
                     if any(defined)
                     else ""
                 )

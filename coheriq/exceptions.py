@@ -6,6 +6,12 @@ engine that overrides a name its domain does not have); a :class:`CoheriqUserErr
 means the program that uses them asked for something that cannot be done (an
 engine that does not exist, a second global engine). Every message names the
 domain, engine or candidate involved and says what to do instead.
+
+A few leaves derive from two branches, as :class:`io.UnsupportedOperation` is
+both an :class:`OSError` and a :class:`ValueError`: where coheriq 0.0.x raised
+one class in a situation and this coheriq raises a clearer one, the error is an
+instance of both, so ``except`` clauses written for 0.0.x keep working (see
+"Coming from coheriq 0.0.x" in the documentation).
 """
 
 from __future__ import annotations
@@ -17,10 +23,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CoheriqDomainError",
+    "CoheriqDomainNameError",
     "CoheriqDomainNotFoundError",
+    "CoheriqDomainNotReadyError",
+    "CoheriqEngineDomainNotFoundError",
     "CoheriqEngineError",
     "CoheriqEngineInheritanceError",
     "CoheriqEngineLoadError",
+    "CoheriqEngineNameError",
     "CoheriqEngineNotFoundError",
     "CoheriqEngineSettledError",
     "CoheriqEngineStartError",
@@ -77,8 +87,11 @@ class CoheriqEngineNotFoundError(CoheriqUserError):
     """No engine of the given name is registered or advertised for a domain."""
 
 
-class CoheriqEngineSettledError(CoheriqUserError):
-    """The domain's global engine was already chosen and cannot change."""
+class CoheriqEngineSettledError(CoheriqUserError, CoheriqDomainError):
+    """The domain's global engine was already chosen and cannot change.
+
+    Also a :class:`CoheriqDomainError`, the class coheriq 0.0.x raised here.
+    """
 
 
 class CoheriqScopeError(CoheriqUserError):
@@ -87,6 +100,34 @@ class CoheriqScopeError(CoheriqUserError):
 
 class CoheriqTypeError(CoheriqUserError, TypeError):
     """A value of the wrong kind was passed to coheriq."""
+
+
+class CoheriqDomainNameError(CoheriqTypeError, CoheriqDomainError):
+    """A domain was created with a name that is empty, malformed or not a string.
+
+    Also a :class:`CoheriqDomainError`, the class coheriq 0.0.x raised here.
+    """
+
+
+class CoheriqEngineNameError(CoheriqTypeError, CoheriqEngineError):
+    """An engine was created or named with a name that is empty, malformed or not a string.
+
+    Also a :class:`CoheriqEngineError`, the class coheriq 0.0.x raised here.
+    """
+
+
+class CoheriqEngineDomainNotFoundError(CoheriqDomainNotFoundError, CoheriqEngineError):
+    """An engine was created for a domain that does not exist.
+
+    Also a :class:`CoheriqEngineError`, the class coheriq 0.0.x raised here.
+    """
+
+
+class CoheriqDomainNotReadyError(CoheriqDomainError, CoheriqEngineError):
+    """An engine was created for a domain that is not materialized yet.
+
+    Also a :class:`CoheriqEngineError`, the class coheriq 0.0.x raised here.
+    """
 
 
 class CoheriqReloadWarning(UserWarning):

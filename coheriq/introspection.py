@@ -139,8 +139,14 @@ def coverage(domain: AccelerationDomain | str, *, advertised: bool = False) -> C
     """
     found = lookup_domain(domain)
     reference = found.require_reference("tabulate its coverage")
-    names = found.engines.names() if advertised else sorted(found.engines.by_name)
-    classes = {REFERENCE: reference, **{n: found.engines.engine_class(n) for n in names}}
+    engines = found.engines
+    # An AccelerationEngine not materialized yet has no class to tabulate.
+    names = (
+        [n for n in engines.names() if n not in engines.reserved]
+        if advertised
+        else sorted(engines.by_name)
+    )
+    classes = {REFERENCE: reference, **{n: engines.engine_class(n) for n in names}}
     rows: dict[str, dict[str, str]] = {}
     for candidate in found.candidate_kinds:
         row = rows[candidate] = {}

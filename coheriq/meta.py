@@ -16,6 +16,7 @@ from ._validate import REFERENCE, check_name
 from .exceptions import (
     CoheriqEngineError,
     CoheriqEngineInheritanceError,
+    CoheriqEngineNameError,
     CoheriqTypeError,
     did_you_mean,
     listing,
@@ -99,7 +100,7 @@ class EngineMeta(type):
         else:
             domain = _domain_of_bases(cls_name, bases)
             if name is not None:
-                check_name(name, f"engine name of class {cls_name!r}")
+                check_name(name, f"engine name of class {cls_name!r}", CoheriqEngineNameError)
                 if name == REFERENCE:
                     raise CoheriqEngineError(
                         f"Engine class {cls_name!r} of domain {domain.name!r} cannot be named "

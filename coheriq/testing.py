@@ -11,7 +11,7 @@ the next, without running each test in a forked process:
 >>> with isolated():
 ...     inner = coheriq.AccelerationDomain("doc_testing")  # the name is free in here
 >>> coheriq.available_engines("doc_testing")  # and the outer domain is back
-[]
+()
 
 Under pytest, the fixture ``coheriq_isolated`` does the same (see
 :mod:`coheriq.pytest_plugin`).

@@ -25,7 +25,7 @@ def test_listing_imports_nothing(lib, make_dist, unique):
     gpu, mpi = unique("gpu_mod"), unique("mpi_mod")
     advertise(make_dist, lib, "gpu", gpu)
     advertise(make_dist, lib, "mpi", mpi)
-    assert cq.available_engines(lib.name) == ["gpu", "mpi"]
+    assert cq.available_engines(lib.name) == ("gpu", "mpi")
     assert gpu not in sys.modules and mpi not in sys.modules
 
 

@@ -38,7 +38,7 @@ def run(*args, timeout=240, env=ON_THE_CPU):
 
 def test_every_example_engine_is_installed():
     done = run("-c", "import coheriq, ragbatch; print(coheriq.available_engines('ragbatch'))")
-    assert done.stdout.strip() == str(sorted(ENGINES[1:])), done.stderr
+    assert done.stdout.strip() == str(tuple(sorted(ENGINES[1:]))), done.stderr
 
 
 @pytest.mark.parametrize("engine", ENGINES)

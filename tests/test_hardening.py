@@ -548,7 +548,7 @@ def test_one_rule_for_engine_names_everywhere(lib, make_dist, monkeypatch):
         {module: "raise AssertionError('never imported')\n"},
         {f"coheriq.engines.{lib.name}": {"reference": module, "bad name": module}},
     )
-    assert cq.available_engines(lib.name) == []  # neither name can be an engine
+    assert cq.available_engines(lib.name) == ()  # neither name can be an engine
     monkeypatch.setenv(lib.env_var, "bad name")
     with pytest.raises(cq.CoheriqEngineNotFoundError, match="not a valid engine name"):
         lib.total([1])
@@ -590,7 +590,7 @@ def test_a_distribution_with_unreadable_entry_points_does_not_stop_discovery(lib
     sys.meta_path.insert(0, Finder)
     discovery.clear_cache()
     try:
-        assert cq.available_engines(lib.name) == []
+        assert cq.available_engines(lib.name) == ()
         cq.enable_engine(lib.name, cq.REFERENCE)
     finally:
         sys.meta_path.remove(Finder)
@@ -634,7 +634,7 @@ def test_an_engine_that_sets_a_candidate_to_itself_is_refused(lib):
     for body in ({"total": lib.total}, {"Batch": lib.Batch}, {"total": staticmethod(lib.total)}):
         with pytest.raises(cq.CoheriqEngineError, match="itself, whose calls would come back"):
             type(cq.engine_class(lib.name))("Loop", (cq.engine_class(lib.name),), body, name="loop")
-    assert cq.available_engines(lib.name) == []
+    assert cq.available_engines(lib.name) == ()
 
 
 def test_sync_and_async_mismatches_are_signature_problems(unique):

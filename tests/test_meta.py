@@ -27,7 +27,7 @@ def test_class_form_methods_get_self_and_state(lib):
 def test_engine_is_instantiated_once_and_lazily(lib, two_engines):
     Fast, _ = two_engines
     assert Fast._instances == 0  # defining and listing an engine does not start it
-    assert cq.available_engines(lib.name) == ["fast", "slow"]
+    assert cq.available_engines(lib.name) == ("fast", "slow")
     assert Fast._instances == 0
     for _ in range(3):
         with cq.using_engine(lib.name, "fast"):
@@ -92,7 +92,7 @@ def test_unnamed_mixin_is_a_base_not_an_engine(lib):
     class Uses(Mixin, name="uses"):
         pass
 
-    assert cq.available_engines(lib.name) == ["uses"]
+    assert cq.available_engines(lib.name) == ("uses",)
     assert "mixin" in repr(Mixin)
     with pytest.raises(cq.CoheriqTypeError, match="unnamed engine mixin"):
         cq.enable_engine(lib.name, Mixin)
@@ -121,7 +121,7 @@ def test_typo_is_rejected_with_suggestion(lib):
             def normalise(self, xs):
                 return xs
 
-    assert cq.available_engines(lib.name) == []
+    assert cq.available_engines(lib.name) == ()
 
 
 def test_base_from_another_domain(lib, unique):
@@ -161,7 +161,7 @@ def test_inconsistent_mro(lib):
         class Twice(A, A):
             pass
 
-    assert cq.available_engines(lib.name) == ["a", "b"]
+    assert cq.available_engines(lib.name) == ("a", "b")
 
 
 def test_override_kinds_are_checked(lib):

@@ -42,6 +42,9 @@ class ModelDomain:
     candidates: dict[str, bool] = field(default_factory=dict)  # name -> is a class
     materialized: bool = False
     engines: dict[str, ModelEngine] = field(default_factory=dict)
+    # Names reserved by AccelerationEngines whose materialize() failed: taken and
+    # listed, as in coheriq 0.0.x, but not an engine that can run.
+    reserved: set[str] = field(default_factory=set)
     settled: str | None = None
     env: str | None = None
     reference_mirror: type = field(default_factory=lambda: type("reference", (), {}))
@@ -180,11 +183,12 @@ class CoheriqModel(RuleBasedStateMachine):
 
     # -- engines --------------------------------------------------------------
 
-    def expected_definition_error(self, domain, name, bases):
+    def expected_definition_error(self, domain, name, bases, class_form):
         model = self.model[domain]
         if not model.materialized:
-            return cq.CoheriqDomainError, None
-        if name == cq.REFERENCE or name in model.engines:
+            # The decorator form raises what 0.0.x raised there too (an engine error).
+            return cq.CoheriqDomainError if class_form else cq.CoheriqDomainNotReadyError, None
+        if name == cq.REFERENCE or name in model.engines or name in model.reserved:
             return cq.CoheriqEngineError, None
         mirrors = tuple(model.engines[b].mirror for b in bases) or (model.reference_mirror,)
         try:
@@ -208,7 +212,7 @@ class CoheriqModel(RuleBasedStateMachine):
         overrides = data.draw(st.sets(st.sampled_from(sorted(model.candidates) or ["f"])))
         overrides &= set(model.candidates)
         failing = failing and class_form  # the decorator form has no __init__
-        expected, mirror = self.expected_definition_error(domain, name, bases)
+        expected, mirror = self.expected_definition_error(domain, name, bases, class_form)
         body = {c: implementation(name, c, model.candidates[c]) for c in overrides}
 
         def define_class_form():
@@ -229,6 +233,8 @@ class CoheriqModel(RuleBasedStateMachine):
         made = self.check(expected, define_class_form if class_form else define_decorator_form)
         if made is not None:
             model.engines[name] = ModelEngine(bases, overrides, failing, mirror)
+        elif expected is cq.CoheriqEngineInheritanceError and not class_form:
+            model.reserved.add(name)  # constructed (name reserved), materialize() failed
 
     # -- choosing -------------------------------------------------------------
 
@@ -294,7 +300,7 @@ class CoheriqModel(RuleBasedStateMachine):
             scoped = [engine for name, engine, _ in self.scopes if name == domain]
             active = scoped[-1] if scoped else model.settled
             assert cq.active_implementation(domain) == active
-            assert cq.available_engines(domain) == sorted(model.engines)
+            assert cq.available_engines(domain) == tuple(sorted({*model.engines, *model.reserved}))
 
 
 def env_var(domain):

@@ -30,14 +30,14 @@ def test_engine_metadata_is_read_once_per_group(lib, make_dist, unique):
 
     group = f"coheriq.engines.{lib.name}"
     site = make_dist(unique("d"), {}, {group: {"gpu": "gpu_mod"}})
-    assert cq.available_engines(lib.name) == ["gpu"]
+    assert cq.available_engines(lib.name) == ("gpu",)
     late = site / "late-1.0.dist-info"  # installed after the first look
     late.mkdir()
     (late / "METADATA").write_text("Metadata-Version: 2.1\nName: late\nVersion: 1.0\n")
     (late / "entry_points.txt").write_text(f"[{group}]\nmpi = mpi_mod\n")
-    assert cq.available_engines(lib.name) == ["gpu"]  # answered from the cache
+    assert cq.available_engines(lib.name) == ("gpu",)  # answered from the cache
     discovery.clear_cache()
-    assert cq.available_engines(lib.name) == ["gpu", "mpi"]
+    assert cq.available_engines(lib.name) == ("gpu", "mpi")
 
 
 def test_benchmark_suite_runs_in_quick_mode():

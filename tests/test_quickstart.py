@@ -22,7 +22,7 @@ def test_quickstart_demo_runs(make_dist):
         check=True,
     )
     lines = result.stdout.splitlines()
-    assert lines[0] == "engines advertised for mylib: ['fast']"
+    assert lines[0] == "engines advertised for mylib: ('fast',)"
     assert lines[1:3] == ["mylib_fast imported yet? False", "mylib_fast imported yet? True"]
     assert "engine=fast" in lines[3] and "backend=fast" in lines[3]
     assert "engine=reference" in lines[4] and "backend=reference" in lines[4]

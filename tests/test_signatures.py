@@ -138,7 +138,10 @@ def test_strict_mode_raises_and_registers_nothing(unique, monkeypatch, how):
     engine.override("f")(lambda a: a)
     with pytest.raises(cq.CoheriqEngineError, match="'b' is missing"):
         engine.materialize()
-    assert cq.available_engines(domain) == []
+    # No engine class was registered; the decorated engine keeps the name it
+    # reserved when it was constructed (as in 0.0.x), and cannot run.
+    assert cq.available_engines(domain) == ("decorated",)
+    assert cq.coverage(domain).engines == [cq.REFERENCE]
 
 
 def test_checked_once_at_definition_not_per_call(domain):

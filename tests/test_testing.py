@@ -32,7 +32,7 @@ def test_inner_world_is_clean_and_outer_world_returns():
         cq.enable_engine("shared", "fast")
         assert g() == "fast"
     assert cq.engine_class("shared") is cq.engine_class(outer)
-    assert cq.available_engines("shared") == []
+    assert cq.available_engines("shared") == ()
     assert cq.active_implementation("shared") == cq.REFERENCE
     assert f() == "reference"
 
@@ -60,8 +60,8 @@ def test_modules_that_defined_domains_are_imported_afresh(make_dist, unique):
 
 def test_entry_point_cache_is_per_world(make_dist, lib):
     make_dist("adv_dist", {}, {f"coheriq.engines.{lib.name}": {"gpu": "gpu_mod"}})
-    assert cq.available_engines(lib.name) == ["gpu"]
+    assert cq.available_engines(lib.name) == ("gpu",)
     with isolated():
         again = make(lib.name)[0]
-        assert cq.available_engines(again) == ["gpu"]  # read anew, same metadata
-    assert cq.available_engines(lib.name) == ["gpu"]
+        assert cq.available_engines(again) == ("gpu",)  # read anew, same metadata
+    assert cq.available_engines(lib.name) == ("gpu",)
