@@ -136,6 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="coheriq", description="See and check the coheriq engines of installed libraries."
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"coheriq {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, run: object, help: str) -> argparse.ArgumentParser:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,9 +16,14 @@ from hypothesis import settings
 import coheriq
 from coheriq import discovery
 
-# 300 examples per property by default (CI); `--hypothesis-profile=soak` for 20,000.
+# 300 examples per property by default (CI); `--hypothesis-profile=soak` for 20,000,
+# or for COHERIQ_SOAK_EXAMPLES (a soak split over several processes, each with its
+# own --hypothesis-seed, covers as many examples without one process growing: see
+# what the adoption guide says of memory).
 settings.register_profile("coheriq", max_examples=300, deadline=None)
-settings.register_profile("soak", max_examples=20_000, deadline=None)
+settings.register_profile(
+    "soak", max_examples=int(os.environ.get("COHERIQ_SOAK_EXAMPLES", "20000")), deadline=None
+)
 settings.load_profile("coheriq")
 
 _counter = itertools.count()

@@ -114,3 +114,13 @@ def test_errors_are_one_line_with_exit_code_2(installed):
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     usage = coheriq(installed, "frobnicate")
     assert usage.returncode == 2 and "invalid choice" in usage.stderr
+
+
+def test_version_is_one_number_everywhere(tmp_path):
+    from importlib.metadata import version
+
+    package = sys.modules["coheriq"].__version__  # the name `coheriq` is the helper above
+    done = coheriq(tmp_path, "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"coheriq {package}"
+    assert version("coheriq") == package

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
@@ -24,7 +26,26 @@ def test_no_page_shows_python_that_nothing_runs():
     assert offenders == [], "use testcode/doctest blocks or literalinclude of a tested file"
 
 
+def _installed_ragbatch_engines() -> list[str] | None:
+    """The ragbatch engines installed here, or None without the ragbatch example."""
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import coheriq, ragbatch; print(*coheriq.available_engines('ragbatch'))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return listed.stdout.split() if listed.returncode == 0 else None
+
+
 def test_included_examples_pass():
+    engines = _installed_ragbatch_engines()
+    if engines is None:
+        pytest.skip("the ragbatch example is not installed (the README's test command installs it)")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(DOCS / "examples")],
         capture_output=True,
@@ -35,7 +56,10 @@ def test_included_examples_pass():
         env={**os.environ, "RAGBATCH_GPU_PLATFORM": "cpu"},
     )
     assert done.returncode == 0, done.stdout[-3000:]
-    assert "14 passed, 5 xfailed" in done.stdout
+    # Per engine (the reference included): two cases; test_row_sum_is_exact passes on
+    # the reference and is an expected failure elsewhere; one case runs once.
+    n = 1 + len(engines)
+    assert f"{2 * n + 2} passed, {n - 1} xfailed" in done.stdout, done.stdout[-1000:]
 
 
 def test_readme_python_runs():

@@ -169,5 +169,7 @@ def test_benchmark_runs_small():
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     out = done.stdout
     assert "segmented softmax over 20,000 float64 values in 20 rows" in out
-    assert "gpu engine" in out and "compiled engine" in out
-    assert "max relative difference from the compiled engine" in out
+    # Measured against the compiled engine, or the numpy engine where that is absent.
+    baseline = "compiled" if importlib.util.find_spec("ragbatch_compiled") else "numpy"
+    assert "gpu engine" in out and f"{baseline} engine" in out
+    assert f"max relative difference from the {baseline} engine" in out

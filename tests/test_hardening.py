@@ -714,3 +714,19 @@ def test_raw_errors_are_coheriq_errors_that_say_what_to_do(unique, monkeypatch):
         class Unsure(cq.engine_class(domain)):
             def ﬁlter(self):
                 return None
+
+
+def test_the_importlib_metadata_backport_and_a_malformed_entry_point(lib, make_dist):
+    # Python 3.10 with dask: the backport is imported, and coheriq's discovery must
+    # survive an entry point it cannot parse, as it does with the standard library.
+    pytest.importorskip("importlib_metadata", reason="the importlib_metadata backport is absent")
+    make_dist("malformed_dist", {}, {f"coheriq.engines.{lib.name}": {"bad": "not valid!:"}})
+    make_dist(
+        "good_dist",
+        {"good_mod": "import coheriq\n"},
+        {"coheriq.engines.unrelated_domain": {"good": "good_mod"}},
+    )
+    cq.available_engines(lib.name)  # listed or skipped, as the metadata reader can
+    with pytest.raises(cq.CoheriqError):  # a clear error, never a bare ValueError
+        cq.using_engine(lib.name, "bad").__enter__()
+    cq.enable_engine(lib.name, cq.REFERENCE)

@@ -9,10 +9,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
-from jupyter_client.manager import KernelManager
-from nbclient import NotebookClient
+
+nbformat = pytest.importorskip("nbformat", reason="executing the notebooks needs nbformat")
+pytest.importorskip("nbclient", reason="executing the notebooks needs nbclient")
+pytest.importorskip("ipykernel", reason="executing the notebooks needs ipykernel")
+pytest.importorskip("matplotlib", reason="the notebooks draw with matplotlib")
+from jupyter_client.manager import KernelManager  # noqa: E402 - after the skips above
+from nbclient import NotebookClient  # noqa: E402
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))

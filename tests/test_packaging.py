@@ -1,0 +1,49 @@
+"""The source tree and the package metadata: what a release is made of."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import coheriq
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD_PRODUCTS = re.compile(r"\.(so|pyd|o|dll|dylib|whl)$|\.egg-info/|(^|/)__pycache__/")
+
+
+def test_the_source_tree_tracks_no_build_product():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an sdist, say): nothing to check")
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
+    assert tracked
+    assert [path for path in tracked if BUILD_PRODUCTS.search(path)] == []
+
+
+def test_the_license_is_the_one_the_metadata_names():
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License")
+    assert 'license = "MIT"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="reads pyproject.toml with tomllib (3.11+)")
+def test_the_classifiers_name_every_supported_python():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["requires-python"] == ">=3.10"
+    versions = {
+        c.rsplit(" ", 1)[1]
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    }
+    assert versions == {"3.10", "3.11", "3.12", "3.13"}
+    assert project["keywords"]
+    assert "version" in project["dynamic"]  # one number: coheriq.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+", coheriq.__version__)
