@@ -61,9 +61,12 @@ def advertised_domains() -> dict[str, EntryPoint]:
 def _read(group: str) -> dict[str, EntryPoint]:
     """The entry points of ``group`` by name: the first found on ``sys.path`` wins.
 
-    Read one distribution at a time: one whose metadata cannot be read (a
-    malformed entry point somewhere, which the ``importlib_metadata`` backport,
-    once imported, raises for) is skipped rather than failing every lookup.
+    Read one distribution at a time: one whose entry points the metadata
+    reader refuses (a malformed value, which the ``importlib_metadata``
+    backport, once imported, raises for) is read from its ``entry_points.txt``
+    directly, so that its engines are listed and fail, when named, with a clear
+    load error, as they do under the standard library's reader; one whose
+    metadata cannot be read at all is skipped rather than failing every lookup.
     """
     found = _cache.get(group)
     if found is None:
@@ -81,12 +84,34 @@ def _read(group: str) -> dict[str, EntryPoint]:
                 if name in seen:
                     continue
                 seen.add(name)
-                advertised = [ep for ep in dist.entry_points if ep.group == group]
+                try:
+                    advertised = [ep for ep in dist.entry_points if ep.group == group]
+                except Exception:  # a value the reader refuses
+                    advertised = _read_leniently(dist, group)
             except Exception:  # unreadable metadata: not ours to fail on
                 continue
             for ep in advertised:
                 found.setdefault(ep.name, ep)
         _cache[group] = found
+    return found
+
+
+def _read_leniently(dist: Any, group: str) -> list[EntryPoint]:
+    """The entry points of ``group`` in ``dist``'s ``entry_points.txt``, values unchecked."""
+    from importlib.metadata import EntryPoint
+
+    found, section = [], None
+    for line in (dist.read_text("entry_points.txt") or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+        elif section == group and "=" in line:
+            name, _, value = line.partition("=")
+            ep = EntryPoint(name.strip(), value.strip(), group)
+            attach = getattr(ep, "_for", None)  # how importlib.metadata ties it to dist
+            found.append(attach(dist) if attach is not None else ep)
     return found
 
 
