@@ -12,12 +12,13 @@ the first of:
 from __future__ import annotations
 
 from ._stdlib import TYPE_CHECKING
-from ._validate import check_name
+from ._validate import REFERENCE, check_name
 from .choice import Settlement, live_scope
 from .domain import AccelerationDomain, all_domains, lookup_domain
 from .engine import AccelerationEngine, resolve_engine
 from .exceptions import (
     CoheriqDomainNotFoundError,
+    CoheriqEngineNameError,
     CoheriqEngineSettledError,
     CoheriqScopeError,
     CoheriqTypeError,
@@ -26,13 +27,17 @@ from .meta import EngineMeta
 from .proxy import candidate_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from types import TracebackType
     from typing import Any, TypeAlias, TypeVar
+
+    from .engines import Tried
 
     F = TypeVar("F", bound=Callable[..., Any])
     T = TypeVar("T")
     EngineLike: TypeAlias = str | AccelerationEngine | EngineMeta
+    # An ordered choice: the first of them that starts here.
+    EngineChoice: TypeAlias = EngineLike | Sequence[EngineLike]
 
 __all__ = [
     "active_implementation",
@@ -50,7 +55,7 @@ _CO_COROUTINE = 0x80
 _CO_ASYNC_GENERATOR = 0x200
 
 
-def enable_engine(domain: AccelerationDomain | str, engine: EngineLike) -> None:
+def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> None:
     """Make ``engine`` the domain's engine for the whole process, from now on.
 
     Call it before the domain's candidates are first used. The choice is made at
@@ -59,22 +64,64 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineLike) -> None:
     another raises. An explicit choice wins over the environment variable. Use
     :class:`using_engine` to run part of a program on another engine.
 
+    Given a list, such as ``["gpu", "compiled", "reference"]``, the first engine
+    of it that is installed, imports and starts here is chosen; the others are
+    passed over with the reason, which :func:`coheriq.explain` shows. An engine
+    that cannot run on a machine says so by raising from its ``__init__``. After
+    the choice is made, a list behaves as the engine it would choose now.
+
     Args:
         domain: The domain or its name.
         engine: An engine name, :data:`~coheriq.REFERENCE`, an
-            :class:`~coheriq.AccelerationEngine` or an engine class.
+            :class:`~coheriq.AccelerationEngine` or an engine class; or a list of
+            them, in order of preference.
 
     Raises:
         CoheriqDomainNotFoundError: No such domain.
-        CoheriqEngineNotFoundError: No such engine.
+        CoheriqEngineNotFoundError: No such engine (for a list: none of them can
+            run here; the message gives each one's reason).
         CoheriqEngineError: The engine failed to load or start; nothing changed.
         CoheriqEngineSettledError: The domain runs on another engine already.
+        CoheriqTypeError: A list that is empty or names an engine twice.
     """
     found = lookup_domain(domain)
-    cls = resolve_engine(found, engine)
-    settled = found.choice.settle_on(cls, "enable_engine")
+    tried: Tried = ()
+    if isinstance(engine, (list, tuple)):
+        named_by = " (named by enable_engine)"
+        cls, tried = found.engines.first_that_starts(_engine_list(found, engine), named_by=named_by)
+    else:
+        cls = resolve_engine(found, engine)
+    settled = found.choice.settle_on(cls, "enable_engine", tried=tried)
     if settled.engine_class is not cls:
         raise CoheriqEngineSettledError(_settled_message(found, settled, cls.__coheriq_name__))
+
+
+def _engine_list(domain: AccelerationDomain, engines: Sequence[object]) -> list[str | EngineMeta]:
+    """Check an ordered list of engines: names stay names (found when tried), others resolve.
+
+    Raises:
+        CoheriqTypeError: The list is empty, names an engine twice, or holds
+            something that is not an engine.
+    """
+    if not engines:
+        raise CoheriqTypeError(
+            f"An empty list names no engine of domain {domain.name!r}; give the engines in "
+            f"order of preference, e.g. ['gpu', 'compiled', {REFERENCE!r}]."
+        )
+    items: list[str | EngineMeta] = [
+        check_name(e, "engine name", CoheriqEngineNameError)
+        if isinstance(e, str)
+        else resolve_engine(domain, e)
+        for e in engines
+    ]
+    names = [i if isinstance(i, str) else (i.__coheriq_name__ or REFERENCE) for i in items]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise CoheriqTypeError(
+            f"The list of engines {names!r} of domain {domain.name!r} names {twice[0]!r} more "
+            "than once; name each engine once, in order of preference."
+        )
+    return items
 
 
 def _settled_message(domain: AccelerationDomain, settled: Settlement, wanted: str | None) -> str:
@@ -151,20 +198,24 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
             :class:`~coheriq.AccelerationEngine` or an engine class.
     """
 
-    def __init__(self, domain: AccelerationDomain | str, engine: EngineLike) -> None:
+    def __init__(self, domain: AccelerationDomain | str, engine: EngineChoice) -> None:
         if not isinstance(domain, (AccelerationDomain, str)):
             lookup_domain(domain)  # raises the error that explains what a domain is
-        if not isinstance(engine, (str, AccelerationEngine, EngineMeta)):
-            raise CoheriqTypeError(
-                "using_engine takes an engine name, an AccelerationEngine or an engine "
-                f"class, not {type(engine).__name__} ({engine!r})."
-            )
+        engines = engine if isinstance(engine, (list, tuple)) else [engine]
+        for one in engines:
+            if not isinstance(one, (str, AccelerationEngine, EngineMeta)):
+                raise CoheriqTypeError(
+                    "using_engine takes an engine name, an AccelerationEngine or an engine "
+                    f"class, or a list of them, not {type(one).__name__} ({one!r})."
+                )
         self.domain = domain
         self.engine = engine
         # Every block of this object not exited yet, in whatever context: the
         # object may be entered by several tasks or threads at once, or nested.
         self._entered: list[tuple[AccelerationDomain, Any]] = []
-        self._resolved: tuple[AccelerationDomain, EngineMeta] | None = None
+        # The engine class, looked up once per copy of the domain (a list is
+        # resolved then: the first of it that starts), and what a list tried.
+        self._resolved: tuple[AccelerationDomain, EngineMeta, Tried] | None = None
 
     def __repr__(self) -> str:
         name = self.domain if isinstance(self.domain, str) else self.domain.name
@@ -172,11 +223,18 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
     def __enter__(self) -> None:
         found = lookup_domain(self.domain)
-        resolved = self._resolved  # the engine class, looked up once per copy of the domain
+        resolved = self._resolved
         if resolved is None or resolved[0] is not found:
-            resolved = self._resolved = (found, resolve_engine(found, self.engine))
-        scope = found.scopes.enter(resolved[1], owner=self)
+            resolved = self._resolved = (found, *self._resolve(found))
+        scope = found.scopes.enter(resolved[1], owner=self, tried=resolved[2])
         self._entered.append((found, scope))
+
+    def _resolve(self, found: AccelerationDomain) -> tuple[EngineMeta, Tried]:
+        engine = self.engine
+        if isinstance(engine, (list, tuple)):
+            engines = _engine_list(found, engine)
+            return found.engines.first_that_starts(engines, named_by=" (named by using_engine)")
+        return resolve_engine(found, engine), ()
 
     def __exit__(
         self,

@@ -46,9 +46,20 @@ class Settlement:
         during_import: Whether the library's module was still being imported
             when the choice was made (a library that calls its own candidates at
             import chooses before its users can).
+        tried: Where the choice was an ordered list of engines, what was tried:
+            ``((engine, outcome), ...)``, the last one ``"chosen"``; else ``()``.
     """
 
-    __slots__ = ("domain", "during_import", "engine", "engine_class", "members", "reason", "where")
+    __slots__ = (
+        "domain",
+        "during_import",
+        "engine",
+        "engine_class",
+        "members",
+        "reason",
+        "tried",
+        "where",
+    )
 
     def __init__(
         self,
@@ -58,6 +69,7 @@ class Settlement:
         members: Mapping[str, Any],
         where: str,
         domain: Any = None,
+        tried: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.engine = engine
         self.engine_class = engine_class
@@ -66,6 +78,7 @@ class Settlement:
         self.where = where
         self.domain = domain
         self.during_import = False
+        self.tried = tried
 
     def __repr__(self) -> str:
         return f"<Settlement on {self.engine!r} by {self.reason}>"
@@ -82,10 +95,11 @@ class Scope:
     ``domain`` is the copy of the domain the block was entered through; its
     members are that copy's. Other copies of the same library (see
     :mod:`coheriq.registry`) see the block through ``elsewhere``: each one's own
-    engine of the same name, made on first use.
+    engine of the same name, made on first use. ``tried`` is what an ordered
+    list of engines tried before this one was chosen (``()`` for one engine).
     """
 
-    __slots__ = ("domain", "elsewhere", "engine", "live", "members", "owner", "parent")
+    __slots__ = ("domain", "elsewhere", "engine", "live", "members", "owner", "parent", "tried")
 
     def __init__(
         self,
@@ -94,8 +108,10 @@ class Scope:
         parent: Scope | None,
         domain: Any,
         owner: Any = None,
+        tried: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.engine = engine
+        self.tried = tried
         self.members: Mapping[str, Any] | Fallthrough | Starting = members
         self.parent = parent
         self.live = True

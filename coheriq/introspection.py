@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE
 from .domain import AccelerationDomain, lookup_domain
+from .engines import describe_tried
 from .exceptions import CoheriqTypeError
 from .meta import EngineMeta, supplier
 from .proxy import candidate_of
@@ -33,6 +34,9 @@ class Explanation:
         suppliers: Candidate name -> the engine (or ``"reference"``) whose class
             supplies it, along the engine's MRO; empty when the engine is not
             imported yet.
+        tried: Where an ordered list of engines made the choice, what it tried:
+            ``[(engine, outcome), ...]``, the last one ``"chosen"``, each other one
+            why it was passed over; else empty.
     """
 
     def __init__(
@@ -43,6 +47,7 @@ class Explanation:
         reason: str,
         settled: bool,
         suppliers: dict[str, str],
+        tried: list[tuple[str, str]] | None = None,
     ) -> None:
         self.domain = domain
         self.candidate = candidate
@@ -50,6 +55,7 @@ class Explanation:
         self.reason = reason
         self.settled = settled
         self.suppliers = suppliers
+        self.tried = tried or []
 
     def as_dict(self) -> dict[str, Any]:
         """The explanation as plain data (for JSON)."""
@@ -65,6 +71,8 @@ class Explanation:
             f"  because: {self.reason}",
             f"  global choice: {'settled' if self.settled else 'not settled yet'}",
         ]
+        if self.tried:
+            lines.append(f"  tried: {describe_tried(tuple(self.tried))}")
         if self.suppliers:
             lines.append("  supplied by:")
             width = max(map(len, self.suppliers))
@@ -92,12 +100,11 @@ def explain(subject: Any) -> Explanation:
             f"explain takes a coheriq candidate, a domain or a domain's name, not "
             f"{type(subject).__name__} ({subject!r})."
         )
-    engine, reason, cls = domain.choice.prospect()
+    engine, reason, cls, tried = domain.choice.prospect()
     names = [candidate] if candidate else list(domain.candidate_kinds)
     suppliers = {} if cls is None else {c: _name(supplier(cls, c)) for c in names}
-    return Explanation(
-        domain.name, candidate, engine, reason, domain.choice.settled is not None, suppliers
-    )
+    settled = domain.choice.settled is not None
+    return Explanation(domain.name, candidate, engine, reason, settled, suppliers, list(tried))
 
 
 class Coverage:

@@ -4,9 +4,13 @@ Installed with coheriq (entry point ``pytest11``) and inert until used:
 
 ``--coheriq-engine=DOMAIN:ENGINE`` (repeatable), or ``COHERIQ_TEST_ENGINES="a:x,b:y"``
     Enables the engine for the whole run, before any test is collected, exactly
-    as :func:`coheriq.enable_engine` would. A domain that is not registered yet is
-    imported as a module of the same name first. Any problem stops the run at
-    start-up with coheriq's message.
+    as :func:`coheriq.enable_engine` would. ``DOMAIN:gpu,compiled`` is an
+    ordered choice: the first of them that starts here (in the environment
+    variable, ``"a:gpu,compiled,b:y"``: a name without ``DOMAIN:`` continues the
+    list before it). A domain that is not registered yet is imported as a module
+    of the same name first. Any problem stops the run at start-up with coheriq's
+    message. The report header says which engine each domain runs on, and what
+    an ordered choice passed over.
 
 ``@pytest.mark.coheriq_engines("mylib")``
     Runs the test once per available engine of the domain and once on the
@@ -46,6 +50,7 @@ from .activation import (
     using_engine,
 )
 from .domain import all_domains, lookup_domain
+from .engines import describe_tried, parse_engine_list
 from .exceptions import CoheriqEngineStartError, CoheriqError
 from .testing import isolated
 
@@ -80,15 +85,28 @@ def pytest_configure(config: pytest.Config) -> None:
         "when it runs on that engine of the coheriq domain.",
     )
     specs = [_parse(text, "--coheriq-engine") for text in config.getoption("coheriq_engine")]
-    from_env = os.environ.get(ENV, "")
-    specs += [_parse(text, ENV) for text in from_env.split(",") if text.strip()]
+    specs += [_parse(text, ENV) for text in _env_specs(os.environ.get(ENV, ""))]
     for domain, engine in specs:
         try:
             import_domain(domain)
-            enable_engine(domain, engine)
+            if "," in engine:  # an ordered choice: the first of them that starts here
+                enable_engine(domain, parse_engine_list(engine, f" (given as {domain}:{engine})"))
+            else:
+                enable_engine(domain, engine)
         except CoheriqError as error:
             raise pytest.UsageError(f"coheriq engine {domain}:{engine}: {error}") from None
     config.stash[_chosen] = specs
+
+
+def _env_specs(value: str) -> list[str]:
+    """``"a:gpu,compiled,b:y"`` -> ``["a:gpu,compiled", "b:y"]``."""
+    specs: list[str] = []
+    for item in value.split(","):
+        if ":" in item or not specs:
+            specs.append(item)
+        else:
+            specs[-1] += "," + item
+    return [spec for spec in specs if spec.strip()]
 
 
 def _parse(text: str, source: str) -> tuple[str, str]:
@@ -108,8 +126,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = []
     for domain in domains:
         engine = active_implementation(domain)
+        settled = domain.choice.settled
+        tried = f"; tried {describe_tried(settled.tried)}" if settled and settled.tried else ""
         if domain.name in chosen:
-            how = "--coheriq-engine"
+            how = f"--coheriq-engine{tried}"
         elif engine is not None:
             how = "chosen before the run"
         else:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .domain import AccelerationDomain
+    from .engines import Tried
     from .meta import EngineMeta
 
 __all__ = ["Scopes"]
@@ -162,7 +163,7 @@ class Scopes:
 
     # -- entering and leaving ------------------------------------------------------------
 
-    def enter(self, cls: EngineMeta, owner: Any = None) -> Scope:
+    def enter(self, cls: EngineMeta, owner: Any = None, tried: Tried = ()) -> Scope:
         """Make ``cls`` the engine of this context until :meth:`exit`.
 
         The block covers every copy of the domain (see :meth:`seen_from_here`).
@@ -172,7 +173,7 @@ class Scopes:
         domain = self.domain
         members = domain.engines.members_of(cls)
         around = live_scope(self.variable.get())
-        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, around, domain, owner)
+        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, around, domain, owner, tried)
         log(DEBUG, "domain %r: entering a scope of engine %r", domain.name, scope.engine)
         self.open(scope)
         return scope

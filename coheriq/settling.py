@@ -18,6 +18,7 @@ import sys
 from ._stdlib import INFO, TYPE_CHECKING, log, outside_coheriq
 from ._validate import REFERENCE
 from .choice import Settlement, Unsettled
+from .engines import Tried, describe_tried, parse_engine_list
 from .exceptions import CoheriqError
 
 if TYPE_CHECKING:
@@ -59,18 +60,23 @@ class GlobalChoice:
         if not value:
             return self.settle_on(reference, "default")
         # Resolved before taking the lock: naming an engine may import its module.
-        cls = domain.engines.engine_class(
-            value, named_by=f" (named by the environment variable {variable})"
-        )
+        named_by = f" (named by the environment variable {variable})"
+        if "," in value:  # an ordered choice: the first of them that starts here
+            names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
+            cls, tried = domain.engines.first_that_starts(names, named_by=named_by)
+            return self.settle_on(cls, f"environment variable {variable}", tried=tried)
+        cls = domain.engines.engine_class(value, named_by=named_by)
         return self.settle_on(cls, f"environment variable {variable}")
 
-    def settle_on(self, cls: EngineMeta, reason: str, *, inherited: bool = False) -> Settlement:
+    def settle_on(
+        self, cls: EngineMeta, reason: str, *, inherited: bool = False, tried: Tried = ()
+    ) -> Settlement:
         """Make ``cls`` the global choice unless one is made; return the choice.
 
         Where another copy of the library's module has chosen a different engine
         already, that choice is returned instead (copies share one global choice,
         see :mod:`coheriq.registry`), unless ``inherited`` says this copy is taking
-        its share of it.
+        its share of it. ``tried`` is what an ordered list tried to choose ``cls``.
         """
         domain, lineage = self.domain, self.domain._lineage
         engine = cls.__coheriq_name__ or REFERENCE
@@ -89,7 +95,7 @@ class GlobalChoice:
             if choice is not None and not inherited and choice.engine != engine:
                 return choice  # type: ignore[no-any-return]
             where, _ = outside_coheriq()
-            settled = Settlement(engine, cls, reason, members, where, domain)
+            settled = Settlement(engine, cls, reason, members, where, domain, tried)
             spec = getattr(sys.modules.get(domain.module), "__spec__", None)
             settled.during_import = bool(getattr(spec, "_initializing", False))
             domain._switchboard.connect(members)
@@ -99,11 +105,12 @@ class GlobalChoice:
             domain.scopes.refresh_dispatch()
         log(
             INFO,
-            "domain %r runs on engine %r (%s), chosen at %s",
+            "domain %r runs on engine %r (%s), chosen at %s%s",
             domain.name,
             settled.engine,
             reason,
             where,
+            f"; tried {describe_tried(tried)}" if tried else "",
         )
         return settled
 
@@ -147,19 +154,26 @@ class GlobalChoice:
         variable = self.domain.env_var
         return (os.environ.get(variable, "") if variable else "").strip()
 
-    def prospect(self) -> tuple[str | None, str, EngineMeta | None]:
+    def prospect(self) -> tuple[str | None, str, EngineMeta | None, Tried]:
         """What a call here and now would run, and why, without choosing anything.
 
-        Returns ``(engine, reason, engine class)``; the class is ``None`` for an
-        advertised engine not imported yet, and the engine too when the
-        environment variable names no engine.
+        Returns ``(engine, reason, engine class, tried)``; the class is ``None``
+        for an advertised engine not imported yet, and the engine too when the
+        environment variable names no engine; ``tried`` is what an ordered list
+        tried. A list in the environment variable is tried now, as the first
+        call would (its engines are imported and started, none is chosen).
         """
         domain = self.domain
         by_name = domain.engines.by_name
         scope = domain.scopes.live()
         if scope is not None:
             cls = by_name.get(scope.engine) or domain._reference
-            return scope.engine, "the innermost using_engine block in this context", cls
+            return (
+                scope.engine,
+                "the innermost using_engine block in this context",
+                cls,
+                scope.tried,
+            )
         settled = self.settled
         if settled is not None:
             how = {"enable_engine": "enable_engine", "default": "the reference by default"}.get(
@@ -169,6 +183,7 @@ class GlobalChoice:
                 settled.engine,
                 f"{how}, settled by a call at {settled.where}",
                 settled.engine_class,
+                settled.tried,
             )
         choice = domain._lineage.choice
         if choice is not None:
@@ -177,6 +192,7 @@ class GlobalChoice:
                 f"the choice made for an earlier copy of module {domain.module!r} "
                 f"({choice.reason}); not settled in this copy yet",
                 by_name.get(choice.engine),
+                choice.tried,
             )
         variable, value = domain.env_var, self.env_value()
         if not value or value == REFERENCE:
@@ -185,12 +201,24 @@ class GlobalChoice:
                 REFERENCE,
                 f"the reference by default ({why}); not settled yet",
                 domain._reference,
+                (),
             )
         reason = f"the environment variable {variable}={value!r}; not settled yet"
+        if "," in value:
+            # Which of them starts here is only known by trying, as the first call
+            # will: import and start them (starting is not choosing).
+            named_by = f" (named by the environment variable {variable})"
+            try:
+                names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
+                cls, tried = domain.engines.first_that_starts(names, named_by=named_by)
+            except CoheriqError as error:
+                return None, f"{reason}, and the first call will fail: {error}", None, ()
+            engine = cls.__coheriq_name__ or REFERENCE
+            return engine, f"{reason}; the first of the list that starts here", cls, tried
         if value in by_name:
-            return value, reason, by_name[value]
+            return value, reason, by_name[value], ()
         from . import discovery  # reading metadata imports no engine
 
         if value in discovery.advertised(domain.name):
-            return value, reason + " (advertised, not imported yet)", None
-        return None, reason + ", which names no engine: the first call will fail", None
+            return value, reason + " (advertised, not imported yet)", None, ()
+        return None, reason + ", which names no engine: the first call will fail", None, ()

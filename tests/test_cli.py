@@ -96,6 +96,16 @@ def test_explain_follows_the_environment(installed):
     assert data["engine"] == "reference" and data["settled"] is False
 
 
+def test_explain_shows_what_an_ordered_choice_passes_over(installed):
+    env = {"CLIDOM_ENGINE": "tpu,good,bad"}
+    done = coheriq(installed, "explain", "clidom", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "domain 'clidom' runs on engine 'good'" in done.stdout
+    assert "tried: tpu: skipped, not installed; good: chosen" in done.stdout
+    data = json.loads(coheriq(installed, "explain", "clidom", "--json", env=env).stdout)
+    assert data["tried"] == [["tpu", "not installed"], ["good", "chosen"]]
+
+
 def test_check_fails_on_a_bad_override(installed):
     good = coheriq(installed, "check", "clidom", "good")
     assert good.returncode == 0 and "good: ok" in good.stdout

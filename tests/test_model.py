@@ -26,7 +26,9 @@ from coheriq.testing import isolated
 DOMAINS = ["d0", "d1"]
 CANDIDATES = ["f", "g", "Box"]  # Box is marked as a class
 ENGINES = ["e0", "e1", "e2", "reference"]  # "reference" is reserved: always an error
-ENV_VALUES = ["", "e0", "e1", "reference", "nope"]
+# Lists are ordered choices: the first of them that starts (see choose_from).
+ENV_VALUES = ["", "e0", "e1", "reference", "nope", "e2,e0", " nope , e1 ,reference", "e0,,e1"]
+LIST_ITEMS = ["e0", "e1", "e2", "reference", "unknown"]
 
 
 @dataclass
@@ -62,6 +64,17 @@ class ModelDomain:
 
     def fails_to_start(self, engine: str) -> bool:
         return any(self.engines[name].failing_init for name in self.mro(engine))
+
+    def choose_from(self, names: list[str]) -> tuple[type | None, str | None]:
+        """(error, engine) of an ordered choice: the first of ``names`` that can run."""
+        if not self.materialized:
+            return cq.CoheriqDomainError, None
+        for name in names:
+            if name == cq.REFERENCE:
+                return None, name
+            if name in self.engines and not self.fails_to_start(name):
+                return None, name
+        return cq.CoheriqEngineNotFoundError, None  # none can: each one's reason
 
     def activation_error(self, engine: str, *, globally: bool) -> type | None:
         """The error of choosing ``engine`` (globally, or for a scope), or None."""
@@ -129,6 +142,14 @@ class CoheriqModel(RuleBasedStateMachine):
                 return None, engine
         if model.settled is None:
             value = (model.env or "").strip()
+            if "," in value:
+                names = [name.strip() for name in value.split(",")]
+                if not all(names):
+                    return cq.CoheriqTypeError, None  # a malformed list
+                error, engine = model.choose_from(names)
+                if error is None:
+                    model.settled = engine
+                return error, engine
             engine = value or cq.REFERENCE
             if engine != cq.REFERENCE and engine not in model.engines:
                 return cq.CoheriqEngineNotFoundError, None
@@ -247,6 +268,28 @@ class CoheriqModel(RuleBasedStateMachine):
         if expected is None:
             model.settled = engine
         self.check(expected, lambda: cq.enable_engine(domain, engine))
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), names=st.lists(st.sampled_from(LIST_ITEMS), min_size=1, unique=True))
+    def enable_list(self, data, names):
+        domain = data.draw(st.sampled_from(sorted(self.model)))
+        model = self.model[domain]
+        expected, engine = model.choose_from(names)
+        if expected is None and model.settled is None:
+            model.settled = engine
+        elif expected is None and model.settled != engine:
+            expected = cq.CoheriqEngineSettledError  # a list is the engine it chooses now
+        self.check(expected, lambda: cq.enable_engine(domain, names))
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), names=st.lists(st.sampled_from(LIST_ITEMS), min_size=1, unique=True))
+    def enter_scope_list(self, data, names):
+        domain = data.draw(st.sampled_from(sorted(self.model)))
+        expected, engine = self.model[domain].choose_from(names)
+        scope = cq.using_engine(domain, names)
+        self.check(expected, scope.__enter__)
+        if expected is None:
+            self.scopes.append((domain, engine, scope))
 
     @precondition(lambda self: self.model)
     @rule(data=st.data(), value=st.sampled_from(ENV_VALUES))

@@ -92,9 +92,35 @@ def test_environment_variable_does_the_same(project, monkeypatch):
     result.stdout.fnmatch_lines(["coheriq: plugdom on 'fast' (--coheriq-engine)"])
 
 
+def test_an_ordered_choice_takes_the_first_that_starts_and_the_header_says_why(project):
+    result = run(project, GLOBAL_TEST, "--coheriq-engine=plugdom:tpu,fast,gpu")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["coheriq: plugdom on 'fast' (--coheriq-engine; tried tpu: skipped, not installed; "
+         "fast: chosen)"]
+    )  # fmt: skip
+
+
+def test_an_ordered_choice_in_the_environment_variable(project, monkeypatch):
+    project.makepyfile(otherdom=LIBRARY.replace('"plugdom"', '"otherdom"'))
+    monkeypatch.setenv("COHERIQ_TEST_ENGINES", "plugdom:tpu,fast,otherdom:gpu")
+    source = (
+        GLOBAL_TEST
+        + """
+    def test_the_other_domain_too():
+        import otherdom
+        assert coheriq.active_implementation("otherdom") == "gpu"
+    """
+    )
+    result = run(project, source)
+    result.assert_outcomes(passed=2)
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
+        ("plugdom:tpu,npu", "*None of the engines 'tpu', 'npu'*tpu: not installed*"),
+        ("plugdom:fast,,gpu", "*is malformed: it has an empty item*"),
         ("plugdom:fsat", "*no engine named 'fsat'*Did you mean 'fast'*"),
         ("nodom:fast", "*no coheriq domain named 'nodom'*Importing a module named 'nodom'*"),
         ("plugdom", "*'plugdom' is not DOMAIN:ENGINE*"),

@@ -61,7 +61,21 @@ def main(argv: list[str] | None = None) -> int:
         )
     for engine, reason in skipped.items():
         print(f"{engine:<10} skipped: {reason}")
+    _say_what_the_program_runs_on()
     return 0
+
+
+def _say_what_the_program_runs_on() -> None:
+    """The global choice outside the blocks above: RAGBATCH_ENGINE, e.g. ``gpu,compiled``.
+
+    A list is an ordered choice, the first of its engines that starts here; on a
+    machine without a GPU, ``gpu,compiled`` runs on compiled and says why.
+    """
+    ragbatch.row_sum(ragbatch.RaggedBatch([[1.0]]))  # the first call outside a block chooses
+    explained = coheriq.explain("ragbatch")
+    print(f"outside the blocks, this program runs on {explained.engine!r}: {explained.reason}")
+    for engine, outcome in explained.tried:
+        print(f"  {engine}: {outcome}")
 
 
 if __name__ == "__main__":
