@@ -24,6 +24,7 @@ from .exceptions import (
     CoheriqTypeError,
 )
 from .meta import EngineMeta
+from .ordered import first_that_starts
 from .proxy import candidate_of
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any, TypeAlias, TypeVar
 
-    from .engines import Tried
+    from .ordered import Tried
 
     F = TypeVar("F", bound=Callable[..., Any])
     T = TypeVar("T")
@@ -88,7 +89,9 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
     tried: Tried = ()
     if isinstance(engine, (list, tuple)):
         named_by = " (named by enable_engine)"
-        cls, tried = found.engines.first_that_starts(_engine_list(found, engine), named_by=named_by)
+        cls, tried = first_that_starts(
+            found.engines, _engine_list(found, engine), named_by=named_by
+        )
     else:
         cls = resolve_engine(found, engine)
     settled = found.choice.settle_on(cls, "enable_engine", tried=tried)
@@ -233,7 +236,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         engine = self.engine
         if isinstance(engine, (list, tuple)):
             engines = _engine_list(found, engine)
-            return found.engines.first_that_starts(engines, named_by=" (named by using_engine)")
+            return first_that_starts(found.engines, engines, named_by=" (named by using_engine)")
         return resolve_engine(found, engine), ()
 
     def __exit__(

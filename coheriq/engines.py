@@ -33,7 +33,6 @@ from .exceptions import (
     CoheriqEngineLoadError,
     CoheriqEngineNotFoundError,
     CoheriqEngineStartError,
-    CoheriqTypeError,
     did_you_mean,
     listing,
 )
@@ -46,48 +45,7 @@ if TYPE_CHECKING:
     from .domain import AccelerationDomain
     from .meta import EngineMeta
 
-__all__ = ["Engines", "Tried", "describe_tried", "parse_engine_list"]
-
-Tried = tuple[tuple[str, str], ...]
-"""What an ordered choice tried: ``((engine, outcome), ...)``, in order; the
-outcome is ``"chosen"`` or why the engine was passed over."""
-
-
-def describe_tried(tried: Tried) -> str:
-    """``"gpu: skipped, failed to start: ...; compiled: chosen"``."""
-    return "; ".join(
-        f"{name}: {outcome}" if outcome == "chosen" else f"{name}: skipped, {outcome}"
-        for name, outcome in tried
-    )
-
-
-def parse_engine_list(value: str, named_by: str) -> list[str]:
-    """The engine names of ``"gpu, compiled"`` (an environment variable's value).
-
-    Spaces around a name are ignored; an empty item, a duplicate or a name that
-    cannot name an engine is refused, since it is almost surely a typo.
-
-    Raises:
-        CoheriqTypeError: The list is malformed; the message says where.
-    """
-    names = [item.strip() for item in value.split(",")]
-    problem = ""
-    if any(not name for name in names):
-        problem = "it has an empty item (two commas in a row, or one at an end)"
-    elif len(set(names)) < len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        problem = f"it names {listing(twice)} more than once"
-    else:
-        bad = [n for n in names if not is_engine_name(n) and n != REFERENCE]
-        if bad:
-            problem = f"{listing(bad)} cannot name an engine (letters, digits, '_', '-', '.')"
-    if problem:
-        raise CoheriqTypeError(
-            f"The engine list {value!r}{named_by} is malformed: {problem}. Write the engines "
-            "in order of preference, separated by commas, e.g. 'gpu,compiled,reference'."
-        )
-    return names
-
+__all__ = ["Engines"]
 
 # While an advertised engine's module is imported: every engine class it
 # registers and every name it reserves, in any domain, so that a failed import
@@ -99,14 +57,6 @@ _loading: ContextVar[list[tuple[Engines, EngineMeta | str]] | None] = ContextVar
 building: ContextVar[object] = ContextVar("coheriq: the engine being materialized", default=None)
 """The :class:`~coheriq.AccelerationEngine` whose ``materialize()`` runs in this
 context: the class it builds may take the name it reserved."""
-
-
-def _why(error: BaseException) -> str:
-    """The reason an engine gave (its own exception's message), in a few words."""
-    cause = error.__cause__
-    if cause is None:
-        return str(error).rstrip(".")
-    return f"{type(cause).__name__}: {str(cause).rstrip('.')}"
 
 
 def _runs_no_code(cls: type) -> bool:
@@ -369,45 +319,6 @@ class Engines:
             registry.done_loading(copy)
             _loading.reset(loading)
         return cls
-
-    def first_that_starts(
-        self, engines: list[str | EngineMeta], *, named_by: str = ""
-    ) -> tuple[EngineMeta, Tried]:
-        """Return the first of ``engines`` that is installed, loads and starts here.
-
-        An engine is passed over, with the reason, when no package provides it,
-        when importing it fails, or when its ``__init__`` raises (the way an
-        engine says "I cannot run here": no device, no cluster). The reference
-        always starts.
-
-        Returns:
-            The engine class chosen, and what was tried (see :data:`Tried`).
-
-        Raises:
-            CoheriqEngineNotFoundError: None of them can run here; the message
-                gives each one's reason.
-        """
-        tried: list[tuple[str, str]] = []
-        for engine in engines:
-            name = engine if isinstance(engine, str) else (engine.__coheriq_name__ or REFERENCE)
-            try:
-                cls = engine if not isinstance(engine, str) else self.engine_class(engine)
-                self.members_of(cls)  # starts it: an engine that cannot run here says so now
-            except CoheriqEngineNotFoundError:
-                tried.append((name, "not installed"))
-            except CoheriqEngineLoadError as error:
-                tried.append((name, f"failed to import: {_why(error)}"))
-            except CoheriqEngineStartError as error:
-                tried.append((name, f"failed to start: {_why(error)}"))
-            else:
-                tried.append((name, "chosen"))
-                return cls, tuple(tried)
-        reasons = "; ".join(f"{name}: {outcome}" for name, outcome in tried)
-        raise CoheriqEngineNotFoundError(
-            f"None of the engines {', '.join(repr(n) for n, _ in tried)} of domain "
-            f"{self.domain.name!r}{named_by} can run here ({reasons}). Install or fix one "
-            f"of them, or end the list with {REFERENCE!r}, which always runs."
-        )
 
     # -- the one instance of each engine class -------------------------------------------
 

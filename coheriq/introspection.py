@@ -5,9 +5,9 @@ from __future__ import annotations
 from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE
 from .domain import AccelerationDomain, lookup_domain
-from .engines import describe_tried
 from .exceptions import CoheriqTypeError
 from .meta import EngineMeta, supplier
+from .ordered import describe_tried
 from .proxy import candidate_of
 
 if TYPE_CHECKING:

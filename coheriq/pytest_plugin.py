@@ -50,8 +50,8 @@ from .activation import (
     using_engine,
 )
 from .domain import all_domains, lookup_domain
-from .engines import describe_tried, parse_engine_list
 from .exceptions import CoheriqEngineStartError, CoheriqError
+from .ordered import describe_tried, parse_engine_list
 from .testing import isolated
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .domain import AccelerationDomain
-    from .engines import Tried
     from .meta import EngineMeta
+    from .ordered import Tried
 
 __all__ = ["Scopes"]
 

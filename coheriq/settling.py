@@ -18,8 +18,8 @@ import sys
 from ._stdlib import INFO, TYPE_CHECKING, log, outside_coheriq
 from ._validate import REFERENCE
 from .choice import Settlement, Unsettled
-from .engines import Tried, describe_tried, parse_engine_list
 from .exceptions import CoheriqError
+from .ordered import Tried, describe_tried, first_that_starts, parse_engine_list
 
 if TYPE_CHECKING:
     from .domain import AccelerationDomain
@@ -63,7 +63,7 @@ class GlobalChoice:
         named_by = f" (named by the environment variable {variable})"
         if "," in value:  # an ordered choice: the first of them that starts here
             names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
-            cls, tried = domain.engines.first_that_starts(names, named_by=named_by)
+            cls, tried = first_that_starts(domain.engines, names, named_by=named_by)
             return self.settle_on(cls, f"environment variable {variable}", tried=tried)
         cls = domain.engines.engine_class(value, named_by=named_by)
         return self.settle_on(cls, f"environment variable {variable}")
@@ -210,7 +210,7 @@ class GlobalChoice:
             named_by = f" (named by the environment variable {variable})"
             try:
                 names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
-                cls, tried = domain.engines.first_that_starts(names, named_by=named_by)
+                cls, tried = first_that_starts(domain.engines, names, named_by=named_by)
             except CoheriqError as error:
                 return None, f"{reason}, and the first call will fail: {error}", None, ()
             engine = cls.__coheriq_name__ or REFERENCE

@@ -1,0 +1,115 @@
+"""An ordered choice of engines: the first of a list that is installed, loads and starts here.
+
+``enable_engine(d, ["gpu", "compiled"])``, ``using_engine(d, [...])``,
+``<PREFIX>_ENGINE=gpu,compiled`` and the pytest plugin's
+``--coheriq-engine=d:gpu,compiled`` all come here: :func:`parse_engine_list`
+reads the environment's form, :func:`first_that_starts` tries the engines in
+order, and what it tried (:data:`Tried`) stays with the choice, for
+:func:`coheriq.explain`, the log and the plugin's header.
+"""
+
+from __future__ import annotations
+
+from ._stdlib import TYPE_CHECKING
+from ._validate import REFERENCE, is_engine_name
+from .exceptions import (
+    CoheriqEngineLoadError,
+    CoheriqEngineNotFoundError,
+    CoheriqEngineStartError,
+    CoheriqTypeError,
+    listing,
+)
+
+if TYPE_CHECKING:
+    from .engines import Engines
+    from .meta import EngineMeta
+
+__all__ = ["Tried", "describe_tried", "first_that_starts", "parse_engine_list"]
+
+Tried = tuple[tuple[str, str], ...]
+"""What an ordered choice tried: ``((engine, outcome), ...)``, in order; the
+outcome is ``"chosen"`` or why the engine was passed over."""
+
+
+def describe_tried(tried: Tried) -> str:
+    """``"gpu: skipped, failed to start: ...; compiled: chosen"``."""
+    return "; ".join(
+        f"{name}: {outcome}" if outcome == "chosen" else f"{name}: skipped, {outcome}"
+        for name, outcome in tried
+    )
+
+
+def parse_engine_list(value: str, named_by: str) -> list[str]:
+    """The engine names of ``"gpu, compiled"`` (an environment variable's value).
+
+    Spaces around a name are ignored; an empty item, a duplicate or a name that
+    cannot name an engine is refused, since it is almost surely a typo.
+
+    Raises:
+        CoheriqTypeError: The list is malformed; the message says where.
+    """
+    names = [item.strip() for item in value.split(",")]
+    problem = ""
+    if any(not name for name in names):
+        problem = "it has an empty item (two commas in a row, or one at an end)"
+    elif len(set(names)) < len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        problem = f"it names {listing(twice)} more than once"
+    else:
+        bad = [n for n in names if not is_engine_name(n) and n != REFERENCE]
+        if bad:
+            problem = f"{listing(bad)} cannot name an engine (letters, digits, '_', '-', '.')"
+    if problem:
+        raise CoheriqTypeError(
+            f"The engine list {value!r}{named_by} is malformed: {problem}. Write the engines "
+            "in order of preference, separated by commas, e.g. 'gpu,compiled,reference'."
+        )
+    return names
+
+
+def first_that_starts(
+    registry: Engines, engines: list[str | EngineMeta], *, named_by: str = ""
+) -> tuple[EngineMeta, Tried]:
+    """Return the first of ``engines`` that is installed, loads and starts here.
+
+    An engine is passed over, with the reason, when no package provides it,
+    when importing it fails, or when its ``__init__`` raises (the way an
+    engine says "I cannot run here": no device, no cluster). The reference
+    always starts.
+
+    Returns:
+        The engine class chosen, and what was tried (see :data:`Tried`).
+
+    Raises:
+        CoheriqEngineNotFoundError: None of them can run here; the message
+            gives each one's reason.
+    """
+    tried: list[tuple[str, str]] = []
+    for engine in engines:
+        name = engine if isinstance(engine, str) else (engine.__coheriq_name__ or REFERENCE)
+        try:
+            cls = engine if not isinstance(engine, str) else registry.engine_class(engine)
+            registry.members_of(cls)  # starts it: an engine that cannot run here says so now
+        except CoheriqEngineNotFoundError:
+            tried.append((name, "not installed"))
+        except CoheriqEngineLoadError as error:
+            tried.append((name, f"failed to import: {_why(error)}"))
+        except CoheriqEngineStartError as error:
+            tried.append((name, f"failed to start: {_why(error)}"))
+        else:
+            tried.append((name, "chosen"))
+            return cls, tuple(tried)
+    reasons = "; ".join(f"{name}: {outcome}" for name, outcome in tried)
+    raise CoheriqEngineNotFoundError(
+        f"None of the engines {', '.join(repr(n) for n, _ in tried)} of domain "
+        f"{registry.domain.name!r}{named_by} can run here ({reasons}). Install or fix one "
+        f"of them, or end the list with {REFERENCE!r}, which always runs."
+    )
+
+
+def _why(error: BaseException) -> str:
+    """The reason an engine gave (its own exception's message), in a few words."""
+    cause = error.__cause__
+    if cause is None:
+        return str(error).rstrip(".")
+    return f"{type(cause).__name__}: {str(cause).rstrip('.')}"
