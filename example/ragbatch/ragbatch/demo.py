@@ -73,7 +73,8 @@ def _say_what_the_program_runs_on() -> None:
     """
     ragbatch.row_sum(ragbatch.RaggedBatch([[1.0]]))  # the first call outside a block chooses
     explained = coheriq.explain("ragbatch")
-    print(f"outside the blocks, this program runs on {explained.engine!r}: {explained.reason}")
+    why = explained.reason.split(", settled by")[0]  # not where: a path of this machine's
+    print(f"outside the blocks, this program runs on {explained.engine!r} ({why})")
     for engine, outcome in explained.tried:
         print(f"  {engine}: {outcome}")
 
