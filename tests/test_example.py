@@ -107,3 +107,13 @@ def test_benchmark_runs():
     assert done.returncode == 0, done.stderr
     for function in ("softmax", "topk", "row_sum", "row_mean"):
         assert any(row.startswith(f"{function} ") for row in done.stdout.splitlines())
+
+
+@needs("compiled")
+def test_demo_says_what_an_ordered_choice_chose_and_passed_over():
+    env = {**ON_THE_CPU, "RAGBATCH_ENGINE": "tpu,compiled"}
+    done = run("-m", "ragbatch.demo", "--values", "2000", "--rows", "20", "--repeat", "1", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "outside the blocks, this program runs on 'compiled'" in lines[-3]
+    assert lines[-2:] == ["  tpu: not installed", "  compiled: chosen"]
