@@ -9,12 +9,14 @@ why. Every command takes ``--json`` for tools.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 import warnings
 
 from . import discovery
+from ._validate import REFERENCE
 from .activation import available_engines, import_domain
 from .domain import AccelerationDomain
 from .engine import engine_class
@@ -78,9 +80,39 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _domain(args: argparse.Namespace) -> AccelerationDomain:
-    if args.import_module:
-        __import__(args.import_module)
-    return import_domain(args.domain)
+    """The domain the command names, importing its library (one line on failure)."""
+    module = args.import_module
+    try:
+        if module:
+            __import__(module)
+        return import_domain(args.domain)
+    except (CoheriqError, ImportError):
+        raise
+    except Exception as error:  # the library itself failed while being imported
+        raise CoheriqError(
+            f"Importing the library of domain {args.domain!r} raised "
+            f'{type(error).__name__}: {error}. Fix the library (run `python -c "import '
+            f'{module or args.domain}"` for the traceback), or name another domain.'
+        ) from error
+
+
+def _subject(args: argparse.Namespace) -> object:
+    """What ``explain`` is asked about: a domain, or a candidate as ``module.name``."""
+    try:
+        return _domain(args)
+    except CoheriqError:
+        module, dot, name = args.domain.rpartition(".")
+        if not dot:
+            raise
+        try:
+            found = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            raise CoheriqError(
+                f"{args.domain!r} is neither a coheriq domain nor a candidate that "
+                f"module {module!r} defines. Name a domain (coheriq list shows them) or a "
+                "candidate as MODULE.NAME, e.g. ragbatch.softmax."
+            ) from None
+        return found
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -100,7 +132,20 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    report = explain(_domain(args))
+    subject = _subject(args)
+    report = explain(subject)
+    if not report.settled and report.engine != REFERENCE and not report.tried:
+        # Do what the first call would, choosing nothing: find the engine that the
+        # environment names (importing it) and start it, so that a name matching no
+        # engine, or an engine that cannot start here, is reported now, and the
+        # table of who supplies what can be filled in.
+        domain = import_domain(report.domain)
+        named_by = f" (named by the environment variable {domain.env_var})"
+        cls = domain.engines.engine_class(domain.choice.env_value(), named_by=named_by)
+        domain.engines.members_of(cls)
+        report = explain(subject)
+    if report.engine is None:  # an ordered list of which nothing can run here
+        raise CoheriqError(f"Domain {report.domain!r} cannot run here: {report.reason}.")
     print(json.dumps(report.as_dict(), indent=2) if args.json else report)
     return 0
 
@@ -115,20 +160,24 @@ def _check(args: argparse.Namespace) -> int:
         names = args.engines or available_engines(domain)
         for name in names:
             try:
-                engine_class(domain, name)
-                results[name] = "ok"
+                cls = engine_class(domain, name)
+                if args.start:  # also start it: an engine that cannot run here says so
+                    domain.engines.members_of(cls)
+                results[name] = "ok, started" if args.start else "ok"
             except CoheriqError as error:
                 results[name] = f"error: {error}"
     for warning in caught:
         if isinstance(warning.message, CoheriqSignatureWarning):
             results[warning.message.engine] = f"error: {warning.message}"
-    problems = sum(1 for r in results.values() if r != "ok")
+    problems = sum(1 for r in results.values() if r.startswith("error"))
     if args.json:
-        print(json.dumps({"domain": domain.name, "engines": results, "problems": problems}))
+        data = {"domain": domain.name, "engines": results, "problems": problems}
+        print(json.dumps(data, indent=2))
     else:
         for name, result in results.items():
             print(f"{name}: {result}")
-        print(f"{len(results)} engines checked, {problems} with problems")
+        checked = f"{len(results)} engine{'s' * (len(results) != 1)} checked"
+        print(f"{checked}, {problems} with {'a problem' if problems == 1 else 'problems'}")
     return 1 if problems else 0
 
 
@@ -139,11 +188,15 @@ def _parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"coheriq {__version__}")
+    parser.add_argument("--json", action="store_true", help="print JSON for tools")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, run: object, help: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
-        sub.add_argument("--json", action="store_true", help="print JSON for tools")
+        # Before or after the command; SUPPRESS keeps a --json given before it.
+        sub.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for tools"
+        )
         sub.set_defaults(run=run)
         return sub
 
@@ -163,6 +216,11 @@ def _parser() -> argparse.ArgumentParser:
         )
         if name == "check":
             sub.add_argument("engines", nargs="*", metavar="ENGINE", help="default: all")
+            sub.add_argument(
+                "--start",
+                action="store_true",
+                help="also start each engine (its __init__ runs): report one that cannot run here",
+            )
     return parser
 
 
@@ -172,5 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except (CoheriqError, ImportError) as error:
+        if args.json:  # a tool reading JSON gets the error as JSON too
+            print(json.dumps({"error": str(error), "kind": type(error).__name__}, indent=2))
         print(f"coheriq: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `coheriq list | head -1`: the reader has gone, say nothing
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's flush is silent
+        return 1

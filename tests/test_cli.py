@@ -112,7 +112,7 @@ def test_check_fails_on_a_bad_override(installed):
     every = coheriq(installed, "check", "clidom")
     assert every.returncode == 1
     assert "bad: error:" in every.stdout and "'factor' is missing" in every.stdout
-    assert "2 engines checked, 1 with problems" in every.stdout
+    assert "2 engines checked, 1 with a problem" in every.stdout
     data = json.loads(coheriq(installed, "check", "clidom", "--json").stdout)
     assert data["problems"] == 1 and data["engines"]["good"] == "ok"
 
@@ -134,3 +134,85 @@ def test_version_is_one_number_everywhere(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"coheriq {package}"
     assert version("coheriq") == package
+
+
+STARTLESS = """
+import coheriq
+
+class Gpu(coheriq.engine_class("clidom"), name="gpu"):
+    def __init__(self):
+        raise RuntimeError("no GPU found")
+"""
+
+
+def test_explain_says_when_the_variable_names_no_engine(installed):
+    done = coheriq(installed, "explain", "clidom", env={"CLIDOM_ENGINE": "godo"})
+    assert done.returncode == 2
+    assert "no engine named 'godo'" in done.stderr and "Did you mean 'good'" in done.stderr
+    assert "None" not in done.stdout
+
+
+def test_explain_imports_the_engine_the_variable_names_and_tabulates_it(installed):
+    done = coheriq(installed, "explain", "clidom", env={"CLIDOM_ENGINE": "good"})
+    assert done.returncode == 0, done.stderr
+    assert "supplied by:" in done.stdout and "scale  good" in done.stdout
+
+
+def test_explain_and_check_start_say_when_an_engine_cannot_start_here(installed, make_dist):
+    make_dist("clidom_gpu_dist", {"clidom_gpu": STARTLESS}, {
+        "coheriq.engines.clidom": {"gpu": "clidom_gpu"},
+    })  # fmt: skip
+    done = coheriq(installed, "explain", "clidom", env={"CLIDOM_ENGINE": "gpu"})
+    assert done.returncode == 2
+    assert "failed to start" in done.stderr and "no GPU found" in done.stderr
+    assert coheriq(installed, "check", "clidom", "gpu").returncode == 0  # loads fine
+    started = coheriq(installed, "check", "clidom", "gpu", "good", "--start")
+    assert started.returncode == 1
+    assert "gpu: error: Engine 'gpu' of domain 'clidom' failed to start" in started.stdout
+    assert "good: ok, started" in started.stdout
+    assert "2 engines checked, 1 with a problem" in started.stdout
+
+
+def test_explain_takes_a_candidate_as_module_dot_name(installed):
+    done = coheriq(installed, "explain", "clidom_lib.scale")
+    assert done.returncode == 0, done.stderr
+    assert "candidate 'scale' of domain 'clidom'" in done.stdout
+    wrong = coheriq(installed, "explain", "clidom_lib.nothing")
+    assert wrong.returncode == 2 and "neither a coheriq domain nor a candidate" in wrong.stderr
+
+
+def test_json_before_or_after_the_command_and_errors_as_json(installed):
+    before = json.loads(coheriq(installed, "--json", "list").stdout)
+    after = json.loads(coheriq(installed, "list", "--json").stdout)
+    assert before == after and "clidom" in before["domains"]
+    failed = coheriq(installed, "--json", "show", "nosuchdomain")
+    assert failed.returncode == 2
+    assert json.loads(failed.stdout)["kind"] == "CoheriqDomainNotFoundError"
+
+
+def test_a_library_that_raises_at_import_is_one_line(make_dist, monkeypatch):
+    site = make_dist("raising_dist", {"raising_lib": "raise RuntimeError('broken at import')\n"},
+                     {"coheriq.domains": {"raising": "raising_lib"}})  # fmt: skip
+    done = coheriq(site, "show", "raising")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "RuntimeError: broken at import" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_closed_pipe_is_no_traceback(installed):
+    # As `coheriq list | head -1` once head has gone: the reading end is closed.
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "coheriq", "list"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(installed)},
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.stderr.decode() == ""
+    assert done.returncode == 1
