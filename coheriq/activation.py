@@ -22,6 +22,8 @@ from .exceptions import (
     CoheriqEngineSettledError,
     CoheriqScopeError,
     CoheriqTypeError,
+    did_you_mean,
+    listing,
 )
 from .meta import EngineMeta
 from .ordered import first_that_starts
@@ -447,12 +449,15 @@ def import_domain(name: str) -> AccelerationDomain:
     except CoheriqDomainNotFoundError as missing:
         from . import discovery  # metadata is read only when a domain is missing
 
-        ep = discovery.advertised_domains().get(name)
+        advertised = discovery.advertised_domains()
+        ep = advertised.get(name)
         module = discovery.module_of(ep) if ep is not None else name
         try:
             __import__(module)
         except ImportError as error:
+            others = f" Installed packages advertise {listing(advertised)}." if advertised else ""
             raise CoheriqDomainNotFoundError(
-                f"{missing} Importing a module named {module!r} to create it failed too: {error}."
+                f"{missing} Importing a module named {module!r} to create it failed too: "
+                f"{error}.{others}{did_you_mean(name, advertised)}"
             ) from error
     return lookup_domain(name)

@@ -216,3 +216,10 @@ def test_a_closed_pipe_is_no_traceback(installed):
         os.close(write)
     assert done.stderr.decode() == ""
     assert done.returncode == 1
+
+
+def test_a_mistyped_domain_gets_a_did_you_mean_from_what_is_installed(installed):
+    done = coheriq(installed, "show", "clidmo")
+    assert done.returncode == 2
+    assert "Installed packages advertise 'clidom'" in done.stderr
+    assert "Did you mean 'clidom'?" in done.stderr
