@@ -120,10 +120,18 @@ def _show(args: argparse.Namespace) -> int:
     table = coverage(domain, advertised=True)
     kinds = domain.candidate_kinds
     if args.json:
-        data = {"candidates": {c: "class" if k else "function" for c, k in kinds.items()}}
+        data = {
+            "domain": domain.name,
+            "env_var": domain.env_var,
+            "candidates": {c: "class" if k else "function" for c, k in kinds.items()},
+        }
         print(json.dumps({**data, "coverage": table.as_dict()}, indent=2))
         return 0
-    print(f"domain {domain.name}: {len(kinds)} candidates, env variable {domain.env_var}")
+    count = f"{len(kinds)} candidate{'s' * (len(kinds) != 1)}"
+    variable = (
+        f"environment variable {domain.env_var}" if domain.env_var else "no environment variable"
+    )
+    print(f"domain {domain.name}: {count}, {variable}")
     for candidate, is_class in kinds.items():
         print(f"  {'class' if is_class else 'function'} {candidate}")
     print()

@@ -67,7 +67,9 @@ class Explanation:
     def __str__(self) -> str:
         subject = f"candidate {self.candidate!r} of domain" if self.candidate else "domain"
         lines = [
-            f"{subject} {self.domain!r} runs on engine {self.engine!r}",
+            f"{subject} {self.domain!r} runs on engine {self.engine!r}"
+            if self.engine is not None
+            else f"{subject} {self.domain!r} has no engine it can run yet",
             f"  because: {self.reason}",
             f"  global choice: {'settled' if self.settled else 'not settled yet'}",
         ]

@@ -78,13 +78,14 @@ def test_list_reads_metadata_only(installed):
 def test_show_imports_the_domain_and_tabulates(installed):
     done = coheriq(installed, "show", "clidom")
     assert done.returncode == 0, done.stderr
-    assert "domain clidom: 2 candidates, env variable CLIDOM_ENGINE" in done.stdout
+    assert "domain clidom: 2 candidates, environment variable CLIDOM_ENGINE" in done.stdout
     header, scale_row, grid_row = done.stdout.strip().splitlines()[-3:]
     assert header.split() == ["candidate", "reference", "bad", "good"]
     assert scale_row.split() == ["scale", "reference", "own", "own"]
     assert grid_row.split() == ["Grid", "reference", "reference", "reference"]
     data = json.loads(coheriq(installed, "show", "clidom", "--json").stdout)
     assert data["candidates"] == {"scale": "function", "Grid": "class"}
+    assert data["domain"] == "clidom" and data["env_var"] == "CLIDOM_ENGINE"
 
 
 def test_explain_follows_the_environment(installed):

@@ -221,3 +221,11 @@ def test_in_a_world_of_its_own_nothing_leaks(engines):
         pass
     cq.enable_engine(engines.name, ["gpu", "compiled"])
     assert engines.total([1]) == ("compiled", 1)
+
+
+def test_an_explanation_with_no_engine_says_so_in_words(engines, monkeypatch):
+    monkeypatch.setenv(engines.env_var, "gpu,tpu")  # neither can run here
+    explained = cq.explain(engines.name)
+    assert explained.engine is None
+    assert "has no engine it can run yet" in str(explained)
+    assert "engine None" not in str(explained)
