@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import textwrap
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,3 +161,23 @@ def make_dist(tmp_path, monkeypatch) -> Callable[..., Path]:
 
     yield make
     discovery.clear_cache()
+
+
+def run_in_child(body, timeout=10.0):
+    """Fork, run ``body()`` in the child, and return its exit code (fail the test on a hang)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            code = 0 if body() else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung")

@@ -4,7 +4,6 @@ import asyncio
 import builtins
 import gc
 import os
-import signal
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import coheriq as cq
+from conftest import run_in_child
 
 
 def test_concurrent_first_calls_settle_once(lib, monkeypatch):
@@ -141,26 +141,6 @@ def test_class_construction_while_scopes_open_and_close_under_many_threads(lib, 
 fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 # Forking with threads alive is what these tests are about; Python 3.12+ warns of it.
 forks_with_threads = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
-
-
-def run_in_child(body, timeout=10.0):
-    """Fork, run ``body()`` in the child, and return its exit code (or fail on a hang)."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            code = 0 if body() else 2
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    pytest.fail("the forked child hung")
 
 
 @fork_only

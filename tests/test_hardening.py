@@ -16,6 +16,7 @@ import threading
 import pytest
 
 import coheriq as cq
+from conftest import run_in_child
 
 TIMEOUT = 30  # seconds; far above what any of these takes when it works
 
@@ -87,28 +88,6 @@ print("done", len(seen) > 0)
 
 
 # -- 1: fork while another thread is inside a profile --------------------------------
-
-
-def run_in_child(body, timeout=10.0):
-    """Fork, run ``body()`` in the child, and return its exit code (fail on a hang)."""
-    import time
-
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            code = 0 if body() else 2
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    pytest.fail("the forked child hung")
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
