@@ -40,10 +40,30 @@ from .marked import check_implementations
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
+    from typing import Any, Protocol
 
-    from .domain import AccelerationDomain
     from .meta import EngineMeta
+    from .proxy import CandidateInfo
+    from .registry import Lineage
+
+    class _Domain(Protocol):
+        """What the engine registry reads of its domain (a coheriq.domain.AccelerationDomain)."""
+
+        @property
+        def name(self) -> str: ...
+        @property
+        def _candidates(self) -> dict[str, CandidateInfo]: ...
+        @property
+        def _lock(self) -> Any: ...
+        @property
+        def _lineage(self) -> Lineage: ...
+        # The domain's other parts are reached through it; typed Any here so that
+        # this module needs nothing from the modules above it (see coheriq.domain).
+        @property
+        def scopes(self) -> Any: ...
+
+        def require_reference(self, action: str) -> EngineMeta: ...
+
 
 __all__ = ["Engines"]
 
@@ -96,7 +116,7 @@ class Engines:
             answer ``isinstance`` from it.
     """
 
-    def __init__(self, domain: AccelerationDomain) -> None:
+    def __init__(self, domain: _Domain) -> None:
         self.domain = domain
         self.by_name: dict[str, EngineMeta] = {}
         self.reserved: dict[str, object] = {}

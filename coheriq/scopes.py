@@ -23,17 +23,48 @@ from .marked import construct_directly
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextvars import ContextVar
-    from typing import Any
+    from typing import Any, Protocol
 
-    from .domain import AccelerationDomain
     from .meta import EngineMeta
     from .ordered import Tried
+    from .proxy import CandidateInfo, Switchboard
+    from .registry import Lineage
+
+    class _Domain(Protocol):
+        """What the blocks read of their domain (a coheriq.domain.AccelerationDomain)."""
+
+        @property
+        def name(self) -> str: ...
+        @property
+        def module(self) -> str: ...
+        @property
+        def _candidates(self) -> dict[str, CandidateInfo]: ...
+        @property
+        def _class_candidates(self) -> list[CandidateInfo]: ...
+        @property
+        def _lock(self) -> Any: ...
+        @property
+        def _lineage(self) -> Lineage: ...
+        @property
+        def _switchboard(self) -> Switchboard: ...
+        # The domain's other parts are reached through it; typed Any here so that
+        # this module needs nothing from the modules above it (see coheriq.domain).
+        @property
+        def engines(self) -> Any: ...
+
+        @property
+        def choice(self) -> Any: ...
+        @property
+        def scopes(self) -> Scopes: ...
+
+        def _warn_once(self, key: object, message: str) -> None: ...
+
 
 __all__ = ["Scopes"]
 
 # Set by coheriq.profiling while a profile block is open anywhere: makes, for a
 # domain, the function its proxies use to find the current scope.
-profiling_current: Callable[[AccelerationDomain], Callable[[], Any]] | None = None
+profiling_current: Callable[[Any], Callable[[], Any]] | None = None
 
 
 class Scopes:
@@ -44,7 +75,7 @@ class Scopes:
             every copy of the domain).
     """
 
-    def __init__(self, domain: AccelerationDomain, variable: ContextVar[Scope | None]) -> None:
+    def __init__(self, domain: _Domain, variable: ContextVar[Scope | None]) -> None:
         self.domain = domain
         self.variable = variable
         self._profiling: Callable[[], Any] | None = None
@@ -157,7 +188,7 @@ class Scopes:
         settled = domain.choice.settled
         looking = settled is None or domain._lineage.open_scopes > 0 or self._profiling is not None
         for info in domain._class_candidates:
-            directly = not looking and settled.members[info.name] is info.construct  # type: ignore[union-attr]
+            directly = not looking and settled.members[info.name] is info.construct
             construct_directly(info.proxy, directly)
         domain._switchboard.set_scoped(looking)
 

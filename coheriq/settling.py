@@ -22,8 +22,40 @@ from .exceptions import CoheriqError
 from .ordered import Tried, describe_tried, first_that_starts, parse_engine_list
 
 if TYPE_CHECKING:
-    from .domain import AccelerationDomain
+    from typing import Any, Protocol
+
     from .meta import EngineMeta
+    from .proxy import Switchboard
+    from .registry import Lineage
+
+    class _Domain(Protocol):
+        """What the global choice reads of its domain (a coheriq.domain.AccelerationDomain)."""
+
+        @property
+        def name(self) -> str: ...
+        @property
+        def module(self) -> str: ...
+        @property
+        def env_var(self) -> str | None: ...
+        @property
+        def _reference(self) -> EngineMeta | None: ...
+        @property
+        def _lock(self) -> Any: ...
+        @property
+        def _lineage(self) -> Lineage: ...
+        @property
+        def _switchboard(self) -> Switchboard: ...
+        # The domain's other parts are reached through it; typed Any here so that
+        # this module needs nothing from the modules above it (see coheriq.domain).
+        @property
+        def engines(self) -> Any: ...
+
+        @property
+        def scopes(self) -> Any: ...
+
+        def require_reference(self, action: str) -> EngineMeta: ...
+        def _warn_once(self, key: object, message: str) -> None: ...
+
 
 __all__ = ["GlobalChoice"]
 
@@ -36,7 +68,7 @@ class GlobalChoice:
         unsettled: What proxies call through until it is made.
     """
 
-    def __init__(self, domain: AccelerationDomain) -> None:
+    def __init__(self, domain: _Domain) -> None:
         self.domain = domain
         self.settled: Settlement | None = None
         self.unsettled = Unsettled(domain)

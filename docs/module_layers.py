@@ -16,13 +16,16 @@ import coheriq
 PACKAGE = Path(coheriq.__file__).parent
 
 
-def imports_of(path: Path) -> set[str]:
-    """The coheriq modules that the module at ``path`` imports at run time."""
+def imports_of(path: Path, *, typing: bool = False) -> set[str]:
+    """The coheriq modules that the module at ``path`` imports at run time.
+
+    With ``typing``, also those it imports for the type checker only.
+    """
     found: set[str] = set()
 
     class Visitor(ast.NodeVisitor):
         def visit_If(self, node: ast.If) -> None:
-            if isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            if not typing and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
                 for child in node.orelse:
                     self.visit(child)
                 return
@@ -47,9 +50,9 @@ def imports_of(path: Path) -> set[str]:
     return {name for name in found if name in modules and name != path.stem}
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, typing: bool = False) -> dict[str, set[str]]:
     """Module -> the coheriq modules it imports, for every module of the package."""
-    return {path.stem: imports_of(path) for path in sorted(PACKAGE.glob("*.py"))}
+    return {path.stem: imports_of(path, typing=typing) for path in sorted(PACKAGE.glob("*.py"))}
 
 
 def layers(graph: dict[str, set[str]]) -> list[list[str]]:
