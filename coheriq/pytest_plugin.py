@@ -1,24 +1,33 @@
 """coheriq's pytest plugin: run a suite on any engine, per engine, or in isolation.
 
-Installed with coheriq (entry point ``pytest11``) and inert until used:
+Installed with coheriq (entry point ``pytest11``) and inert until used. One
+workflow: a library's own CI runs its suite as it is, and its marked tests run
+on every installed engine; an engine's author runs the same suite with
+``--coheriq-engine`` and gets their engine only.
 
 ``--coheriq-engine=DOMAIN:ENGINE`` (repeatable), or ``COHERIQ_TEST_ENGINES="a:x,b:y"``
     Enables the engine for the whole run, before any test is collected, exactly
-    as :func:`coheriq.enable_engine` would. ``DOMAIN:gpu,compiled`` is an
-    ordered choice: the first of them that starts here (in the environment
-    variable, ``"a:gpu,compiled,b:y"``: a name without ``DOMAIN:`` continues the
-    list before it). A domain that is not registered yet is imported as a module
-    of the same name first. Any problem stops the run at start-up with coheriq's
-    message. The report header says which engine each domain runs on, and what
-    an ordered choice passed over.
+    as :func:`coheriq.enable_engine` would, and runs the domain's
+    ``coheriq_engines`` cases on that engine only: the cases of its other
+    engines (the reference included) are deselected, and a line after
+    "collected" says so. ``DOMAIN:gpu,compiled`` is an ordered choice: the first
+    of them that starts here (in the environment variable,
+    ``"a:gpu,compiled,b:y"``: a name without ``DOMAIN:`` continues the list
+    before it). A domain that is not registered yet is imported first (the
+    module a package advertises for it, else the module of its name). Any
+    problem stops the run at start-up with one message; a domain that does not
+    exist gets the domains that do, and the closest of them. The report header
+    says which engine each domain runs on, and what an ordered choice passed
+    over.
 
 ``@pytest.mark.coheriq_engines("mylib")``
     Runs the test once per available engine of the domain and once on the
     reference, each inside :class:`coheriq.using_engine`, with ids such as
-    ``test_x[reference]`` and ``test_x[fast]``. The test may take the fixture
-    ``coheriq_engine`` to learn which engine it runs on. An engine that fails to
-    load fails its own case only; one that loads but cannot start on this machine
-    (its ``__init__`` raised: no GPU, no cluster) skips its case, with the reason.
+    ``test_x[reference]`` and ``test_x[fast]`` (with ``--coheriq-engine``, on the
+    chosen engine only). The test may take the fixture ``coheriq_engine`` to
+    learn which engine it runs on. An engine that fails to load fails its own
+    case only; one that loads but cannot start on this machine (its ``__init__``
+    raised: no GPU, no cluster) skips its case, with the reason.
 
 ``@pytest.mark.coheriq_xfail("mylib", "fast", reason="...")``
     Marks the test as expected to fail when it runs on that engine (scoped or
@@ -30,7 +39,9 @@ Installed with coheriq (entry point ``pytest11``) and inert until used:
 ``coheriq_isolated`` (fixture)
     Runs the test in a clean coheriq world (see :func:`coheriq.testing.isolated`).
 
-The report header names every domain known at start-up and its engine.
+The report header names every domain known at start-up and its engine, and
+each domain that installed packages advertise, not imported yet, whose
+variable ``<NAME>_ENGINE`` is set.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from contextlib import nullcontext
 
 import pytest
 
+from . import discovery
 from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE
 from .activation import (
@@ -50,26 +62,39 @@ from .activation import (
     using_engine,
 )
 from .domain import all_domains, lookup_domain
-from .exceptions import CoheriqEngineStartError, CoheriqError
+from .exceptions import (
+    CoheriqDomainNotFoundError,
+    CoheriqEngineStartError,
+    CoheriqError,
+    did_you_mean,
+    listing,
+)
 from .ordered import describe_tried, parse_engine_list
 from .testing import isolated
 
 if TYPE_CHECKING:
     from typing import Any
 
+    from .domain import AccelerationDomain
+
 ENV = "COHERIQ_TEST_ENGINES"
-_chosen = pytest.StashKey[list[tuple[str, str]]]()
+OPTION = "--coheriq-engine"
+# domain -> (the engine the run chose for it, where it was named: OPTION or ENV)
+_chosen = pytest.StashKey[dict[str, tuple[str, str]]]()
+# domain -> how many of its coheriq_engines cases, made for other engines, were deselected
+_deselected = pytest.StashKey[dict[str, int]]()
 _failed_to_start = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("coheriq", "coheriq engines")
     group.addoption(
-        "--coheriq-engine",
+        OPTION,
         action="append",
         default=[],
         metavar="DOMAIN:ENGINE",
-        help=f"enable ENGINE for DOMAIN for the whole run (repeatable; also ${ENV}).",
+        help=f"enable ENGINE for DOMAIN for the whole run and run the domain's "
+        f"coheriq_engines cases on it only (repeatable; also ${ENV}).",
     )
 
 
@@ -77,25 +102,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "coheriq_engines(domain): run the test once per engine of the coheriq domain, "
-        "the reference included, each inside coheriq.using_engine.",
+        "the reference included, each inside coheriq.using_engine (with --coheriq-engine "
+        "for that domain, on the chosen engine only).",
     )
     config.addinivalue_line(
         "markers",
         "coheriq_xfail(domain, engine, reason='', strict=False): expect the test to fail "
         "when it runs on that engine of the coheriq domain.",
     )
-    specs = [_parse(text, "--coheriq-engine") for text in config.getoption("coheriq_engine")]
+    specs = [_parse(text, OPTION) for text in config.getoption("coheriq_engine")]
     specs += [_parse(text, ENV) for text in _env_specs(os.environ.get(ENV, ""))]
-    for domain, engine in specs:
-        try:
-            import_domain(domain)
-            if "," in engine:  # an ordered choice: the first of them that starts here
-                enable_engine(domain, parse_engine_list(engine, f" (given as {domain}:{engine})"))
-            else:
-                enable_engine(domain, engine)
-        except CoheriqError as error:
-            raise pytest.UsageError(f"coheriq engine {domain}:{engine}: {error}") from None
-    config.stash[_chosen] = specs
+    config.stash[_chosen] = {
+        domain: (_enable(domain, engine, source), source) for domain, engine, source in specs
+    }
 
 
 def _env_specs(value: str) -> list[str]:
@@ -109,36 +128,121 @@ def _env_specs(value: str) -> list[str]:
     return [spec for spec in specs if spec.strip()]
 
 
-def _parse(text: str, source: str) -> tuple[str, str]:
+def _parse(text: str, source: str) -> tuple[str, str, str]:
     domain, sep, engine = text.strip().partition(":")
     if not sep or not domain.strip() or not engine.strip():
         raise pytest.UsageError(
             f"{source}: {text!r} is not DOMAIN:ENGINE; write for example mylib:fast."
         )
-    return domain.strip(), engine.strip()
+    return domain.strip(), engine.strip(), source
+
+
+def _enable(domain: str, engine: str, source: str) -> str:
+    """Enable what ``source`` names for the whole run; return the engine chosen."""
+    given = f"{OPTION}={domain}:{engine}" if source == OPTION else f"{ENV} item {domain}:{engine}"
+    try:
+        import_domain(domain)
+    except CoheriqDomainNotFoundError as error:
+        raise pytest.UsageError(_no_such_domain(domain, given, error)) from None
+    except CoheriqError as error:
+        raise pytest.UsageError(f"{given}: {error}") from None
+    try:
+        if "," in engine:  # an ordered choice: the first of them that starts here
+            enable_engine(domain, parse_engine_list(engine, f" (given as {domain}:{engine})"))
+        else:
+            enable_engine(domain, engine)
+    except CoheriqError as error:
+        raise pytest.UsageError(f"{given}: {error}") from None
+    # An ordered choice is resolved by now: the cases to keep are the chosen engine's.
+    return active_implementation(domain) or engine
+
+
+def _no_such_domain(domain: str, given: str, error: CoheriqDomainNotFoundError) -> str:
+    """The message for a domain that importing its library did not create."""
+    advertised = discovery.advertised_domains()
+    ep = advertised.get(domain)
+    module = discovery.module_of(ep) if ep is not None else domain
+    cause = error.__cause__  # the ImportError, where the import itself failed
+    tried = (
+        f"importing the module {module!r} failed ({cause})"
+        if cause is not None
+        else f"importing the module {module!r} did not create it"
+    )
+    if ep is not None:  # the library is installed but broken: no other name would help
+        return (
+            f"{given}: an installed package advertises the coheriq domain {domain!r} "
+            f"({discovery.describe(ep)}), but {tried}. Fix or reinstall that package, or "
+            "name another domain."
+        )
+    known = {d.name for d in all_domains()} | set(advertised)
+    return (
+        f"{given} names the coheriq domain {domain!r}, which no imported library created and "
+        f"no installed package advertises, and {tried}.{did_you_mean(domain, known)} "
+        f"Domains here (imported, or advertised by installed packages): {listing(known)}. "
+        "Correct the domain's name, or install the library that creates it."
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    chosen = config.stash.get(_chosen, {})
     domains = all_domains()
-    if not domains:
+    lines = [_header_of(domain, chosen) for domain in domains]
+    header = ["coheriq: " + "; ".join(lines)] if lines else []
+    return header + _named_before_import({domain.name for domain in domains})
+
+
+def _header_of(domain: AccelerationDomain, chosen: dict[str, tuple[str, str]]) -> str:
+    """``mylib on 'fast' (how it was chosen)``, for a registered domain."""
+    engine = active_implementation(domain)
+    settled = domain.choice.settled
+    tried = f"; tried {describe_tried(settled.tried)}" if settled and settled.tried else ""
+    if domain.name in chosen:
+        how = f"{OPTION}{tried}"
+    elif engine is not None:
+        how = "chosen before the run"
+    else:
+        variable = domain.env_var
+        value = os.environ.get(variable, "").strip() if variable else ""
+        engine = value or REFERENCE
+        how = f"{variable}={value}" if value else "at first use"
+    return f"{domain.name} on {engine!r} ({how})"
+
+
+def _named_before_import(imported: set[str]) -> list[str]:
+    """Header lines for advertised domains, not imported yet, whose variable names engines.
+
+    The header is written before collection, so a library that only its test
+    modules import is not imported yet, and its domain, which knows its variable,
+    does not exist. The plugin does not import the library to find out: it is
+    active in every pytest run where coheriq is installed, and importing a
+    library (and what it imports: NumPy, JAX) before the tests, to print a
+    header, would slow down and change other projects' runs (import order,
+    warnings, coverage). So the line assumes the conventional variable
+    ``<NAME>_ENGINE`` (``env_prefix="NAME"``) and says so.
+    """
+    # Package metadata is read only when such a variable is set at all, so that the
+    # plugin costs nothing where it is not used.
+    if not any(key.endswith("_ENGINE") and value.strip() for key, value in os.environ.items()):
         return []
-    chosen = {domain for domain, _ in config.stash.get(_chosen, [])}
     lines = []
-    for domain in domains:
-        engine = active_implementation(domain)
-        settled = domain.choice.settled
-        tried = f"; tried {describe_tried(settled.tried)}" if settled and settled.tried else ""
-        if domain.name in chosen:
-            how = f"--coheriq-engine{tried}"
-        elif engine is not None:
-            how = "chosen before the run"
-        else:
-            variable = domain.env_var
-            value = os.environ.get(variable, "").strip() if variable else ""
-            engine = value or REFERENCE
-            how = f"{variable}={value}" if value else "at first use"
-        lines.append(f"{domain.name} on {engine!r} ({how})")
-    return ["coheriq: " + "; ".join(lines)]
+    for name in sorted(set(discovery.advertised_domains()) - imported):
+        variable = f"{name.upper()}_ENGINE"
+        value = os.environ.get(variable, "").strip()
+        if value and variable.isidentifier():
+            lines.append(_variable_line(name, variable, value))
+    return lines
+
+
+def _variable_line(name: str, variable: str, value: str) -> str:
+    names = [engine.strip() for engine in value.split(",") if engine.strip()]
+    which = ", ".join(repr(engine) for engine in names)  # in the order of preference
+    if len(names) > 1:
+        which += " (the first that starts here)"
+    return (
+        f"coheriq: {name} not imported yet; {variable}={value} names {which}, chosen at its "
+        f"first call if {variable} is its variable; its coheriq_engines cases still run on "
+        f"every engine ({OPTION}={name}:{','.join(names)} runs them on it only)"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -151,6 +255,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             "domain name."
         )
     domain = markers[0].args[0]
+    # Every engine, also with --coheriq-engine: the cases of the others are deselected
+    # below rather than never made, so that the run says how many it left out.
     engines = [REFERENCE, *available_engines(domain)]
     # The parameter lives in each case's callspec, where the hooks below find it;
     # parametrize wants the name among the fixtures, even if the test takes none.
@@ -161,13 +267,57 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     )
 
 
-def _engine_scope(item: pytest.Item) -> Any:
-    """The ``using_engine`` block of a case made by the coheriq_engines marker, if any."""
+def _case(item: pytest.Item) -> tuple[str, str] | None:
+    """``(domain, engine)`` of a case made by the coheriq_engines marker, else ``None``."""
     callspec = getattr(item, "callspec", None)
     param = callspec.params.get("coheriq_engine") if callspec is not None else None
-    if param is None or item.stash.get(_failed_to_start, False):
+    return None if param is None else (param[0], param[1])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the coheriq_engines cases of engines other than the one the run chose.
+
+    An engine's author runs a library's suite to test their engine: the cases of
+    other teams' engines (installed, maybe broken, maybe unable to start here)
+    would only add failures and skips that are not theirs.
+    """
+    chosen = config.stash.get(_chosen, {})
+    if not chosen:
+        return
+    keep, drop, counts = [], [], dict.fromkeys(chosen, 0)
+    for item in items:
+        case = _case(item)
+        if case is not None and case[0] in chosen and case[1] != chosen[case[0]][0]:
+            drop.append(item)
+            counts[case[0]] += 1
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    config.stash[_deselected] = {domain: n for domain, n in counts.items() if n}
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    """After "collected ...": why some coheriq_engines cases were deselected."""
+    chosen = config.stash.get(_chosen, {})
+    lines = []
+    for domain, count in config.stash.get(_deselected, {}).items():
+        engine, source = chosen[domain]
+        lines.append(
+            f"coheriq: deselected {count} coheriq_engines case{'s' * (count != 1)} of "
+            f"{domain}: {source} chose {engine!r}, so they run on that engine only "
+            "(without it, on every installed engine)"
+        )
+    return lines
+
+
+def _engine_scope(item: pytest.Item) -> Any:
+    """The ``using_engine`` block of a case made by the coheriq_engines marker, if any."""
+    case = _case(item)
+    if case is None or item.stash.get(_failed_to_start, False):
         return nullcontext()
-    return using_engine(*param)
+    return using_engine(*case)
 
 
 # Each phase of a case runs inside its engine's scope, so that its fixtures make

@@ -122,7 +122,7 @@ def test_an_ordered_choice_in_the_environment_variable(project, monkeypatch):
         ("plugdom:tpu,npu", "*None of the engines 'tpu', 'npu'*tpu: not installed*"),
         ("plugdom:fast,,gpu", "*is malformed: it has an empty item*"),
         ("plugdom:fsat", "*no engine named 'fsat'*Did you mean 'fast'*"),
-        ("nodom:fast", "*no coheriq domain named 'nodom'*Importing a module named 'nodom'*"),
+        ("nodom:fast", "*domain 'nodom'*importing the module 'nodom' failed*"),
         ("plugdom", "*'plugdom' is not DOMAIN:ENGINE*"),
     ],
 )
@@ -266,3 +266,137 @@ def test_plugin_is_inert_when_unused(pytester):
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
     result.assert_outcomes(passed=1)
     assert "coheriq:" not in result.stdout.str()  # no header line (the plugin list names it)
+
+
+# One workflow: without --coheriq-engine, marked tests run on every engine (the
+# library's CI); with it, on the chosen engine only (an engine author's run).
+
+
+def test_option_runs_the_marked_cases_on_the_chosen_engine_only(project):
+    # Another team's broken engine is installed: the run never loads it.
+    advertise(project, "brokeneng", "coheriq.engines.plugdom", "broken", "no_such_module")
+    result = run(project, EACH_ENGINE_TEST, "-v", "--coheriq-engine=plugdom:fast")
+    result.assert_outcomes(passed=1, deselected=3)
+    result.stdout.fnmatch_lines(
+        [
+            "coheriq: deselected 3 coheriq_engines cases of plugdom: --coheriq-engine chose "
+            "'fast', so they run on that engine only (without it, on every installed engine)",
+            "*test_each?fast? PASSED*",
+        ]
+    )
+    assert "no_such_module" not in result.stdout.str()
+
+
+def test_an_ordered_choice_keeps_the_cases_of_the_engine_it_chose(project):
+    result = run(project, EACH_ENGINE_TEST, "-v", "--coheriq-engine=plugdom:tpu,gpu,fast")
+    result.assert_outcomes(passed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*--coheriq-engine chose 'gpu'*", "*test_each?gpu? PASSED*"])
+
+
+def test_the_environment_variable_chooses_the_cases_too(project, monkeypatch):
+    monkeypatch.setenv("COHERIQ_TEST_ENGINES", "plugdom:gpu")
+    result = run(project, EACH_ENGINE_TEST, "-v")
+    result.assert_outcomes(passed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*COHERIQ_TEST_ENGINES chose 'gpu'*", "*test_each?gpu? PASSED*"])
+
+
+def test_the_cases_of_another_domain_still_run_on_every_engine(project):
+    project.makepyfile(otherdom=LIBRARY.replace('"plugdom"', '"otherdom"'))
+    result = run(project, EACH_ENGINE_TEST, "--coheriq-engine=otherdom:fast")
+    result.assert_outcomes(passed=3)
+    assert "deselected" not in result.stdout.str()
+
+
+# The header, for a library that only the tests import (not imported when it is written).
+
+
+def test_header_says_what_the_domains_variable_names_before_the_library_is_imported(
+    project, monkeypatch
+):
+    advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
+    monkeypatch.setenv("PLUGDOM_ENGINE", "gpu")
+    source = """
+        import sys
+
+        def test_the_variable_applies_once_imported():
+            assert "plugdom" not in sys.modules  # the header did not import the library
+            import plugdom
+            assert plugdom.which() == "gpu"
+    """
+    result = run(project, source)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "coheriq: plugdom not imported yet; PLUGDOM_ENGINE=gpu names 'gpu', chosen at its "
+            "first call if PLUGDOM_ENGINE is its variable; its coheriq_engines cases still run "
+            "on every engine (--coheriq-engine=plugdom:gpu runs them on it only)"
+        ]
+    )
+
+
+def test_header_keeps_the_order_of_an_ordered_choice_in_the_variable(project, monkeypatch):
+    advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
+    monkeypatch.setenv("PLUGDOM_ENGINE", "tpu, gpu")
+    result = run(project, "def test_nothing():\n    pass\n")
+    result.stdout.fnmatch_lines(
+        ["coheriq: plugdom *=tpu, gpu names 'tpu', 'gpu' (the first that starts here), *"
+         "(--coheriq-engine=plugdom:tpu,gpu runs them on it only)"]
+    )  # fmt: skip
+
+
+def test_no_header_for_a_variable_of_a_domain_no_package_advertises(project, monkeypatch):
+    monkeypatch.setenv("PLUGDOM_ENGINE", "gpu")
+    result = run(project, "def test_nothing():\n    pass\n")
+    assert "coheriq:" not in result.stdout.str()
+
+
+# A mistyped domain: what exists, and the closest.
+
+
+def test_a_mistyped_advertised_domain_gets_a_did_you_mean(project):
+    advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
+    result = run(project, GLOBAL_TEST, "--coheriq-engine=plugdmo:fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --coheriq-engine=plugdmo:fast names the coheriq domain 'plugdmo', which no "
+            "imported library created and no installed package advertises, and importing the "
+            "module 'plugdmo' failed (No module named 'plugdmo'). Did you mean "
+            "'plugdom'? Domains here (imported, or advertised by installed packages): "
+            "*'plugdom'*. Correct the domain's name, or install the library that creates it."
+        ]
+    )
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_a_mistyped_imported_domain_gets_a_did_you_mean(project, monkeypatch):
+    # Not advertised: a conftest imports the library, before the option is read.
+    project.makeconftest("import plugdom")
+    monkeypatch.setenv("COHERIQ_TEST_ENGINES", "plugdmo:fast")
+    result = run(project, GLOBAL_TEST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: COHERIQ_TEST_ENGINES item plugdmo:fast names the coheriq domain 'plugdmo'*"
+         "Did you mean 'plugdom'? Domains here*'plugdom'*"]
+    )  # fmt: skip
+
+
+def test_an_advertised_domain_whose_library_fails_to_import_says_which_package(project):
+    advertise(project, "brokenlib", "coheriq.domains", "brokendom", "no_such_library")
+    result = run(project, GLOBAL_TEST, "--coheriq-engine=brokendom:fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --coheriq-engine=brokendom:fast: an installed package advertises the "
+         "coheriq domain 'brokendom' (entry point 'brokendom' = 'no_such_library' in group "
+         "'coheriq.domains' of distribution 'brokenlib' 1.0), but importing the module "
+         "'no_such_library' failed (No module named 'no_such_library'). Fix or reinstall "
+         "that package, or name another domain."]
+    )  # fmt: skip
+
+
+def test_a_module_that_creates_no_such_domain_says_so(project):
+    result = run(project, GLOBAL_TEST, "--coheriq-engine=test_it:fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*domain 'test_it'*importing the module 'test_it' did not create it. Domains here*"]
+    )
