@@ -370,7 +370,7 @@ def available_engines(domain: AccelerationDomain | str) -> tuple[str, ...]:
     An :class:`~coheriq.AccelerationEngine` is listed from its construction on.
 
     Returns:
-        A tuple, as in coheriq 0.0.x: ``('fast', 'gpu')``.
+        The names in a tuple (as coheriq 0.0.x returned them), e.g. ``('fast', 'gpu')``.
     """
     return tuple(lookup_domain(domain).engines.names())
 

@@ -35,7 +35,7 @@ import sys
 
 from . import registry
 from . import scopes as _scopes
-from ._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq, overload
+from ._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq
 from ._validate import check_candidate_name, check_name
 from .engines import Engines
 from .exceptions import (
@@ -52,6 +52,13 @@ from .meta import EngineMeta
 from .proxy import CandidateInfo, Switchboard, candidate_of
 from .scopes import Scopes
 from .settling import GlobalChoice
+
+# typing.overload for readers of the source (type checkers, Sphinx's autodoc, which
+# shows the overloads only when they come from typing); the stand-in at run time.
+if TYPE_CHECKING:
+    from typing import overload
+else:
+    from ._stdlib import overload
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 
-from ._stdlib import TYPE_CHECKING, overload
+from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE, check_candidate_name, check_name
 from .domain import AccelerationDomain, lookup_domain
 from .engines import building
@@ -40,6 +40,13 @@ from .exceptions import (
     listing,
 )
 from .meta import EngineMeta
+
+# typing.overload for readers of the source (type checkers, Sphinx's autodoc, which
+# shows the overloads only when they come from typing); the stand-in at run time.
+if TYPE_CHECKING:
+    from typing import overload
+else:
+    from ._stdlib import overload
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
