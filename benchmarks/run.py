@@ -1,17 +1,22 @@
 """coheriq's benchmark suite: what dispatch, activation, import and set-up cost.
 
 Run ``python benchmarks/run.py`` (``--quick`` for a smoke run that only checks the
-suite works). Speed figures are paired ratios: in each round a statement and its
-baseline (a direct call of the same implementation, or constructing the
-implementing class directly) are timed by :mod:`timeit` right after each other
-over the same number of iterations, and the table shows the median, minimum and
-maximum of the per-round ratios. Absolute figures (us, ms, s) are medians of
-rounds. Nothing here asserts: the targets are printed beside the numbers.
+suite works; ``--record DIR`` also writes the table to ``DIR/dispatch.txt`` and
+every figure to ``DIR/dispatch.json``, which the docs' performance chart reads).
+Speed figures are paired ratios: in each round a statement and its baseline (a
+direct call of the same implementation, or constructing the implementing class
+directly) are timed by :mod:`timeit` right after each other over the same number
+of iterations, and the table shows the median, minimum and maximum of the
+per-round ratios, and beside them the median nanoseconds per call of the
+statement and of its baseline. Absolute figures (us, ms, s) are medians of
+rounds. Nothing here asserts: the targets are printed beside the numbers, and a
+median over its target is marked MISSED.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -20,7 +25,8 @@ import sys
 import threading
 import time
 import timeit
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import coheriq
@@ -34,10 +40,16 @@ class Row:
     high: float
     unit: str
     target: float
+    # For a ratio: nanoseconds per call of the statement (median, min, max of the
+    # rounds) and of its baseline (median).
+    ns: float | None = None
+    ns_low: float | None = None
+    ns_high: float | None = None
+    baseline_ns: float | None = None
 
     @property
     def verdict(self) -> str:
-        return "ok" if self.median <= self.target else "OVER"
+        return "ok" if self.median <= self.target else "MISSED"
 
 
 @dataclass
@@ -48,19 +60,42 @@ class Plan:
     import_rounds: int
 
 
-def paired(case: str, baseline: str, names: dict[str, Any], plan: Plan) -> list[float]:
-    """Per-round ratios of ``case`` to ``baseline``, timed back to back."""
+@dataclass
+class Paired:
+    """Per-round timings of a statement and its baseline, in seconds per call."""
+
+    case: list[float]
+    baseline: list[float]
+
+    def ratios(self) -> list[float]:
+        return [c / b for c, b in zip(self.case, self.baseline, strict=True)]
+
+
+def paired(case: str, baseline: str, names: dict[str, Any], plan: Plan) -> Paired:
+    """Time ``case`` and ``baseline`` back to back in each round."""
     case_timer = timeit.Timer(case, globals=names)
     base_timer = timeit.Timer(baseline, globals=names)
-    ratios = []
+    timings = Paired([], [])
     for _ in range(plan.rounds):
-        base = base_timer.timeit(plan.number)
-        ratios.append(case_timer.timeit(plan.number) / base)
-    return ratios
+        timings.baseline.append(base_timer.timeit(plan.number) / plan.number)
+        timings.case.append(case_timer.timeit(plan.number) / plan.number)
+    return timings
 
 
-def ratio_row(case: str, target: float, ratios: list[float]) -> Row:
-    return Row(case, statistics.median(ratios), min(ratios), max(ratios), "x", target)
+def ratio_row(case: str, target: float, timings: Paired) -> Row:
+    ratios = timings.ratios()
+    return Row(
+        case,
+        statistics.median(ratios),
+        min(ratios),
+        max(ratios),
+        "x",
+        target,
+        ns=statistics.median(timings.case) * 1e9,
+        ns_low=min(timings.case) * 1e9,
+        ns_high=max(timings.case) * 1e9,
+        baseline_ns=statistics.median(timings.baseline) * 1e9,
+    )
 
 
 def micro_row(case: str, target: float, stmt: str, names: dict[str, Any], plan: Plan) -> Row:
@@ -290,25 +325,47 @@ def bench_import(plan: Plan) -> tuple[Row, list[str]]:
 
 
 def render(rows: list[Row]) -> str:
-    lines = [f"{'case':<38} {'median':>9} {'min':>9} {'max':>9}  {'target':<8}", "-" * 78]
+    head = f"{'case':<38} {'median':>9} {'min':>9} {'max':>9}  {'target':<16}"
+    head += f"{'ns/call':>8} {'baseline':>8}"
+    lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(
+        figures = (
             f"{r.case:<38} {r.median:>7.3g}{r.unit:<2} {r.low:>7.3g}{r.unit:<2} "
-            f"{r.high:>7.3g}{r.unit:<2}  <={r.target:g}{r.unit:<4} {r.verdict}"
+            f"{r.high:>7.3g}{r.unit:<2}  {f'<={r.target:g}{r.unit}':<9} {r.verdict:<6}"
         )
+        if r.ns is not None and r.baseline_ns is not None:
+            figures += f"{r.ns:>6.0f}ns {r.baseline_ns:>6.0f}ns"
+        lines.append(figures.rstrip())
     return "\n".join(lines)
+
+
+def record(folder: Path, heading: str, table: str, rows: list[Row], added: list[str]) -> None:
+    """Write the run where the docs read it: the table as printed, and the figures."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dispatch.txt").write_text(table + "\n", encoding="utf-8")
+    figures = {
+        "machine": heading,
+        "date": time.strftime("%Y-%m-%d"),
+        "rows": [{**asdict(r), "verdict": r.verdict} for r in rows],
+        "import_adds": added,
+    }
+    (folder / "dispatch.json").write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="coheriq's benchmark suite")
     parser.add_argument("--quick", action="store_true", help="few short rounds: a smoke run")
+    parser.add_argument(
+        "--record", type=Path, metavar="DIR", help="also write dispatch.txt and dispatch.json here"
+    )
     args = parser.parse_args(argv)
     plan = Plan(3, 2_000, 1, 2) if args.quick else Plan(31, 300_000, 5, 10)
-    print(
+    heading = (
         f"coheriq {coheriq.__version__}, Python {platform.python_version()} "
         f"({platform.python_implementation()}), {platform.machine()}, "
         f"{os.cpu_count()} CPUs{', --quick' if args.quick else ''}"
     )
+    print(heading)
     rows: list[Row] = []
     steps = [("dispatch", bench_dispatch), ("set-up", bench_setup)]
     for i, (label, step) in enumerate(steps, 1):
@@ -317,8 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[{len(steps) + 1}/{len(steps) + 1}] import ...", file=sys.stderr, flush=True)
     row, added = bench_import(plan)
     rows.append(row)
-    print(render(rows))
-    print(f"modules that `import coheriq` adds: {' '.join(added)}")
+    table = f"{render(rows)}\nmodules that `import coheriq` adds: {' '.join(added)}"
+    print(table)
+    if args.record:
+        record(args.record, heading, f"{heading}\n{table}", rows, added)
     return 0
 
 

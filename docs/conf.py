@@ -64,6 +64,7 @@ nb_execution_mode = "cache"
 nb_execution_raise_on_error = True  # a cell that raises fails the build
 nb_execution_timeout = 300
 nb_execution_show_tb = True
+nb_output_stderr = "warn"  # a notebook that writes to stderr fails the -W build
 nb_kernel_rgx_aliases = {".*": "python3"}
 myst_heading_anchors = 2
 

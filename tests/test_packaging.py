@@ -47,3 +47,13 @@ def test_the_classifiers_name_every_supported_python():
     assert project["keywords"]
     assert "version" in project["dynamic"]  # one number: coheriq.__version__
     assert re.fullmatch(r"\d+\.\d+\.\d+", coheriq.__version__)
+
+
+def test_the_readme_names_every_module_of_the_package():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    modules = sorted(
+        path.stem
+        for path in (ROOT / "coheriq").glob("*.py")
+        if path.stem not in ("__init__", "__main__")
+    )
+    assert [name for name in modules if f"`{name}`" not in readme] == []

@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--values", type=int, default=10**7)
     parser.add_argument("--rows", type=int, default=10**5)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
     args = parser.parse_args(argv)
     import ragbatch  # noqa: F401 -- the domain, to list its engines
 
@@ -67,10 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         label = f"{engine} ({workers} workers)" if workers else engine
         print(f"[{i}/{len(runs)}] {label} ...", file=sys.stderr, flush=True)
         results[label] = run(engine, max(workers, 1), args)
-    print(
+    heading = (
         f"ragbatch on {args.values:,} values in {args.rows:,} rows; Python "
         f"{platform.python_version()}, {os.cpu_count()} CPUs; values per second (median)"
     )
+    print(heading)
     print(f"{'engine':<22} {'softmax':>14} {'topk k=5':>14}")
     for label, times in results.items():
         print(
@@ -82,6 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         f"scaling 1 -> 2 workers: softmax {one['softmax'] / two['softmax']:.2f}x, "
         f"topk {one['topk'] / two['topk']:.2f}x"
     )
+    if args.json:
+        import json
+        import time
+
+        recorded = {"machine": heading, "date": time.strftime("%Y-%m-%d"), "values": args.values}
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump({**recorded, "seconds": results}, out, indent=2)
     return 0
 
 
