@@ -1,4 +1,4 @@
-"""The user's three ways to choose an engine, in one program."""
+"""Choosing an engine in code: for a block, and for the whole program."""
 
 import mylib
 
