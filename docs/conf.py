@@ -146,5 +146,18 @@ def _kernel_for_this_python() -> None:
 _kernel_for_this_python()
 
 
+def _mark_test_outputs(app: object, doctree: object) -> None:
+    """Give every ``testoutput`` block the "output" class, so it looks like output.
+
+    The doctest extension renders them as plain literal blocks, like code.
+    """
+    from docutils import nodes
+
+    for block in doctree.findall(nodes.literal_block):  # type: ignore[attr-defined]
+        if block.get("testnodetype") == "testoutput":
+            block["classes"].append("output")
+
+
 def setup(app: object) -> None:
     app.connect("config-inited", lambda app, config: _copy_notebooks(app))  # type: ignore[attr-defined]
+    app.connect("doctree-read", _mark_test_outputs)  # type: ignore[attr-defined]
