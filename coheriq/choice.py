@@ -36,7 +36,7 @@ class Settlement:
         engine: The engine's name, or :data:`~coheriq.REFERENCE`.
         engine_class: The engine class (the reference class for the reference).
         reason: Why this engine: ``"enable_engine"``, ``"environment variable
-            NAME"`` or ``"default"`` (with, for a later copy of a library's module,
+            NAME='VALUE'"`` or ``"default"`` (with, for a later copy of a library's module,
             what the copy inherited).
         members: Candidate name -> what a call of it runs (the engine instance's
             member; for a class candidate the engine uses as it is, the class's

@@ -1,9 +1,16 @@
 """The ``coheriq`` command line: list, show, explain and check engines.
 
-Exit codes: 0 when all is well; 1 when ``check`` found a problem; 2 when the
-command itself could not run (a usage error, an unknown domain, an engine that
-fails to load in ``show``/``explain``), with one line on standard error that says
-why. Every command takes ``--json`` for tools.
+Exit codes: 0 when all is well; 1 when ``check`` found a problem or ``show`` a
+broken engine (the rest of the report is printed all the same); 2 when the
+command itself could not run (a usage error, an unknown domain, a library that
+fails at import, an engine that ``explain`` cannot load or start), with one
+line on standard error that says why.
+
+Every command takes ``--json`` for tools: two-space indentation, engines by
+name in sorted order, an engine's state as ``{"ok": ..., "error": ...}`` in
+``show`` and ``check`` alike, and an error as ``{"error": ..., "kind": ...}``.
+Text output is wrapped to ``COLUMNS``, else the terminal's width, else 80
+columns (standard output into a pipe or a file); tables and JSON never are.
 """
 
 from __future__ import annotations
@@ -12,8 +19,11 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import sys
+import textwrap
 import warnings
+from typing import Any, NoReturn
 
 from . import discovery
 from ._validate import REFERENCE
@@ -21,10 +31,66 @@ from .activation import available_engines, import_domain
 from .domain import AccelerationDomain
 from .engine import engine_class
 from .exceptions import CoheriqError, CoheriqSignatureWarning
-from .introspection import coverage, explain
+from .introspection import Coverage, coverage, explain
 from .signatures import STRICT_ENV
 
 __all__ = ["main"]
+
+BROKEN = "broken"  # a coverage cell, and show's word, for an engine that cannot be loaded
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def _width() -> int:
+    """Columns to wrap text to: ``COLUMNS``, else the terminal's, else 80.
+
+    ``shutil`` reads them in that order, so that output captured by a pipe or a
+    test is wrapped the same way on every machine. Never under 40: a hanging
+    indent needs room, and a narrower "terminal" is more likely a mistake.
+    """
+    return max(shutil.get_terminal_size((80, 24)).columns, 40)
+
+
+def _wrap(line: str, width: int | None = None) -> str:
+    """``line`` wrapped with a hanging indent two columns past its own indent.
+
+    Words are never broken, nor at hyphens: a module name, an entry point or a
+    command to copy stays whole even if it overflows.
+    """
+    body = line.lstrip(" ")
+    indent = " " * (len(line) - len(body))
+    return textwrap.fill(
+        body,
+        width or _width(),
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def _say(*lines: str) -> None:
+    """Print prose lines, each wrapped to the terminal (never a table: see _table)."""
+    for line in lines:
+        print(_wrap(line) if line else "")
+
+
+def _json(data: dict[str, Any]) -> None:
+    """Print ``data`` as every command does: two-space indentation, keys as built.
+
+    Not ``sort_keys``: candidates keep the library's order; engines are sorted
+    where they are collected (``_sorted``).
+    """
+    print(json.dumps(data, indent=2))
+
+
+def _sorted(engines: dict[str, Any]) -> dict[str, Any]:
+    """Engines by name in sorted order, as every command lists them."""
+    return dict(sorted(engines.items()))
+
+
+# -- list ---------------------------------------------------------------------------------
 
 
 def _distribution(ep: object) -> dict[str, str | None]:
@@ -35,11 +101,11 @@ def _distribution(ep: object) -> dict[str, str | None]:
     }
 
 
-def _installed() -> dict[str, dict[str, object]]:
+def _installed() -> dict[str, dict[str, Any]]:
     """Advertised domains and engines, from package metadata only (nothing is imported)."""
     from importlib.metadata import distributions
 
-    domains: dict[str, dict[str, object]] = {}
+    domains: dict[str, dict[str, Any]] = {}
     for name, advertised in discovery.advertised_domains().items():
         domains[name] = {"module": advertised.value, **_distribution(advertised), "engines": {}}
     prefix = discovery.group_of("")
@@ -50,33 +116,35 @@ def _installed() -> dict[str, dict[str, object]]:
             entry = domains.setdefault(
                 domain, {"module": None, "distribution": None, "version": None, "engines": {}}
             )
-            engines = entry["engines"]
-            assert isinstance(engines, dict)
-            engines.setdefault(ep.name, {"value": ep.value, **_distribution(ep)})
+            # "module", as for a domain: the entry point's value, which names the module.
+            entry["engines"].setdefault(ep.name, {"module": ep.value, **_distribution(ep)})
+    for entry in domains.values():
+        entry["engines"] = _sorted(entry["engines"])
     return dict(sorted(domains.items()))
 
 
 def _list(args: argparse.Namespace) -> int:
     installed = _installed()
     if args.json:
-        print(json.dumps({"domains": installed}, indent=2))
+        _json({"domains": installed})
         return 0
     if not installed:
-        print("no coheriq domains or engines are advertised by installed packages")
+        _say("No coheriq domains or engines are advertised by installed packages.")
     for name, entry in installed.items():
         where = (
             f" (module {entry['module']}, from {entry['distribution']} {entry['version']})"
             if entry["module"]
             else ""
         )
-        print(f"domain {name}{where}")
-        engines = entry["engines"]
-        assert isinstance(engines, dict)
-        for engine, info in sorted(engines.items()):
-            print(f"  engine {engine}: {info['value']} ({info['distribution']} {info['version']})")
-        if not engines:
-            print("  no engines advertised")
+        _say(f"domain {name}{where}")
+        for engine, info in entry["engines"].items():
+            _say(f"  engine {engine}: {info['module']} ({info['distribution']} {info['version']})")
+        if not entry["engines"]:
+            _say("  no engines advertised")
     return 0
+
+
+# -- the domain or candidate a command names ----------------------------------------------
 
 
 def _domain(args: argparse.Namespace) -> AccelerationDomain:
@@ -86,8 +154,14 @@ def _domain(args: argparse.Namespace) -> AccelerationDomain:
         if module:
             __import__(module)
         return import_domain(args.domain)
-    except (CoheriqError, ImportError):
+    except CoheriqError:
         raise
+    except ImportError as error:  # only --import's module: import_domain says its own
+        raise CoheriqError(
+            f"The module {module!r} that --import names could not be imported: "
+            f"{type(error).__name__}: {error}. Check its name, or install the package "
+            "that provides it."
+        ) from error
     except Exception as error:  # the library itself failed while being imported
         raise CoheriqError(
             f"Importing the library of domain {args.domain!r} raised "
@@ -115,28 +189,81 @@ def _subject(args: argparse.Namespace) -> object:
         return found
 
 
+# -- show ---------------------------------------------------------------------------------
+
+
+def _load_each(domain: AccelerationDomain) -> dict[str, str | None]:
+    """Load every engine of ``domain`` on its own: name -> ``None``, or why it cannot be.
+
+    One at a time, so that one broken engine (its module raises, its entry point
+    is wrong) is reported beside the others instead of hiding them.
+    """
+    engines = domain.engines
+    # As coverage(advertised=True): an engine not materialized yet has no class.
+    names = [n for n in engines.names() if n not in engines.reserved]
+    failures: dict[str, str | None] = {}
+    for name in names:
+        try:
+            engines.engine_class(name)
+            failures[name] = None
+        except CoheriqError as error:
+            failures[name] = " ".join(str(error).split())  # one line, whatever it held
+    return failures
+
+
+def _with_broken(table: Coverage, broken: list[str]) -> Coverage:
+    """``table`` (of the engines that loaded) with a ``broken`` column for each other one."""
+    engines = [REFERENCE, *sorted({*table.engines[1:], *broken})]
+    rows = {c: {e: row.get(e, BROKEN) for e in engines} for c, row in table.rows.items()}
+    return Coverage(table.domain, engines, rows)
+
+
+def _state(error: str | None, **more: Any) -> dict[str, Any]:
+    """An engine's state as show and check give it in JSON."""
+    return {"ok": True, **more} if error is None else {"ok": False, **more, "error": error}
+
+
 def _show(args: argparse.Namespace) -> int:
     domain = _domain(args)
-    table = coverage(domain, advertised=True)
+    failures = _load_each(domain)
+    broken = [name for name, error in failures.items() if error is not None]
+    table = _with_broken(coverage(domain), broken)  # registered: all that loaded
     kinds = domain.candidate_kinds
     if args.json:
-        data = {
-            "domain": domain.name,
-            "env_var": domain.env_var,
-            "candidates": {c: "class" if k else "function" for c, k in kinds.items()},
-        }
-        print(json.dumps({**data, "coverage": table.as_dict()}, indent=2))
-        return 0
+        _json(
+            {
+                "domain": domain.name,
+                "env_var": domain.env_var,
+                "candidates": {c: "class" if k else "function" for c, k in kinds.items()},
+                "engines": _sorted({n: _state(e) for n, e in failures.items()}),
+                "coverage": table.rows,
+                "problems": len(broken),
+            }
+        )
+        return 1 if broken else 0
     count = f"{len(kinds)} candidate{'s' * (len(kinds) != 1)}"
     variable = (
         f"environment variable {domain.env_var}" if domain.env_var else "no environment variable"
     )
-    print(f"domain {domain.name}: {count}, {variable}")
-    for candidate, is_class in kinds.items():
-        print(f"  {'class' if is_class else 'function'} {candidate}")
+    _say(f"domain {domain.name}: {count}, {variable}")
+    _say(*(f"  {'class' if is_class else 'function'} {c}" for c, is_class in kinds.items()))
     print()
-    print(table)
-    return 0
+    print(table)  # a table: never wrapped, its columns must stay aligned
+    if broken:
+        print()
+        _say(*(f"{name}: {BROKEN}: {failures[name]}" for name in sorted(broken)))
+    return 1 if broken else 0
+
+
+# -- explain ------------------------------------------------------------------------------
+
+
+def _print_explanation(text: str) -> None:
+    """An explanation's report, its prose wrapped; its "supplied by" table as it is."""
+    prose, heading, table = text.partition("\n  supplied by:")
+    _say(*prose.splitlines())
+    if heading:
+        print(heading.lstrip("\n") + table)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -154,43 +281,74 @@ def _explain(args: argparse.Namespace) -> int:
         report = explain(subject)
     if report.engine is None:  # an ordered list of which nothing can run here
         raise CoheriqError(f"Domain {report.domain!r} cannot run here: {report.reason}.")
-    print(json.dumps(report.as_dict(), indent=2) if args.json else report)
+    if args.json:
+        _json(report.as_dict())
+    else:
+        _print_explanation(str(report))
     return 0
+
+
+# -- check --------------------------------------------------------------------------------
+
+
+def _check_each(domain: AccelerationDomain, names: list[str], start: bool) -> dict[str, str | None]:
+    """Load (and with ``start`` start) each engine: name -> ``None``, or its problem."""
+    results: dict[str, str | None] = {}
+    for name in names:
+        try:
+            cls = engine_class(domain, name)
+            if start:  # its __init__ runs: an engine that cannot run here says so
+                domain.engines.members_of(cls)
+            results[name] = None
+        except CoheriqError as error:
+            results[name] = str(error)
+    return results
 
 
 def _check(args: argparse.Namespace) -> int:
     """Load engines with signature checks strict; report every problem."""
     os.environ[STRICT_ENV] = "1"  # engines defined from here on fail on a bad override
-    results: dict[str, str] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CoheriqSignatureWarning)
         domain = _domain(args)  # engines defined with the library were checked as it loaded
-        names = args.engines or available_engines(domain)
-        for name in names:
-            try:
-                cls = engine_class(domain, name)
-                if args.start:  # also start it: an engine that cannot run here says so
-                    domain.engines.members_of(cls)
-                results[name] = "ok, started" if args.start else "ok"
-            except CoheriqError as error:
-                results[name] = f"error: {error}"
+        results = _check_each(domain, args.engines or list(available_engines(domain)), args.start)
     for warning in caught:
         if isinstance(warning.message, CoheriqSignatureWarning):
-            results[warning.message.engine] = f"error: {warning.message}"
-    problems = sum(1 for r in results.values() if r.startswith("error"))
+            results[warning.message.engine] = str(warning.message)
+    results = _sorted(results)
+    problems = sum(error is not None for error in results.values())
     if args.json:
-        data = {"domain": domain.name, "engines": results, "problems": problems}
-        print(json.dumps(data, indent=2))
-    else:
-        for name, result in results.items():
-            print(f"{name}: {result}")
-        checked = f"{len(results)} engine{'s' * (len(results) != 1)} checked"
-        print(f"{checked}, {problems} with {'a problem' if problems == 1 else 'problems'}")
+        engines = {
+            n: _state(e, **({"started": e is None} if args.start else {}))
+            for n, e in results.items()
+        }
+        _json({"domain": domain.name, "engines": engines, "problems": problems})
+        return 1 if problems else 0
+    ok = "ok, started" if args.start else "ok"
+    _say(*(f"{n}: {ok if e is None else 'error: ' + e}" for n, e in results.items()))
+    checked = f"{len(results)} engine{'s' * (len(results) != 1)} checked"
+    _say(f"{checked}, {problems} with {'a problem' if problems == 1 else 'problems'}")
     return 1 if problems else 0
 
 
+# -- the parser and main ------------------------------------------------------------------
+
+
+class UsageError(Exception):
+    """A command line argparse refuses, raised (not exited on) so that --json sees it."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise UsageError(
+            f"{message[:1].upper()}{message[1:]}. Run `{self.prog} --help` for the "
+            "commands and options it takes."
+        )
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="coheriq", description="See and check the coheriq engines of installed libraries."
     )
     from . import __version__
@@ -232,16 +390,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail(error: BaseException, as_json: bool) -> int:
+    """Report an error that stopped the command: one line, and as JSON for --json.
+
+    On standard error it stays one line (for logs and grep) unless a person is
+    reading it at a terminal, where it is wrapped to the terminal's width.
+    """
+    if as_json:  # a tool reading JSON gets the error as JSON too
+        _json({"error": str(error), "kind": type(error).__name__})
+    line = f"coheriq: error: {' '.join(str(error).split())}"
+    print(_wrap(line) if sys.stderr.isatty() else line, file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return its exit code."""
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        args = _parser().parse_args(argv)
         return int(args.run(args))
-    except (CoheriqError, ImportError) as error:
-        if args.json:  # a tool reading JSON gets the error as JSON too
-            print(json.dumps({"error": str(error), "kind": type(error).__name__}, indent=2))
-        print(f"coheriq: error: {error}", file=sys.stderr)
-        return 2
+    except UsageError as error:
+        return _fail(error, "--json" in argv)
+    except (CoheriqError, ImportError) as error:  # ImportError: a library's own, unwrapped
+        return _fail(error, args.json)
     except BrokenPipeError:  # `coheriq list | head -1`: the reader has gone, say nothing
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's flush is silent

@@ -96,9 +96,9 @@ class GlobalChoice:
         if "," in value:  # an ordered choice: the first of them that starts here
             names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
             cls, tried = first_that_starts(domain.engines, names, named_by=named_by)
-            return self.settle_on(cls, f"environment variable {variable}", tried=tried)
+            return self.settle_on(cls, f"environment variable {variable}={value!r}", tried=tried)
         cls = domain.engines.engine_class(value, named_by=named_by)
-        return self.settle_on(cls, f"environment variable {variable}")
+        return self.settle_on(cls, f"environment variable {variable}={value!r}")
 
     def settle_on(
         self, cls: EngineMeta, reason: str, *, inherited: bool = False, tried: Tried = ()

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -115,7 +116,8 @@ def test_check_fails_on_a_bad_override(installed):
     assert "bad: error:" in every.stdout and "'factor' is missing" in every.stdout
     assert "2 engines checked, 1 with a problem" in every.stdout
     data = json.loads(coheriq(installed, "check", "clidom", "--json").stdout)
-    assert data["problems"] == 1 and data["engines"]["good"] == "ok"
+    assert data["problems"] == 1 and data["engines"]["good"] == {"ok": True}
+    assert data["engines"]["bad"]["ok"] is False and "'factor'" in data["engines"]["bad"]["error"]
 
 
 def test_errors_are_one_line_with_exit_code_2(installed):
@@ -224,3 +226,284 @@ def test_a_mistyped_domain_gets_a_did_you_mean_from_what_is_installed(installed)
     assert done.returncode == 2
     assert "Installed packages advertise 'clidom'" in done.stderr
     assert "Did you mean 'clidom'?" in done.stderr
+
+
+# -- a broken engine in show ----------------------------------------------------------------
+
+CRASHING = """
+raise RuntimeError("libclidom.so.1 is missing")
+"""
+
+
+@pytest.fixture
+def with_broken(installed, make_dist):
+    """Two more engines of clidom: one whose module raises, one whose entry point names nothing."""
+    make_dist("clidom_broken_dist", {"clidom_crashing": CRASHING}, {
+        "coheriq.engines.clidom": {"crashing": "clidom_crashing", "misnamed": "clidom_nowhere"},
+    })  # fmt: skip
+    return installed
+
+
+def test_show_marks_a_broken_engine_and_tabulates_the_rest(with_broken):
+    done = coheriq(with_broken, "show", "clidom", env={"COLUMNS": "1000"})
+    assert done.returncode == 1, done.stderr  # as check with a problem: the report, then 1
+    assert "Traceback" not in done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("candidate"))
+    table = lines[lines.index(header) : lines.index(header) + 3]
+    assert [row.split() for row in table] == [
+        ["candidate", "reference", "bad", "crashing", "good", "misnamed"],
+        ["scale", "reference", "own", "broken", "own", "broken"],
+        ["Grid", "reference", "reference", "broken", "reference", "broken"],
+    ]
+    crashing, misnamed = lines[-2:]  # one line each, sorted, after the table
+    assert crashing.startswith("crashing: broken: Engine 'crashing' of domain 'clidom' could not")
+    assert "RuntimeError: libclidom.so.1 is missing" in crashing
+    assert misnamed.startswith("misnamed: broken: ") and "'clidom_nowhere'" in misnamed
+    assert "choose another engine" in misnamed  # what to do, not only what went wrong
+
+
+def test_show_json_gives_each_engine_its_state(with_broken):
+    done = coheriq(with_broken, "show", "clidom", "--json")
+    assert done.returncode == 1
+    data = json.loads(done.stdout)
+    assert data["engines"]["good"] == {"ok": True}
+    crashing = data["engines"]["crashing"]
+    assert crashing["ok"] is False and "libclidom.so.1 is missing" in crashing["error"]
+    assert "\n" not in crashing["error"]
+    assert data["coverage"]["scale"]["crashing"] == "broken"
+    assert data["coverage"]["scale"]["good"] == "own"
+    assert data["problems"] == 2
+
+
+# -- JSON: the same conventions in every command --------------------------------------------
+
+
+def _engine_lists(data):
+    """Every list of engines in a command's JSON (keys of engine maps and coverage rows)."""
+    for domain in data.get("domains", {}).values():
+        yield list(domain["engines"])
+    if isinstance(data.get("engines"), dict):
+        yield list(data["engines"])
+    for row in data.get("coverage", {}).values():
+        assert next(iter(row)) == "reference"  # the reference first, as in the table
+        yield list(row)[1:]
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        (["list"], 0),
+        (["show", "clidom"], 1),
+        (["explain", "clidom"], 0),
+        (["explain", "clidom_lib.scale"], 0),
+        (["check", "clidom", "good", "crashing", "bad"], 1),
+        (["check", "clidom", "--start"], 1),
+        (["show", "nosuchdomain"], 2),
+        (["frobnicate"], 2),
+    ],
+)
+def test_every_command_prints_json_the_same_way(with_broken, args, status):
+    done = coheriq(with_broken, "--json", *args, env={"CLIDOM_ENGINE": "good"})
+    assert done.returncode == status, done.stderr
+    data = json.loads(done.stdout)  # one JSON document, whatever the outcome
+    assert done.stdout == json.dumps(data, indent=2) + "\n"  # indented alike everywhere
+    lists = list(_engine_lists(data))
+    assert all(names == sorted(names) for names in lists), lists
+    if status == 2:
+        assert set(data) == {"error", "kind"} and data["error"].endswith(".")
+    elif args[0] != "explain":
+        assert lists and ["bad", "crashing", "good"] in [n[:3] for n in lists]
+    if args[0] in ("show", "check") and status != 2:
+        assert all(set(state) <= {"ok", "error", "started"} for state in data["engines"].values())
+
+
+def test_a_usage_error_is_json_under_json_and_suggests_help(installed):
+    done = coheriq(installed, "--json", "show")
+    assert done.returncode == 2
+    error = json.loads(done.stdout)
+    assert error["kind"] == "UsageError" and "DOMAIN" in error["error"]
+    assert "coheriq show --help" in error["error"]
+    assert "usage: coheriq show" in done.stderr
+
+
+def test_an_import_option_naming_no_module_is_a_sentence(installed):
+    done = coheriq(installed, "show", "clidom", "--import", "clidom_typo")
+    assert done.returncode == 2
+    assert "The module 'clidom_typo' that --import names could not be imported" in done.stderr
+    assert "Check its name, or install the package" in done.stderr
+
+
+# -- wrapping text to the terminal's width --------------------------------------------------
+
+
+def _fits(lines, width):
+    """Each line is at most ``width`` columns, unless it is a single unbreakable word."""
+    return all(len(line) <= width or " " not in line.strip() for line in lines)
+
+
+def test_text_is_wrapped_to_columns_with_a_hanging_indent(installed):
+    wide = coheriq(installed, "check", "clidom", env={"COLUMNS": "1000"}).stdout.splitlines()
+    narrow = coheriq(installed, "check", "clidom", env={"COLUMNS": "50"}).stdout.splitlines()
+    message = next(line for line in wide if line.startswith("bad: error:"))
+    assert len(message) > 100 and len(narrow) > len(wide)
+    assert _fits(narrow, 50)
+    start = narrow.index(next(line for line in narrow if line.startswith("bad: error:")))
+    continued = narrow[start + 1 : narrow.index("good: ok")]
+    assert continued and all(line.startswith("  ") for line in continued)
+    assert " ".join(line.strip() for line in narrow[start : start + 1 + len(continued)]) == message
+
+
+def test_without_a_terminal_or_columns_text_is_wrapped_to_80(installed, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    done = coheriq(installed, "explain", "clidom", env={"CLIDOM_ENGINE": "tpu,good"})
+    lines = done.stdout.splitlines()
+    assert _fits(lines, 80) and max(map(len, lines)) > 60
+    assert any(line.startswith("    ") for line in lines[:4])  # "because:" continued
+
+
+def test_tables_and_json_are_never_wrapped(with_broken):
+    table = coheriq(with_broken, "show", "clidom").stdout.splitlines()
+    narrow = coheriq(with_broken, "show", "clidom", env={"COLUMNS": "40"}).stdout.splitlines()
+    header, again = (
+        t.index(next(x for x in t if x.startswith("candidate"))) for t in (table, narrow)
+    )
+    assert narrow[again : again + 3] == table[header : header + 3]  # the columns as they were
+    assert len(table[header]) > 40 and again > header  # the prose above was wrapped
+    data = coheriq(with_broken, "--json", "show", "clidom", env={"COLUMNS": "40"}).stdout
+    assert max(map(len, data.splitlines())) > 40 and json.loads(data)["problems"] == 2
+
+
+def test_an_error_is_wrapped_only_when_a_person_reads_it_at_a_terminal(installed):
+    pty = pytest.importorskip("pty")
+    piped = coheriq(installed, "show", "clidmo", env={"COLUMNS": "50"})
+    assert piped.returncode == 2 and piped.stderr.count("\n") == 1  # a log keeps one line
+    master, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "coheriq", "show", "clidmo"],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            env={**os.environ, "PYTHONPATH": str(installed), "COLUMNS": "50"},
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(terminal)
+    seen = b""
+    try:
+        while chunk := os.read(master, 65536):
+            seen += chunk
+    except OSError:  # the terminal's other end is closed: all is read
+        pass
+    finally:
+        os.close(master)
+    lines = seen.decode().splitlines()
+    assert done.returncode == 2 and len(lines) > 3 and _fits(lines, 50)
+    assert lines[0].startswith("coheriq: error:") and lines[1].startswith("  ")
+    assert " ".join(line.strip() for line in lines) == piped.stderr.strip()
+
+
+# -- the reason keeps the environment variable's value ----------------------------------------
+
+
+def test_the_reason_names_the_variable_with_its_value_before_and_after_the_choice(installed):
+    script = (
+        "import clidom_lib, coheriq\n"
+        "print(coheriq.explain('clidom').reason)\n"
+        "clidom_lib.scale([1.0])\n"
+        "print(coheriq.explain('clidom').reason.split(' at ')[0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(installed), "CLIDOM_ENGINE": "good"},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.splitlines()
+    assert before.startswith("the environment variable CLIDOM_ENGINE='good'; not settled")
+    assert after == "the environment variable CLIDOM_ENGINE='good', settled by a call"
+
+
+# -- the docs' command-output directive -------------------------------------------------------
+
+EXT = Path(__file__).resolve().parent.parent / "docs" / "_ext"
+
+PAGE = """
+Sample
+======
+
+.. command-output:: coheriq check clidom good
+
+.. command-output:: coheriq explain clidom
+
+.. command-output:: coheriq explain clidom
+   :env: CLIDOM_ENGINE=good
+
+.. command-output:: coheriq check clidom
+   :returncode: 1
+   :ellipsis: 1
+"""
+
+
+def _build(tmp_path, page, site, env=None):
+    """Build ``page`` with the command_output extension; return the process and the HTML."""
+    source = tmp_path / "docs"
+    source.mkdir()
+    (source / "conf.py").write_text(f"import sys\nsys.path.insert(0, {str(EXT)!r})\n"
+                                    'extensions = ["command_output"]\n')  # fmt: skip
+    (source / "index.rst").write_text(page)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-q",
+            "-W",
+            "-b",
+            "html",
+            str(source),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(site), **(env or {})},
+        timeout=300,
+        check=False,
+    )
+    html = tmp_path / "out" / "index.html"
+    return done, html.read_text() if html.exists() else ""
+
+
+def test_command_output_shows_what_the_command_prints(installed, tmp_path):
+    pytest.importorskip("sphinx")
+    # A variable of the builder's that chooses an engine does not reach the commands.
+    done, html = _build(tmp_path, PAGE, installed, env={"CLIDOM_ENGINE": "bad"})
+    assert done.returncode == 0, done.stderr
+    assert html.count('class="output highlight-text') == 4  # styled as output
+    assert '>coheriq</span> <span class="pre">check</span>' in html  # the caption
+    assert '<span class="pre">CLIDOM_ENGINE=good</span>' in html  # with the page's :env:
+    assert "1 engine checked, 0 with problems" in html
+    assert "runs on engine 'reference'" in html
+    assert "runs on engine 'good'" in html
+    assert "bad: error:" in html and "2 engines checked" not in html  # cut by :ellipsis:
+
+
+def test_command_output_fails_the_build_on_an_undeclared_status(installed, tmp_path):
+    pytest.importorskip("sphinx")
+    done, _ = _build(tmp_path, ".. command-output:: coheriq check clidom\n", installed)
+    assert done.returncode != 0
+    assert "exited with status 1, not the 0 expected" in done.stderr
+    assert ":returncode: 1" in done.stderr
+
+
+def test_command_output_refuses_output_with_a_path_of_this_machine(make_dist, tmp_path):
+    pytest.importorskip("sphinx")
+    site = make_dist("leaky_dist", {"leaky_lib": "import sys\nraise RuntimeError(sys.prefix)\n"},
+                     {"coheriq.domains": {"leaky": "leaky_lib"}})  # fmt: skip
+    page = ".. command-output:: coheriq show leaky\n   :returncode: 2\n"
+    done, _ = _build(tmp_path, page, site)
+    assert done.returncode != 0 and "a path of this machine" in done.stderr
