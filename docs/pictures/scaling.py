@@ -38,7 +38,12 @@ def _speedups(axes: plt.Axes) -> None:
                 label=engine if f == 0 else None,
             )
             axes.text(
-                x, row["speedup"], f"{row['speedup']:.0f}" if row["speedup"] >= 10 else f"{row['speedup']:.1f}", ha="center", va="bottom", fontsize=7
+                x,
+                row["speedup"],
+                f"{row['speedup']:.0f}" if row["speedup"] >= 10 else f"{row['speedup']:.1f}",
+                ha="center",
+                va="bottom",
+                fontsize=7,
             )
     axes.axhline(1, color=MUTED, linewidth=0.8, linestyle="--")
     axes.set_xticks(range(len(functions)), functions)
