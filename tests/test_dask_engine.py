@@ -95,3 +95,175 @@ def test_laptop_to_cluster_script(scheduler):
         assert line.startswith(engine) and f"container={engine}" in line and expected in line
     assert "runs on engine 'dask'" in done.stdout
     assert lines[-1] == "on the workers: [('dask', 'dask')]"
+
+
+# -- data that stays on the workers -------------------------------------------------
+
+STAYS = """
+import json, pickle
+import numpy as np
+import coheriq, ragbatch
+
+def to_client(dask_worker):
+    # dask's own accounting: what each worker sent, and to whom (None: the
+    # scheduler gathering for the client; a worker's address: worker to worker)
+    return [(entry["who"], entry["total"]) for entry in dask_worker.transfer_outgoing_log]
+
+def moved(client, before):
+    now = client.run(to_client)
+    workers = set(now)
+    out = {"client": 0, "workers": 0}
+    for address, entries in now.items():
+        for who, total in entries[len(before.get(address, [])):]:
+            out["workers" if who in workers else "client"] += total
+    return out, now
+
+def main():
+    coheriq.enable_engine("ragbatch", "dask")
+    client = coheriq.resolve_impl(ragbatch.softmax).__self__.client
+    rng = np.random.default_rng(1)
+    offsets = np.concatenate(([0], np.cumsum(rng.integers(0, 40, 5000)))).astype(np.int64)
+    values = rng.normal(size=int(offsets[-1]))
+    report = {"bytes": int(values.nbytes)}
+    log = client.run(to_client)
+
+    batch = ragbatch.from_flat(values, offsets)
+    report["repr"] = repr(batch)
+    report["chunks"] = batch.chunk_count
+    probabilities = ragbatch.softmax(batch)
+    indices, top = ragbatch.topk(probabilities, 3)
+    report["chunks_after_topk"] = top.chunk_count
+    sums = ragbatch.row_sum(top)
+    report["between"], log = moved(client, log)
+
+    flat_values, flat_offsets = ragbatch.to_flat(top)
+    report["to_flat"], log = moved(client, log)
+
+    with coheriq.using_engine("ragbatch", "numpy"):
+        want_i, want_p = ragbatch.topk(ragbatch.softmax(ragbatch.from_flat(values, offsets)), 3)
+        want_sums = ragbatch.row_sum(want_p)
+        foreign = ragbatch.from_flat(values, offsets)
+    report["same"] = bool(
+        np.allclose(flat_values, want_p.values, rtol=1e-12)
+        and np.array_equal(flat_offsets, want_p.offsets)
+        and np.array_equal(ragbatch.to_flat(indices)[0], want_i.values)
+        and np.allclose(sums, want_sums, rtol=1e-12)
+    )
+    mixed = ragbatch.softmax(foreign)  # another engine's batch: scattered for the call
+    report["mixed"] = [mixed.backend, bool(np.allclose(mixed.values, probabilities.values))]
+    copy = pickle.loads(pickle.dumps(top))
+    report["pickled"] = [copy.backend, copy == top, copy.distributed]
+    report["row"] = [indices[7], [int(i) for i in want_i[7]]]
+    print(json.dumps(report))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_data_stays_on_the_workers_between_steps(scheduler, tmp_path):
+    script = tmp_path / "stays.py"
+    script.write_text(STAYS)
+    done = run(
+        str(script),
+        env={"RAGBATCH_DASK_SCHEDULER": scheduler, "RAGBATCH_DASK_CHUNK_BYTES": str(64 * 1024)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    data = report["bytes"]  # about 800 KB of values
+    # cut by bytes: 64 KiB chunks of whole rows, about data / 64 KiB of them
+    assert data // (64 * 1024) <= report["chunks"] <= data // (64 * 1024) + 2
+    assert "chunks on the workers>" in report["repr"]  # a summary, nothing gathered
+    # top-k keeps 3 values a row: its chunks were merged back towards 64 KiB
+    assert report["chunks_after_topk"] < report["chunks"] / 3
+    # from_flat -> softmax -> topk -> row_sum: only the row sums came back
+    assert report["between"]["client"] < 0.1 * data, report
+    # to_flat of the top-k probabilities: those values, and only them, come back
+    assert report["to_flat"]["client"] >= 5000 * 8 * 0.5
+    assert report["to_flat"]["client"] < 0.5 * data
+    assert report["same"] is True
+    assert report["mixed"] == ["dask", True]
+    assert report["pickled"] == ["dask", True, False]  # a local copy, equal
+    assert [int(i) for i in report["row"][0]] == report["row"][1]
+
+
+# -- cutting and merging chunks: decided from the offsets alone ---------------------
+
+
+def test_chunks_are_cut_by_bytes_at_row_boundaries():
+    np = pytest.importorskip("numpy")
+    from ragbatch_dask.chunks import cut_rows
+
+    offsets = np.concatenate(([0], np.cumsum([10] * 100))).astype(np.int64)  # 1000 values
+    cuts = cut_rows(offsets, target_bytes=8 * 100)  # 100 values a chunk
+    assert cuts.tolist() == list(range(0, 101, 10))
+    # a row larger than the target is a chunk of its own; rows are never split
+    offsets = np.array([0, 5, 505, 510, 515], dtype=np.int64)
+    assert cut_rows(offsets, target_bytes=8 * 100).tolist() == [0, 2, 4]
+    # nothing to cut: one chunk, even of no rows
+    assert cut_rows(np.array([0], dtype=np.int64), 1024).tolist() == [0, 0]
+    assert cut_rows(np.array([0, 0, 0], dtype=np.int64), 1024).tolist() == [0, 2]
+
+
+def test_small_chunks_are_merged_back_to_the_target():
+    from ragbatch_dask.chunks import merge_groups
+
+    assert merge_groups([30, 30, 30, 30, 30], 8 * 100) == [range(0, 3), range(3, 5)]
+    assert merge_groups([100, 5, 5, 200, 1], 8 * 100) == [
+        range(0, 1),
+        range(1, 3),
+        range(3, 4),
+        range(4, 5),
+    ]
+
+
+def test_a_bad_chunk_size_says_what_to_set(monkeypatch):
+    from ragbatch_dask.chunks import CHUNK_BYTES_ENV, chunk_bytes
+
+    monkeypatch.setenv(CHUNK_BYTES_ENV, "lots")
+    with pytest.raises(ValueError, match="RAGBATCH_DASK_CHUNK_BYTES='lots' is not a size"):
+        chunk_bytes()
+    monkeypatch.setenv(CHUNK_BYTES_ENV, "4096")
+    assert chunk_bytes() == 4096
+
+
+def test_the_pipeline_benchmark_measures_time_and_bytes(tmp_path):
+    """python -m ragbatch_dask.benchmark, on a small batch: each way, each step."""
+    import json
+
+    figures = tmp_path / "pipeline.json"
+    done = run(
+        "-m",
+        "ragbatch_dask.benchmark",
+        "--values",
+        "20000",
+        "--rows",
+        "200",
+        "--repeat",
+        "1",
+        "--json",
+        str(figures),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "dask against shipping, 2 workers:" in done.stdout
+    runs = json.loads(figures.read_text())["runs"]
+    assert list(runs) == [
+        "compiled",
+        "shipping (1 worker)",
+        "shipping (2 workers)",
+        "dask (1 worker)",
+        "dask (2 workers)",
+    ]
+    steps = ["from_flat", "softmax", "topk", "row_sum", "to_flat"]
+    for run_ in runs.values():
+        assert list(run_["seconds"]) == steps
+    dask = runs["dask (2 workers)"]["moved"]
+    data = 20000 * 8
+    assert dask["from_flat"]["to_workers"] >= data  # the one scatter
+    for step in ("softmax", "topk", "row_sum"):  # then no row data, either way
+        assert dask[step]["to_workers"] == 0
+        assert dask[step]["to_client"] < data / 10
+    shipping = runs["shipping (2 workers)"]["moved"]
+    assert shipping["softmax"]["to_workers"] >= data and shipping["softmax"]["to_client"] >= data

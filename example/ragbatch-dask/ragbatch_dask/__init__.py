@@ -1,22 +1,31 @@
-"""Engine "dask" of ragbatch: rows split into chunks, each run on a dask.distributed worker.
+"""Engine "dask" of ragbatch: rows that live on a dask.distributed cluster, in chunks.
 
 The engine connects to the scheduler named by ``RAGBATCH_DASK_SCHEDULER``
 (``tcp://host:8786``) or, if it is not set, starts a ``LocalCluster`` of
 ``RAGBATCH_DASK_WORKERS`` (default 2) worker processes on 127.0.0.1, which it
-closes at interpreter exit. A call splits the batch into chunks of whole rows of
-about equal size, runs each chunk on a worker with the fastest single-machine
-engine installed there (compiled, else numpy) and gathers the results into this
-engine's ``RaggedBatch`` (NumPy arrays, as the numpy engine it derives from).
+closes at interpreter exit.
+
+A batch made under this engine (``RaggedBatch(rows)``, ``from_flat``) is cut
+into chunks of whole rows of about ``RAGBATCH_DASK_CHUNK_BYTES`` (default 16 MiB)
+and scattered to the workers once. Every function then runs chunk by chunk on
+the worker that holds the chunk, with the fastest single-machine engine
+installed there (compiled, else numpy), and returns a batch whose chunks stay
+there too; the client keeps only the offsets and a future per chunk. Values come
+back when asked for (``to_flat``, ``batch.values``, iterating; ``row_sum`` and
+``row_mean`` return one number a row). After top-k, whose rows are shorter, the
+small chunks are merged back to the chunk size, worker to worker. A batch of
+another engine is scattered when a function receives it, on each call: convert
+it once with ``ragbatch.from_flat(*ragbatch.to_flat(batch))`` to keep it there.
 
 On the workers, a plugin makes "dask" the global choice too, so that code running
 there that calls ragbatch runs the same engine as the client; inside a worker the
-engine does not distribute again but runs the local engine directly.
+engine does not distribute again but runs the local engine directly, on local
+batches.
 """
 
 from __future__ import annotations
 
 import atexit
-import itertools
 import os
 from typing import Any
 
@@ -26,16 +35,17 @@ from distributed import Client, LocalCluster, WorkerPlugin, get_worker
 
 import coheriq
 
+from . import batch as _batch
+from . import parts
+from .batch import DaskBatch
+from .parts import local_engine
+
+__all__ = ["DaskBatch", "DaskEngine", "local_engine"]
+
 SCHEDULER_ENV = "RAGBATCH_DASK_SCHEDULER"
 WORKERS_ENV = "RAGBATCH_DASK_WORKERS"
 
 Numpy = coheriq.engine_class("ragbatch", "numpy")
-
-
-def local_engine() -> str:
-    """The fastest single-machine engine of ragbatch installed here."""
-    return "compiled" if "compiled" in coheriq.available_engines("ragbatch") else "numpy"
-
 
 _in_a_worker = False  # set by the worker plugin, before get_worker() knows
 
@@ -48,48 +58,6 @@ def _on_a_worker() -> bool:
     except ValueError:
         return False
     return True
-
-
-def _run_chunk(function: str, values: np.ndarray, offsets: np.ndarray, args: tuple) -> Any:
-    """On a worker: run ``ragbatch.<function>`` on one chunk with the local engine."""
-    with coheriq.using_engine("ragbatch", local_engine()):
-        result = getattr(ragbatch, function)(ragbatch.from_flat(values, offsets), *args)
-    return _to_arrays(result)
-
-
-def _to_arrays(result: Any) -> Any:
-    """Results as NumPy arrays, whatever container the local engine made."""
-    if isinstance(result, tuple):
-        return tuple(_to_arrays(part) for part in result)
-    if isinstance(result, ragbatch.RaggedBatch):
-        return np.asarray(result.values), np.asarray(result.offsets, dtype=np.int64)
-    return np.asarray(result)
-
-
-def _chunks(offsets: np.ndarray, count: int) -> list[tuple[int, int]]:
-    """Row ranges ``(first, stop)`` of about equal numbers of values, at least one row each."""
-    rows = len(offsets) - 1
-    targets = np.linspace(0, offsets[-1], count + 1)[1:-1]
-    cuts = np.unique(np.concatenate(([0], np.searchsorted(offsets, targets), [rows])))
-    return [(int(a), int(b)) for a, b in itertools.pairwise(cuts) if b > a]
-
-
-def _stitch(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Join chunk results (values, offsets) into one flat batch."""
-    values = np.concatenate([v for v, _ in parts]) if parts else np.empty(0)
-    offsets, start = [np.zeros(1, dtype=np.int64)], 0
-    for v, o in parts:
-        offsets.append(o[1:] + start)
-        start += len(v)
-    return values, np.concatenate(offsets)
-
-
-class DaskBatch(Numpy.RaggedBatch):
-    """ragbatch.RaggedBatch for the dask engine: NumPy arrays on the client."""
-
-    @property
-    def backend(self) -> str:
-        return "dask"
 
 
 class _SameEngine(WorkerPlugin):
@@ -107,7 +75,7 @@ class _SameEngine(WorkerPlugin):
 
 
 class DaskEngine(Numpy, name="dask"):
-    """Engine "dask": every row function distributed over a dask.distributed cluster."""
+    """Engine "dask": rows on a dask.distributed cluster, every function run where they are."""
 
     RaggedBatch = DaskBatch
 
@@ -132,10 +100,12 @@ class DaskEngine(Numpy, name="dask"):
         snapshot = coheriq.snapshot()
         snapshot.engines = {"ragbatch": "dask"}
         self.client.register_plugin(_SameEngine(snapshot))
+        _batch.attach(self.client)
         atexit.register(self._close)
 
     def _close(self) -> None:
         """Close the client, and the cluster if this engine started it."""
+        _batch.attach(None)
         if self.client is not None:
             self.client.close()
             self.client = None
@@ -143,36 +113,46 @@ class DaskEngine(Numpy, name="dask"):
             self._cluster.close()
             self._cluster = None
 
-    def _distribute(self, function: str, batch: Any, *args: Any) -> list[Any]:
+    def _on_workers(self, batch: Any) -> DaskBatch | None:
+        """``batch`` as a batch on the workers, or None to run here (no client)."""
+        if self.client is None:
+            return None
+        if isinstance(batch, DaskBatch) and batch.distributed:
+            return batch
+        # Another engine's batch (or a local one): scattered for this call.
         values, offsets = np.asarray(batch.values), np.asarray(batch.offsets, dtype=np.int64)
-        if self.client is None:  # on a worker
-            return [_run_chunk(function, values, offsets, args)]
-        workers = max(1, len(self.client.scheduler_info()["workers"]))
-        futures = [
-            self.client.submit(
-                _run_chunk,
-                function,
-                values[offsets[a] : offsets[b]],
-                offsets[a : b + 1] - offsets[a],
-                args,
-                pure=False,
-            )
-            for a, b in _chunks(offsets, 2 * workers)
-        ] or [self.client.submit(_run_chunk, function, values, offsets, args, pure=False)]
-        return self.client.gather(futures)
+        return DaskBatch.from_flat(values, offsets)
+
+    def from_flat(self, values: Any, offsets: Any) -> DaskBatch:
+        return DaskBatch.from_flat(values, offsets)
+
+    def to_flat(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(batch.values), np.array(batch.offsets, dtype=np.int64)
 
     def softmax(self, batch: Any) -> Any:
-        return self.RaggedBatch._wrap(*_stitch(self._distribute("softmax", batch)))
+        there = self._on_workers(batch)
+        if there is None:
+            return super().softmax(batch)
+        return there.derived(there.map_chunks(parts.softmax), there.offsets)
 
     def topk(self, batch: Any, k: int) -> tuple[Any, Any]:
         ragbatch.check_k(k)
-        parts = self._distribute("topk", batch, k)
-        indices = _stitch([p[0] for p in parts])
-        probabilities = _stitch([p[1] for p in parts])
-        return self.RaggedBatch._wrap(*indices), self.RaggedBatch._wrap(*probabilities)
+        there = self._on_workers(batch)
+        if there is None:
+            return super().topk(batch, k)
+        pairs = there.map_chunks(parts.topk, k)
+        kept = np.minimum(np.diff(there.offsets), k)  # the new rows' lengths, known here
+        offsets = np.concatenate(([0], np.cumsum(kept))).astype(np.int64)
+        return there.derived(pairs, offsets, pick=0), there.derived(pairs, offsets, pick=1)
 
     def row_sum(self, batch: Any) -> np.ndarray:
-        return np.concatenate([np.empty(0), *self._distribute("row_sum", batch)])
+        there = self._on_workers(batch)
+        if there is None:
+            return super().row_sum(batch)
+        return there.gather_rows(there.map_chunks(parts.row_sum))
 
     def row_mean(self, batch: Any) -> np.ndarray:
-        return np.concatenate([np.empty(0), *self._distribute("row_mean", batch)])
+        there = self._on_workers(batch)
+        if there is None:
+            return super().row_mean(batch)
+        return there.gather_rows(there.map_chunks(parts.row_mean))

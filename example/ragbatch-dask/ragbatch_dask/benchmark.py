@@ -1,97 +1,219 @@
-"""Dask engine throughput: ``python -m ragbatch_dask.benchmark [--values N] [--rows R]``.
+"""A five-step pipeline under each way of running it: ``python -m ragbatch_dask.benchmark``.
 
-Times softmax and top-k (k=5) on one batch (10^7 values in 10^5 rows by default)
-under the single-machine engines and under the dask engine on a local cluster of
-1 and of 2 worker processes, and prints values per second and the scaling from 1
-to 2 workers. Each dask run starts its own cluster, outside the timing.
+from_flat -> softmax -> topk -> row_sum -> to_flat, on 10^7 values in 10^5 rows
+by default, run by:
+
+- ``compiled``: the compiled engine, in this process;
+- ``shipping (N workers)``: the dask engine as it was (``_shipping.py``), which
+  ships every chunk to the workers inside its task and gathers every result back;
+- ``dask (N workers)``: the dask engine, whose rows stay on the workers.
+
+Each runs in a process of its own (with its own ``LocalCluster`` on 127.0.0.1)
+and repeats the pipeline; the table shows each step's median time and the bytes
+it moved, read from dask's own accounting: what the workers sent (each worker's
+``transfer_outgoing_log``, split into what went to the client, through the
+scheduler, and what went to other workers) and what the client sent (the
+``nbytes`` dask records for scattered chunks; for the shipping engine, dask's
+``sizeof`` of the chunks it put inside tasks). ``--json FILE`` also writes the
+figures (the documentation's chart is drawn from such a file).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
+import time
+from typing import Any
+
+STEPS = ["from_flat", "softmax", "topk", "row_sum", "to_flat"]
 
 CHILD = """
-import json, sys, time, statistics
-import coheriq, ragbatch
-from ragbatch._workload import make_batch
-
-engine, n_values, n_rows, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-values, offsets = ragbatch.to_flat(make_batch(n_values, n_rows))
-out = {}
-with coheriq.using_engine("ragbatch", engine):          # starts the cluster, untimed
-    batch = ragbatch.from_flat(values, offsets)
-    for name, call in [("softmax", lambda: ragbatch.softmax(batch)),
-                       ("topk", lambda: ragbatch.topk(batch, 5))]:
-        call()  # warm up: imports and workers' first task
-        samples = []
-        for _ in range(repeat):
-            start = time.perf_counter(); call(); samples.append(time.perf_counter() - start)
-        out[name] = statistics.median(samples)
-print(json.dumps(out))
+import json, sys
+from ragbatch_dask.benchmark import child
+print(json.dumps(child(*sys.argv[1:])))
 """
 
 
-def run(engine: str, workers: int, args: argparse.Namespace) -> dict[str, float]:
-    env = {**os.environ, "RAGBATCH_DASK_WORKERS": str(workers)}
-    env.pop("RAGBATCH_DASK_SCHEDULER", None)
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, engine, str(args.values), str(args.rows), str(args.repeat)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    import json
+def _worker_log(dask_worker: Any) -> list[tuple[str | None, int]]:
+    return [(entry["who"], int(entry["total"])) for entry in dask_worker.transfer_outgoing_log]
 
-    return json.loads(done.stdout.strip().splitlines()[-1])
+
+class Ledger:
+    """Bytes moved since the last look, from the workers' logs and the client's count."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.seen = client.run(_worker_log)
+
+    def moved(self, sent: int) -> dict[str, int]:
+        now = self.client.run(_worker_log)
+        workers = set(now)
+        out = {"to_workers": sent, "to_client": 0, "between_workers": 0}
+        for address, entries in now.items():
+            for who, total in entries[len(self.seen.get(address, [])) :]:
+                out["between_workers" if who in workers else "to_client"] += total
+        self.seen = now
+        return out
+
+
+def _pipeline(
+    engine: Any, values: Any, offsets: Any, k: int, state: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """The steps, as (name, thunk) pairs; each keeps its result in ``state``."""
+
+    def step(name: str, run: Any) -> tuple[str, Any]:
+        return name, lambda: state.__setitem__(name, run())
+
+    return [
+        step("from_flat", lambda: engine.from_flat(values, offsets)),
+        step("softmax", lambda: engine.softmax(state["from_flat"])),
+        step("topk", lambda: engine.topk(state["softmax"], k)),
+        step("row_sum", lambda: engine.row_sum(state["topk"][1])),
+        step("to_flat", lambda: engine.to_flat(state["topk"][1])),
+    ]
+
+
+def _computed(result: Any) -> None:
+    """Wait until the chunks of ``result`` (a batch, or a tuple of them) are computed."""
+    batches = result if isinstance(result, tuple) else (result,)
+    futures = [f for batch in batches for f in getattr(batch, "futures", [])]
+    if futures:
+        from distributed import wait
+
+        wait(futures)
+
+
+def _scattered_bytes(client: Any, result: Any) -> int:
+    futures = getattr(result, "futures", [])
+    if not futures:
+        return 0
+    return int(sum(client.nbytes(keys=[f.key for f in futures], summary=False).values()))
+
+
+def child(way: str, workers: str, n_values: str, n_rows: str, repeat: str) -> dict[str, Any]:
+    """Run the pipeline ``repeat`` times one way; medians per step, bytes of the last run."""
+    import numpy as np
+    import ragbatch
+    from ragbatch._workload import make_batch
+
+    import coheriq
+
+    batch = make_batch(int(n_values), int(n_rows))
+    # Arrays, as data of this size comes: from_flat then measures the engines, not
+    # the conversion of ten million Python floats.
+    values, offsets = np.asarray(batch.values), np.asarray(batch.offsets, dtype=np.int64)
+    client, engine = None, None
+    if way == "compiled":
+        coheriq.enable_engine("ragbatch", "compiled")
+        engine = coheriq.resolve_impl(ragbatch.softmax).__self__
+    elif way == "dask":
+        os.environ["RAGBATCH_DASK_WORKERS"] = workers
+        os.environ.pop("RAGBATCH_DASK_SCHEDULER", None)
+        coheriq.enable_engine("ragbatch", "dask")
+        engine = coheriq.resolve_impl(ragbatch.softmax).__self__
+        client = engine.client
+    else:
+        from distributed import Client, LocalCluster
+
+        from ._shipping import ShippingEngine
+
+        cluster = LocalCluster(
+            n_workers=int(workers), threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+        )
+        client = Client(cluster)
+        engine = ShippingEngine(client)
+    times: dict[str, list[float]] = {name: [] for name in STEPS}
+    moved: dict[str, dict[str, int]] = {}
+    for _ in range(int(repeat)):
+        ledger = Ledger(client) if client is not None else None
+        state: dict[str, Any] = {}
+        for name, run in _pipeline(engine, values, offsets, 5, state):
+            shipped_before = getattr(engine, "shipped_bytes", 0)
+            start = time.perf_counter()
+            run()
+            _computed(state[name])  # dask computes in the background: wait, to time the step
+            times[name].append(time.perf_counter() - start)
+            if ledger is not None:
+                sent = getattr(engine, "shipped_bytes", 0) - shipped_before
+                if name == "from_flat":
+                    sent += _scattered_bytes(client, state["from_flat"])
+                moved[name] = ledger.moved(sent)
+    return {"seconds": {n: statistics.median(t) for n, t in times.items()}, "moved": moved}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Benchmark ragbatch's dask engine.")
+    parser = argparse.ArgumentParser(description="The five-step pipeline under each engine.")
     parser.add_argument("--values", type=int, default=10**7)
     parser.add_argument("--rows", type=int, default=10**5)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
     args = parser.parse_args(argv)
-    import ragbatch  # noqa: F401 -- the domain, to list its engines
-
-    import coheriq
-
-    local = [e for e in ("numpy", "compiled") if e in coheriq.available_engines("ragbatch")]
-    runs = [(e, 0) for e in local] + [("dask", 1), ("dask", 2)]
-    results = {}
-    for i, (engine, workers) in enumerate(runs, 1):
-        label = f"{engine} ({workers} workers)" if workers else engine
-        print(f"[{i}/{len(runs)}] {label} ...", file=sys.stderr, flush=True)
-        results[label] = run(engine, max(workers, 1), args)
+    ways = [("compiled", 0), ("shipping", 1), ("shipping", 2), ("dask", 1), ("dask", 2)]
+    results: dict[str, Any] = {}
+    for i, (way, workers) in enumerate(ways, 1):
+        label = f"{way} ({workers} worker{'s' if workers > 1 else ''})" if workers else way
+        print(f"[{i}/{len(ways)}] {label} ...", file=sys.stderr, flush=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                way,
+                str(workers),
+                str(args.values),
+                str(args.rows),
+                str(args.repeat),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        results[label] = json.loads(done.stdout.strip().splitlines()[-1])
     heading = (
-        f"ragbatch on {args.values:,} values in {args.rows:,} rows; Python "
-        f"{platform.python_version()}, {os.cpu_count()} CPUs; values per second (median)"
+        f"ragbatch pipeline on {args.values:,} values in {args.rows:,} rows (top-5); Python "
+        f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs; "
+        f"median of {args.repeat}"
     )
     print(heading)
-    print(f"{'engine':<22} {'softmax':>14} {'topk k=5':>14}")
-    for label, times in results.items():
-        print(
-            f"{label:<22} {args.values / times['softmax']:>14.3g} "
-            f"{args.values / times['topk']:>14.3g}"
-        )
-    one, two = results["dask (1 workers)"], results["dask (2 workers)"]
-    print(
-        f"scaling 1 -> 2 workers: softmax {one['softmax'] / two['softmax']:.2f}x, "
-        f"topk {one['topk'] / two['topk']:.2f}x"
-    )
+    print(render(results))
     if args.json:
-        import json
-        import time
-
         recorded = {"machine": heading, "date": time.strftime("%Y-%m-%d"), "values": args.values}
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump({**recorded, "seconds": results}, out, indent=2)
+            json.dump({**recorded, "runs": results}, out, indent=2)
     return 0
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f}"
+
+
+def render(results: dict[str, Any]) -> str:
+    """The table: per way, each step's milliseconds and MB moved (to workers / back / between)."""
+    lines = [
+        f"{'engine':<22} {'step':<10} {'ms':>9}  {'MB to workers':>13} {'MB back':>8} "
+        f"{'MB between':>10}"
+    ]
+    for label, run in results.items():
+        for name in STEPS:
+            moved = run["moved"].get(name)
+            figures = (
+                f"{_mb(moved['to_workers']):>13} {_mb(moved['to_client']):>8} "
+                f"{_mb(moved['between_workers']):>10}"
+                if moved
+                else f"{'-':>13} {'-':>8} {'-':>10}"
+            )
+            lines.append(f"{label:<22} {name:<10} {run['seconds'][name] * 1e3:>9.1f}  {figures}")
+        total = sum(run["seconds"].values())
+        lines.append(f"{label:<22} {'total':<10} {total * 1e3:>9.1f}")
+    base = sum(results["shipping (2 workers)"]["seconds"].values())
+    ours = sum(results["dask (2 workers)"]["seconds"].values())
+    lines.append(f"dask against shipping, 2 workers: {base / ours:.1f}x faster")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

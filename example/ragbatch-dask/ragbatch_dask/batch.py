@@ -1,0 +1,209 @@
+"""The dask engine's container: rows that stay on the workers, in chunks of whole rows.
+
+The client keeps what is small: the offsets (one integer a row), where the
+chunks are cut, and a future for each chunk. The values stay on the workers
+until the user asks for them (``batch.values``, ``to_flat``, iterating, a row,
+comparing, the repr of a small batch); the first such request gathers them once
+and keeps them.
+
+Where no client is attached (inside a worker, or once the engine has closed)
+a batch is *local*: its arrays are here, and the engine runs the numpy engine's
+kernels on them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import ragbatch
+from ragbatch_numpy import NumpyBatch
+
+from . import chunks, parts
+
+# Up to this many values, repr shows rows (gathering them); above, a summary.
+SUMMARY_ABOVE = 1000
+
+_client: Any = None  # the engine's distributed.Client, on the client side only
+
+
+def attach(client: Any) -> None:
+    """Make new batches go to ``client``'s workers (``None``: keep them local)."""
+    global _client
+    _client = client
+
+
+class DaskBatch(ragbatch.RaggedRows):
+    """ragbatch.RaggedBatch of the dask engine: rows on the workers, gathered on request."""
+
+    _client: Any
+    _chunks: list[Any] | None  # a future per chunk, or None for a local batch
+    _cuts: np.ndarray  # chunk i holds rows _cuts[i]:_cuts[i + 1]
+    _offsets: np.ndarray
+    _values: np.ndarray | None  # gathered (or local) values
+
+    def __init__(self, rows: Iterable[Iterable[float]]) -> None:
+        local = NumpyBatch(rows)
+        self._place(local.values, local.offsets)
+
+    # -- making batches ---------------------------------------------------------------
+
+    @classmethod
+    def _wrap(cls, values: Any, offsets: Any) -> DaskBatch:
+        """A local batch around trusted arrays (what the numpy kernels return)."""
+        batch = cls.__new__(cls)
+        batch._client, batch._chunks = None, None
+        batch._offsets = np.asarray(offsets, dtype=np.int64)
+        batch._values = np.asarray(values)
+        batch._cuts = np.array([0, len(batch._offsets) - 1], dtype=np.int64)
+        return batch
+
+    @classmethod
+    def from_flat(cls, values: Any, offsets: Any) -> DaskBatch:
+        values, offsets = np.asarray(values), np.array(offsets, dtype=np.int64)
+        if not (
+            offsets.ndim == 1
+            and len(offsets) > 0
+            and offsets[0] == 0
+            and offsets[-1] == len(values)
+            and bool(np.all(offsets[1:] >= offsets[:-1]))
+        ):
+            ragbatch.check_offsets(offsets.tolist(), len(values))  # words the error
+        batch = cls.__new__(cls)
+        # Scattering sends a copy; a batch kept here copies, as from_flat promises.
+        batch._place(values if _client is not None else values.copy(), offsets)
+        return batch
+
+    def _place(self, values: np.ndarray, offsets: np.ndarray) -> None:
+        """Scatter ``values`` to the workers in chunks of whole rows (or keep them local)."""
+        self._client, self._offsets = _client, offsets
+        self._values = values if _client is None else None
+        if _client is None:
+            self._chunks, self._cuts = None, np.array([0, len(offsets) - 1], dtype=np.int64)
+            return
+        self._cuts = chunks.cut_rows(offsets, chunks.chunk_bytes())
+        pieces = [
+            (values[offsets[a] : offsets[b]], offsets[a : b + 1] - offsets[a])
+            for a, b in zip(self._cuts[:-1], self._cuts[1:], strict=True)
+        ]
+        # hash=False: a key of its own for each chunk, even of equal data (a shared key
+        # could be released by another batch while this one is being made). direct:
+        # straight to the workers, not through the scheduler (half the bytes sent).
+        self._chunks = _client.scatter(pieces, hash=False, direct=True)
+
+    # -- running ragbatch's functions where the chunks are ------------------------------
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the rows are on the workers (else they are here)."""
+        return self._chunks is not None
+
+    @property
+    def futures(self) -> list[Any]:
+        """The futures of the chunks (``(values, offsets)`` each), for dask code to go on with.
+
+        Empty for a local batch.
+        """
+        return list(self._chunks or [])
+
+    @property
+    def chunk_count(self) -> int:
+        """How many chunks the rows are cut into."""
+        return len(self._cuts) - 1
+
+    def map_chunks(self, function: Callable[..., Any], *args: Any) -> list[Any]:
+        """Futures of ``function(chunk, *args)``, run on the worker of each chunk."""
+        assert self._chunks is not None
+        return [self._client.submit(function, c, *args, pure=False) for c in self._chunks]
+
+    def derived(
+        self, results: list[Any], offsets: np.ndarray, pick: int | None = None
+    ) -> DaskBatch:
+        """The batch whose chunks are ``results`` (one a chunk of this batch), rows ``offsets``.
+
+        With ``pick``, each result is a tuple and its ``pick``-th item is the chunk
+        (top-k's indices and probabilities). Where rows shrank (top-k keeps at most
+        k values a row), neighbouring chunks are merged back to the chunk size; a
+        merge runs on a worker and pulls the other chunks of its group from their
+        workers: worker to worker, never through the client.
+        """
+        sizes = np.diff(offsets[self._cuts]).tolist()
+        groups = chunks.merge_groups(sizes, chunks.chunk_bytes())
+        batch = type(self).__new__(type(self))
+        batch._client, batch._values, batch._offsets = self._client, None, offsets
+        batch._chunks = [
+            results[g.start]
+            if len(g) == 1 and pick is None
+            else self._client.submit(parts.join, pick, *results[g.start : g.stop], pure=False)
+            for g in groups
+        ]
+        batch._cuts = np.array([self._cuts[g.start] for g in groups] + [self._cuts[-1]])
+        return batch
+
+    def gather_rows(self, chunk_futures: list[Any]) -> np.ndarray:
+        """One small result per row from the chunks' futures, joined in row order."""
+        return np.concatenate([np.empty(0), *self._client.gather(chunk_futures, direct=True)])
+
+    # -- what the user reads: gathered on request --------------------------------------
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self._offsets
+
+    @property
+    def values(self) -> np.ndarray:
+        """The values, gathered from the workers the first time they are read."""
+        if self._values is None:
+            assert self._chunks is not None
+            # Straight from the workers; the chunks' own offsets come along (one
+            # integer a row), which costs less than a task per chunk to leave them.
+            pieces = self._client.gather(self._chunks, direct=True)
+            self._values = np.concatenate([v for v, _ in pieces])  # keeps their dtype
+        return self._values
+
+    @property
+    def backend(self) -> str:
+        return "dask"
+
+    def row_lengths(self) -> list[int]:
+        return np.diff(self._offsets).tolist()
+
+    def __getitem__(self, index: int) -> list[float]:
+        if self._values is not None:
+            return super().__getitem__(index)
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"row index {index} out of range for a batch of {n} rows")
+        index %= n
+        c = int(np.searchsorted(self._cuts, index, side="right")) - 1
+        local = index - int(self._cuts[c])
+        assert self._chunks is not None
+        return self._client.submit(parts.row, self._chunks[c], local).result().tolist()
+
+    def __iter__(self) -> Iterator[list[float]]:
+        values, offsets = self.values, self._offsets  # one gather for all the rows
+        return (values[offsets[i] : offsets[i + 1]].tolist() for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ragbatch.RaggedBatch):
+            return NotImplemented
+        offsets = np.asarray(other.offsets, dtype=np.int64)
+        if not np.array_equal(self._offsets, offsets):
+            return False
+        return np.array_equal(self.values, np.asarray(other.values))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        if self._values is not None or int(self._offsets[-1]) <= SUMMARY_ABOVE:
+            return super().__repr__()
+        return (
+            f"RaggedBatch(<{len(self):,} rows, {int(self._offsets[-1]):,} values in "
+            f"{self.chunk_count} chunks on the workers>, backend='dask')"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (sent to a worker, say), a batch travels as a local one: futures
+        # belong to this client.
+        return (type(self)._wrap, (self.values, self._offsets))

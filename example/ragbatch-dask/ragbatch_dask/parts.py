@@ -1,0 +1,77 @@
+"""What runs on a worker: ragbatch's functions on one chunk, with the local engine.
+
+A chunk lives on a worker as a tuple ``(values, offsets)`` of NumPy arrays, its
+offsets starting at 0. Each function here takes chunks and returns chunks (or a
+small per-row result), so a pipeline's data stays where it is.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import ragbatch
+
+import coheriq
+
+Chunk = tuple[np.ndarray, np.ndarray]
+
+
+def local_engine() -> str:
+    """The fastest single-machine engine of ragbatch installed here."""
+    return "compiled" if "compiled" in coheriq.available_engines("ragbatch") else "numpy"
+
+
+@functools.cache
+def _local_container() -> Any:
+    return coheriq.engine_class("ragbatch", local_engine()).RaggedBatch
+
+
+def _arrays(batch: Any) -> Chunk:
+    return np.asarray(batch.values), np.asarray(batch.offsets, dtype=np.int64)
+
+
+def _call(function: str, chunk: Chunk, *args: Any) -> Any:
+    # The chunk's arrays were checked when its batch was made: they go into the local
+    # engine's container as they are (both single-machine engines offer _wrap for
+    # trusted arrays), not through from_flat, which would check and copy them again.
+    with coheriq.using_engine("ragbatch", local_engine()):
+        return getattr(ragbatch, function)(_local_container()._wrap(*chunk), *args)
+
+
+def softmax(chunk: Chunk) -> Chunk:
+    return _arrays(_call("softmax", chunk))
+
+
+def topk(chunk: Chunk, k: int) -> tuple[Chunk, Chunk]:
+    indices, probabilities = _call("topk", chunk, k)
+    return _arrays(indices), _arrays(probabilities)
+
+
+def row_sum(chunk: Chunk) -> np.ndarray:
+    return np.asarray(_call("row_sum", chunk), dtype=np.float64)
+
+
+def row_mean(chunk: Chunk) -> np.ndarray:
+    return np.asarray(_call("row_mean", chunk), dtype=np.float64)
+
+
+def row(chunk: Chunk, index: int) -> np.ndarray:
+    values, offsets = chunk
+    return values[offsets[index] : offsets[index + 1]]
+
+
+def join(pick: int | None, *results: Any) -> Chunk:
+    """One chunk of the rows of ``results``, in order (runs on the worker that merges).
+
+    With ``pick``, each result is a tuple whose ``pick``-th item is the chunk.
+    """
+    pieces = [r[pick] for r in results] if pick is not None else list(results)
+    if len(pieces) == 1:
+        return pieces[0]
+    values = np.concatenate([v for v, _ in pieces])
+    starts = np.cumsum([0] + [len(v) for v, _ in pieces[:-1]])
+    offsets = [np.zeros(1, dtype=np.int64)]
+    offsets += [o[1:] + start for (_, o), start in zip(pieces, starts, strict=True)]
+    return values, np.concatenate(offsets).astype(np.int64)
