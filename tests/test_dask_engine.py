@@ -210,13 +210,25 @@ def test_chunks_are_cut_by_bytes_at_row_boundaries():
 def test_small_chunks_are_merged_back_to_the_target():
     from ragbatch_dask.chunks import merge_groups
 
+    # 150 values where 100 fit a chunk: two groups of about 75
     assert merge_groups([30, 30, 30, 30, 30], 8 * 100) == [range(0, 3), range(3, 5)]
-    assert merge_groups([100, 5, 5, 200, 1], 8 * 100) == [
-        range(0, 1),
-        range(1, 3),
-        range(3, 4),
-        range(4, 5),
+    # three workers: a multiple of three groups, each worker as many
+    assert merge_groups([30, 30, 30, 30, 30, 30], 8 * 100, workers=3) == [
+        range(0, 2),
+        range(2, 4),
+        range(4, 6),
     ]
+    # chunks that did not shrink stay as they are
+    assert merge_groups([100, 100], 8 * 100, workers=2) == [range(0, 1), range(1, 2)]
+
+
+def test_chunks_are_as_many_as_a_multiple_of_the_workers():
+    np = pytest.importorskip("numpy")
+    from ragbatch_dask.chunks import cut_rows
+
+    offsets = np.arange(0, 1001, dtype=np.int64)  # 1000 rows of one value
+    # 1000 values, at most 400 a chunk: 3 chunks, rounded up to 4 for 2 workers
+    assert cut_rows(offsets, 8 * 400, workers=2).tolist() == [0, 250, 500, 750, 1000]
 
 
 def test_a_bad_chunk_size_says_what_to_set(monkeypatch):

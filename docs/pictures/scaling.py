@@ -2,8 +2,10 @@
 
 Left: each engine's speed-up over the reference, per function
 (``python -m ragbatch.benchmark --json benchmarks/results/ragbatch.json``).
-Right: values per second of the dask engine on one and two workers beside the
-single-process engines (``python -m ragbatch_dask.benchmark --json
+Right: the five-step pipeline under the compiled engine in one process, the
+dask engine that shipped every call's data (1 and 2 workers) and the dask engine
+whose rows stay on the workers (1 and 2 workers): time per step, stacked, and
+the megabytes each moved (``python -m ragbatch_dask.benchmark --json
 benchmarks/results/ragbatch_dask.json``). Both files are committed with the run
 the scaling page quotes, so the chart and the numbers in the text are one run.
 """
@@ -53,30 +55,39 @@ def _speedups(axes: plt.Axes) -> None:
     axes.set_title(run["machine"].split(";")[0].replace("ragbatch benchmark: ", ""), fontsize=9)
 
 
-def _dask(axes: plt.Axes) -> None:
+STEP_COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"]
+
+
+def _pipeline(axes: plt.Axes) -> None:
+    """The five-step pipeline: milliseconds per step, stacked, and the MB each way moved."""
     run = json.loads((RESULTS / "ragbatch_dask.json").read_text(encoding="utf-8"))
-    labels = list(run["seconds"])
-    functions = ["softmax", "topk"]
-    width = 0.38
-    for f, function in enumerate(functions):
-        rates = [run["values"] / run["seconds"][label][function] / 1e6 for label in labels]
-        xs = [i + (f - 0.5) * width for i in range(len(labels))]
-        bars = axes.bar(xs, rates, width, label=function, color=["#4c72b0", "#dd8452"][f])
-        axes.bar_label(bars, fmt="%.0f", fontsize=7)
-    one, two = run["seconds"]["dask (1 workers)"], run["seconds"]["dask (2 workers)"]
-    scaling = ", ".join(f"{name} {one[name] / two[name]:.2f}x" for name in functions)
-    axes.set_xticks(
-        range(len(labels)), [label.replace(" (", "\n(") for label in labels], fontsize=8
-    )
-    axes.set_ylabel("million values per second")
-    axes.legend(fontsize=8, frameon=False)
-    axes.set_title(f"{run['values']:,} values; 1 -> 2 workers: {scaling}", fontsize=9)
+    labels = list(run["runs"])
+    steps = list(run["runs"][labels[0]]["seconds"])
+    for y, label in enumerate(reversed(labels)):
+        figures = run["runs"][label]
+        left = 0.0
+        for colour, step in zip(STEP_COLOURS, steps, strict=False):
+            width = figures["seconds"][step] * 1e3
+            axes.barh(y, width, left=left, color=colour, label=step if y == 0 else None)
+            left += width
+        moved = sum(
+            figures["moved"][step][way]
+            for step in figures["moved"]
+            for way in ("to_workers", "to_client", "between_workers")
+        )
+        note = f" {left:.0f} ms" + (f", {moved / 1e6:.0f} MB moved" if figures["moved"] else "")
+        axes.text(left, y, note, va="center", fontsize=8)
+    axes.set_yticks(range(len(labels)), list(reversed(labels)), fontsize=8)
+    axes.set_xlabel("milliseconds for the pipeline (median per step)")
+    axes.set_xlim(0, max(sum(r["seconds"].values()) for r in run["runs"].values()) * 1e3 * 1.45)
+    axes.legend(fontsize=7, frameon=False, loc="lower right")
+    axes.set_title(f"the pipeline on {run['values']:,} values", fontsize=9)
 
 
 def draw() -> None:
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4))
     _speedups(left)
-    _dask(right)
+    _pipeline(right)
     for axes in (left, right):
         for side in ("top", "right"):
             axes.spines[side].set_visible(False)

@@ -6,7 +6,7 @@ The engine connects to the scheduler named by ``RAGBATCH_DASK_SCHEDULER``
 closes at interpreter exit.
 
 A batch made under this engine (``RaggedBatch(rows)``, ``from_flat``) is cut
-into chunks of whole rows of about ``RAGBATCH_DASK_CHUNK_BYTES`` (default 16 MiB)
+into chunks of whole rows of about ``RAGBATCH_DASK_CHUNK_BYTES`` (default 64 MiB)
 and scattered to the workers once. Every function then runs chunk by chunk on
 the worker that holds the chunk, with the fastest single-machine engine
 installed there (compiled, else numpy), and returns a batch whose chunks stay

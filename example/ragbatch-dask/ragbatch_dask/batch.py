@@ -28,6 +28,11 @@ SUMMARY_ABOVE = 1000
 _client: Any = None  # the engine's distributed.Client, on the client side only
 
 
+def _workers(client: Any) -> int:
+    """How many workers the client's cluster has now (from the client's cached view)."""
+    return len(client.scheduler_info().get("workers", ())) or 1
+
+
 def attach(client: Any) -> None:
     """Make new batches go to ``client``'s workers (``None``: keep them local)."""
     global _client
@@ -82,7 +87,7 @@ class DaskBatch(ragbatch.RaggedRows):
         if _client is None:
             self._chunks, self._cuts = None, np.array([0, len(offsets) - 1], dtype=np.int64)
             return
-        self._cuts = chunks.cut_rows(offsets, chunks.chunk_bytes())
+        self._cuts = chunks.cut_rows(offsets, chunks.chunk_bytes(), _workers(_client))
         pieces = [
             (values[offsets[a] : offsets[b]], offsets[a : b + 1] - offsets[a])
             for a, b in zip(self._cuts[:-1], self._cuts[1:], strict=True)
@@ -129,7 +134,7 @@ class DaskBatch(ragbatch.RaggedRows):
         workers: worker to worker, never through the client.
         """
         sizes = np.diff(offsets[self._cuts]).tolist()
-        groups = chunks.merge_groups(sizes, chunks.chunk_bytes())
+        groups = chunks.merge_groups(sizes, chunks.chunk_bytes(), _workers(self._client))
         batch = type(self).__new__(type(self))
         batch._client, batch._values, batch._offsets = self._client, None, offsets
         batch._chunks = [

@@ -41,13 +41,36 @@ def engines(skipped: dict[str, str] | None = None) -> list[str]:
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """The median seconds of ``repeat`` calls of ``fn``, and its last result."""
+    """The median seconds of ``repeat`` calls of ``fn``, and its last result.
+
+    Each call is timed until its result is computed, also where an engine
+    computes in the background (see :func:`wait_for`).
+    """
     samples, result = [], None
     for _ in range(repeat):
         start = time.perf_counter()
         result = fn()
+        wait_for(result)
         samples.append(time.perf_counter() - start)
     return statistics.median(samples), result
+
+
+def wait_for(result: Any) -> None:
+    """Wait until ``result`` (a batch, an array, or a tuple of them) is computed.
+
+    Engines may return before the work is done: the dask engine returns batches
+    whose chunks are futures (``batch.futures``), and JAX arrays (the gpu
+    engine's ``device_values``, its ``row_sum``) are computed asynchronously.
+    """
+    for part in result if isinstance(result, tuple) else (result,):
+        futures = getattr(part, "futures", None)
+        if futures:
+            from distributed import wait
+
+            wait(futures)
+        for array in (part, getattr(part, "device_values", None)):
+            if hasattr(array, "block_until_ready"):
+                array.block_until_ready()
 
 
 def flat_floats(result: Any) -> list[float]:
