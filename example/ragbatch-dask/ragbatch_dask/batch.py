@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import ragbatch
+from distributed import wait
 from ragbatch_numpy import NumpyBatch
 
 from . import chunks, parts
@@ -44,6 +45,7 @@ class DaskBatch(ragbatch.RaggedRows):
 
     _client: Any
     _chunks: list[Any] | None  # a future per chunk, or None for a local batch
+    _pick: int | None  # None: each future is a chunk; else the index of it in a tuple
     _cuts: np.ndarray  # chunk i holds rows _cuts[i]:_cuts[i + 1]
     _offsets: np.ndarray
     _values: np.ndarray | None  # gathered (or local) values
@@ -58,7 +60,7 @@ class DaskBatch(ragbatch.RaggedRows):
     def _wrap(cls, values: Any, offsets: Any) -> DaskBatch:
         """A local batch around trusted arrays (what the numpy kernels return)."""
         batch = cls.__new__(cls)
-        batch._client, batch._chunks = None, None
+        batch._client, batch._chunks, batch._pick = None, None, None
         batch._offsets = np.asarray(offsets, dtype=np.int64)
         batch._values = np.asarray(values)
         batch._cuts = np.array([0, len(batch._offsets) - 1], dtype=np.int64)
@@ -82,7 +84,7 @@ class DaskBatch(ragbatch.RaggedRows):
 
     def _place(self, values: np.ndarray, offsets: np.ndarray) -> None:
         """Scatter ``values`` to the workers in chunks of whole rows (or keep them local)."""
-        self._client, self._offsets = _client, offsets
+        self._client, self._offsets, self._pick = _client, offsets, None
         self._values = values if _client is None else None
         if _client is None:
             self._chunks, self._cuts = None, np.array([0, len(offsets) - 1], dtype=np.int64)
@@ -110,7 +112,19 @@ class DaskBatch(ragbatch.RaggedRows):
 
         Empty for a local batch.
         """
+        if self._chunks is not None and self._pick is not None:
+            self._chunks = self.map_chunks(parts.picked)
+            self._pick = None
         return list(self._chunks or [])
+
+    def computed(self) -> DaskBatch:
+        """Wait until the chunks are computed on the workers (dask computes in the background).
+
+        Returns the batch. Nothing moves to the client.
+        """
+        if self._chunks is not None:
+            wait(self._chunks)
+        return self
 
     @property
     def chunk_count(self) -> int:
@@ -120,7 +134,9 @@ class DaskBatch(ragbatch.RaggedRows):
     def map_chunks(self, function: Callable[..., Any], *args: Any) -> list[Any]:
         """Futures of ``function(chunk, *args)``, run on the worker of each chunk."""
         assert self._chunks is not None
-        return [self._client.submit(function, c, *args, pure=False) for c in self._chunks]
+        return [
+            self._client.submit(function, c, self._pick, *args, pure=False) for c in self._chunks
+        ]
 
     def derived(
         self, results: list[Any], offsets: np.ndarray, pick: int | None = None
@@ -137,12 +153,14 @@ class DaskBatch(ragbatch.RaggedRows):
         groups = chunks.merge_groups(sizes, chunks.chunk_bytes(), _workers(self._client))
         batch = type(self).__new__(type(self))
         batch._client, batch._values, batch._offsets = self._client, None, offsets
+        if len(groups) == len(sizes):  # nothing to merge: the results are the chunks
+            batch._chunks, batch._pick, batch._cuts = results, pick, self._cuts
+            return batch
         batch._chunks = [
-            results[g.start]
-            if len(g) == 1 and pick is None
-            else self._client.submit(parts.join, pick, *results[g.start : g.stop], pure=False)
+            self._client.submit(parts.join, pick, *results[g.start : g.stop], pure=False)
             for g in groups
         ]
+        batch._pick = None
         batch._cuts = np.array([self._cuts[g.start] for g in groups] + [self._cuts[-1]])
         return batch
 
@@ -163,7 +181,7 @@ class DaskBatch(ragbatch.RaggedRows):
             assert self._chunks is not None
             # Straight from the workers; the chunks' own offsets come along (one
             # integer a row), which costs less than a task per chunk to leave them.
-            pieces = self._client.gather(self._chunks, direct=True)
+            pieces = self._client.gather(self.futures, direct=True)
             self._values = np.concatenate([v for v, _ in pieces])  # keeps their dtype
         return self._values
 
@@ -184,7 +202,8 @@ class DaskBatch(ragbatch.RaggedRows):
         c = int(np.searchsorted(self._cuts, index, side="right")) - 1
         local = index - int(self._cuts[c])
         assert self._chunks is not None
-        return self._client.submit(parts.row, self._chunks[c], local).result().tolist()
+        chunk = self._chunks[c]
+        return self._client.submit(parts.row, chunk, self._pick, local).result().tolist()
 
     def __iter__(self) -> Iterator[list[float]]:
         values, offsets = self.values, self._offsets  # one gather for all the rows

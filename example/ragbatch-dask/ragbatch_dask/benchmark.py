@@ -80,12 +80,9 @@ def _pipeline(
 
 def _computed(result: Any) -> None:
     """Wait until the chunks of ``result`` (a batch, or a tuple of them) are computed."""
-    batches = result if isinstance(result, tuple) else (result,)
-    futures = [f for batch in batches for f in getattr(batch, "futures", [])]
-    if futures:
-        from distributed import wait
-
-        wait(futures)
+    for batch in result if isinstance(result, tuple) else (result,):
+        if callable(getattr(batch, "computed", None)):
+            batch.computed()
 
 
 def _scattered_bytes(client: Any, result: Any) -> int:

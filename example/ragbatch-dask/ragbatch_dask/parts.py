@@ -3,6 +3,11 @@
 A chunk lives on a worker as a tuple ``(values, offsets)`` of NumPy arrays, its
 offsets starting at 0. Each function here takes chunks and returns chunks (or a
 small per-row result), so a pipeline's data stays where it is.
+
+A chunk is passed as ``item, pick``: the chunk itself with ``pick`` None, or,
+with ``pick`` an index, a tuple of chunks of which it is the ``pick``-th (top-k
+makes its indices and probabilities together: each batch reads its own half
+where the pair is, without a task to split it).
 """
 
 from __future__ import annotations
@@ -40,25 +45,30 @@ def _call(function: str, chunk: Chunk, *args: Any) -> Any:
         return getattr(ragbatch, function)(_local_container()._wrap(*chunk), *args)
 
 
-def softmax(chunk: Chunk) -> Chunk:
-    return _arrays(_call("softmax", chunk))
+def picked(item: Any, pick: int | None) -> Chunk:
+    """The chunk ``item, pick`` stands for."""
+    return item if pick is None else item[pick]
 
 
-def topk(chunk: Chunk, k: int) -> tuple[Chunk, Chunk]:
-    indices, probabilities = _call("topk", chunk, k)
+def softmax(item: Any, pick: int | None) -> Chunk:
+    return _arrays(_call("softmax", picked(item, pick)))
+
+
+def topk(item: Any, pick: int | None, k: int) -> tuple[Chunk, Chunk]:
+    indices, probabilities = _call("topk", picked(item, pick), k)
     return _arrays(indices), _arrays(probabilities)
 
 
-def row_sum(chunk: Chunk) -> np.ndarray:
-    return np.asarray(_call("row_sum", chunk), dtype=np.float64)
+def row_sum(item: Any, pick: int | None) -> np.ndarray:
+    return np.asarray(_call("row_sum", picked(item, pick)), dtype=np.float64)
 
 
-def row_mean(chunk: Chunk) -> np.ndarray:
-    return np.asarray(_call("row_mean", chunk), dtype=np.float64)
+def row_mean(item: Any, pick: int | None) -> np.ndarray:
+    return np.asarray(_call("row_mean", picked(item, pick)), dtype=np.float64)
 
 
-def row(chunk: Chunk, index: int) -> np.ndarray:
-    values, offsets = chunk
+def row(item: Any, pick: int | None, index: int) -> np.ndarray:
+    values, offsets = picked(item, pick)
     return values[offsets[index] : offsets[index + 1]]
 
 
@@ -67,7 +77,7 @@ def join(pick: int | None, *results: Any) -> Chunk:
 
     With ``pick``, each result is a tuple whose ``pick``-th item is the chunk.
     """
-    pieces = [r[pick] for r in results] if pick is not None else list(results)
+    pieces = [picked(r, pick) for r in results]
     if len(pieces) == 1:
         return pieces[0]
     values = np.concatenate([v for v, _ in pieces])

@@ -59,15 +59,13 @@ def wait_for(result: Any) -> None:
     """Wait until ``result`` (a batch, an array, or a tuple of them) is computed.
 
     Engines may return before the work is done: the dask engine returns batches
-    whose chunks are futures (``batch.futures``), and JAX arrays (the gpu
-    engine's ``device_values``, its ``row_sum``) are computed asynchronously.
+    whose chunks are computed on the workers (``batch.computed()`` waits for
+    them), and JAX arrays (the gpu engine's ``device_values``, its ``row_sum``)
+    are computed asynchronously.
     """
     for part in result if isinstance(result, tuple) else (result,):
-        futures = getattr(part, "futures", None)
-        if futures:
-            from distributed import wait
-
-            wait(futures)
+        if callable(getattr(part, "computed", None)):
+            part.computed()
         for array in (part, getattr(part, "device_values", None)):
             if hasattr(array, "block_until_ready"):
                 array.block_until_ready()
