@@ -28,6 +28,21 @@ def _flat(batch: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(batch.values), np.asarray(batch.offsets, dtype=np.int64)
 
 
+def check_flat(values: np.ndarray, offsets: np.ndarray) -> None:
+    """Raise ragbatch's ``ValueError`` unless ``offsets`` describe rows of ``values``.
+
+    Vectorized; on failure ``ragbatch.check_offsets`` words the error as every engine does.
+    """
+    if not (
+        offsets.ndim == 1
+        and len(offsets) > 0
+        and offsets[0] == 0
+        and offsets[-1] == len(values)
+        and bool(np.all(offsets[1:] >= offsets[:-1]))
+    ):
+        ragbatch.check_offsets(offsets.tolist(), len(values))
+
+
 class NumpyBatch(ragbatch.RaggedRows):
     """ragbatch.RaggedBatch with NumPy arrays for ``values`` and ``offsets``."""
 
@@ -41,14 +56,7 @@ class NumpyBatch(ragbatch.RaggedRows):
     def from_flat(cls, values: Sequence[float], offsets: Sequence[int]) -> NumpyBatch:
         values = np.array(values)
         offsets = np.array(offsets, dtype=np.int64)
-        if not (
-            offsets.ndim == 1
-            and len(offsets) > 0
-            and offsets[0] == 0
-            and offsets[-1] == len(values)
-            and bool(np.all(offsets[1:] >= offsets[:-1]))
-        ):
-            ragbatch.check_offsets(offsets.tolist(), len(values))  # words the error
+        check_flat(values, offsets)
         return cls._wrap(values, offsets)
 
     @classmethod

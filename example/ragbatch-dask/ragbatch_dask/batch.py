@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import ragbatch
 from distributed import wait
-from ragbatch_numpy import NumpyBatch
+from ragbatch_numpy import NumpyBatch, check_flat
 
 from . import chunks, parts
 
@@ -69,14 +69,7 @@ class DaskBatch(ragbatch.RaggedRows):
     @classmethod
     def from_flat(cls, values: Any, offsets: Any) -> DaskBatch:
         values, offsets = np.asarray(values), np.array(offsets, dtype=np.int64)
-        if not (
-            offsets.ndim == 1
-            and len(offsets) > 0
-            and offsets[0] == 0
-            and offsets[-1] == len(values)
-            and bool(np.all(offsets[1:] >= offsets[:-1]))
-        ):
-            ragbatch.check_offsets(offsets.tolist(), len(values))  # words the error
+        check_flat(values, offsets)  # no copy of the values yet: see below
         batch = cls.__new__(cls)
         # Scattering sends a copy; a batch kept here copies, as from_flat promises.
         batch._place(values if _client is not None else values.copy(), offsets)
