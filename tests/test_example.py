@@ -117,3 +117,41 @@ def test_demo_says_what_an_ordered_choice_chose_and_passed_over():
     lines = done.stdout.splitlines()
     assert "outside the blocks, this program runs on 'compiled'" in lines[-3]
     assert lines[-2:] == ["  tpu: not installed", "  compiled: chosen"]
+
+
+LARGE_BATCH_CHECK = """
+import numpy as np, ragbatch, coheriq
+from ragbatch._workload import make_batch
+
+# 800,000 values (6.4 MB): results this large get buffers the kernels fill without
+# zeroing them first (and that are offered huge pages).
+batch = make_batch(800_000, 8_000, seed=3)
+values, offsets = np.asarray(batch.values), np.asarray(batch.offsets, dtype=np.int64)
+results = {}
+for name in ("numpy", "compiled"):
+    with coheriq.using_engine("ragbatch", name):
+        first = float(values[0])
+        mine = ragbatch.from_flat(values, offsets)
+        values[0] += 1.0
+        assert float(mine.values[0]) == first, "from_flat did not copy"
+        values[0] = first
+        soft = ragbatch.softmax(mine)
+        best, probabilities = ragbatch.topk(soft, 20)
+        flat, _ = ragbatch.to_flat(soft)
+        np.asarray(flat)[:] = -1.0
+        assert float(soft.values[0]) > 0.0, "to_flat did not copy"
+        results[name] = [np.asarray(x.values).copy() for x in (soft, best, probabilities)]
+        results[name].append(np.asarray(ragbatch.row_sum(soft)))
+for want, got in zip(results["numpy"], results["compiled"]):
+    assert want.shape == got.shape, (want.shape, got.shape)
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-300), np.abs(got - want).max()
+print("ok")
+"""
+
+
+@needs("numpy")
+@needs("compiled")
+def test_compiled_engine_on_a_batch_of_megabytes_agrees_with_numpy():
+    done = run("-c", LARGE_BATCH_CHECK)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]

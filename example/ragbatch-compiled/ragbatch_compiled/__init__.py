@@ -3,7 +3,9 @@
 The container keeps ``values`` (float64) and ``offsets`` (int64) as memoryviews,
 so they cost nothing to hand to the kernels in :mod:`ragbatch_compiled._kernels`,
 which take any buffer (NumPy arrays too) and release the GIL while they run.
-Results are written into fresh zero-filled ``bytearray`` buffers.
+Results are written into fresh ``bytearray`` buffers that the kernels module
+allocates without zeroing them (each kernel overwrites every byte of its output,
+and zeroing a large buffer first would cost more than the kernel itself).
 """
 
 from __future__ import annotations
@@ -20,11 +22,20 @@ from . import _kernels
 
 
 def _doubles(n: int) -> memoryview:
-    return memoryview(bytearray(8 * n)).cast("d")
+    """An uninitialized buffer of ``n`` float64, for a kernel to fill."""
+    return memoryview(_kernels.empty(8 * n)).cast("d")
 
 
 def _int64s(n: int) -> memoryview:
-    return memoryview(bytearray(8 * n)).cast("q")
+    """An uninitialized buffer of ``n`` int64, for a kernel to fill."""
+    return memoryview(_kernels.empty(8 * n)).cast("q")
+
+
+def _copy(view: memoryview) -> memoryview:
+    """A copy of a flat float64 or int64 ``view``, in a buffer of its own (one pass)."""
+    copy = memoryview(_kernels.empty(view.nbytes)).cast(view.format)
+    copy[:] = view
+    return copy
 
 
 def _as_buffer(data: Any, typecode: str) -> memoryview:
@@ -61,8 +72,8 @@ class CompiledBatch(ragbatch.RaggedRows):
     @classmethod
     def from_flat(cls, values: Sequence[float], offsets: Sequence[int]) -> CompiledBatch:
         # Copies, as the reference's from_flat makes: the caller keeps its buffers.
-        values_view = memoryview(array("d", _as_buffer(values, "d").tobytes()))
-        offsets_view = memoryview(array("q", _as_buffer(offsets, "q").tobytes()))
+        values_view = _copy(_as_buffer(values, "d"))
+        offsets_view = _copy(_as_buffer(offsets, "q"))
         if _kernels.first_bad_offset(offsets_view, len(values_view)) >= 0:
             ragbatch.check_offsets(offsets_view.tolist(), len(values_view))  # words the error
         return cls._wrap(values_view, offsets_view)
@@ -99,7 +110,7 @@ class CompiledEngine(coheriq.engine_class("ragbatch"), name="compiled"):
 
     def to_flat(self, batch: Any) -> tuple[memoryview, memoryview]:
         values, offsets = _flat(batch)
-        return memoryview(array("d", values.tobytes())), memoryview(array("q", offsets.tobytes()))
+        return _copy(values), _copy(offsets)
 
     def softmax(self, batch: Any) -> Any:
         values, offsets = _flat(batch)

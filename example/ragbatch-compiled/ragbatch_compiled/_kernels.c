@@ -11,6 +11,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 typedef struct {
     Py_buffer view;
@@ -48,11 +51,34 @@ static int get(PyObject *obj, Buf *b, char kind, int writable, const char *what)
 
 #define N_ITEMS(b) ((b).view.len / 8)
 
+/* The row loops are compiled twice where GCC can pick between copies at load time
+ * (ifunc, on x86-64 Linux): for CPUs of x86-64-v3 (AVX2, FMA), whose vector exp (libmvec)
+ * does four values at a time, and for any x86-64. The extension then runs at
+ * AVX2 speed where the CPU has it and still loads where it does not. */
+#if defined(__GNUC__) && __GNUC__ >= 12 && !defined(__clang__) && defined(__x86_64__) && \
+    defined(__linux__)
+#define FAST __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define FAST
+#endif
+
 /* The largest of x[a:b], for a < b. */
 static double row_max(const double *x, int64_t a, int64_t b) {
     double top = x[a];
     for (int64_t i = a + 1; i < b; i++) if (x[i] > top) top = x[i];
     return top;
+}
+
+FAST static void softmax_rows(const double *x, const int64_t *off, Py_ssize_t rows, double *y) {
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        int64_t a = off[r], b = off[r + 1];
+        if (a == b) continue;
+        double top = row_max(x, a, b);
+        double total = 0.0;
+        for (int64_t i = a; i < b; i++) { y[i] = exp(x[i] - top); total += y[i]; }
+        double inv = 1.0 / total;
+        for (int64_t i = a; i < b; i++) y[i] *= inv;
+    }
 }
 
 /* softmax(values, offsets, out) */
@@ -70,15 +96,7 @@ static PyObject *softmax(PyObject *self, PyObject *args) {
     double *y = bout.view.buf;
     Py_ssize_t rows = N_ITEMS(bo) - 1;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        int64_t a = off[r], b = off[r + 1];
-        if (a == b) continue;
-        double top = row_max(x, a, b);
-        double total = 0.0;
-        for (int64_t i = a; i < b; i++) { y[i] = exp(x[i] - top); total += y[i]; }
-        double inv = 1.0 / total;
-        for (int64_t i = a; i < b; i++) y[i] *= inv;
-    }
+    softmax_rows(x, off, rows, y);
     Py_END_ALLOW_THREADS
     release(&bv); release(&bo); release(&bout);
     Py_RETURN_NONE;
@@ -149,6 +167,46 @@ static int compare(const void *a, const void *b) {
     return before(p, q) ? -1 : (before(q, p) ? 1 : 0);
 }
 
+/* Up to this many kept values a row, top-k inserts into a short sorted list even
+ * in short rows; above, a row of fewer than 8 times as many values is sorted whole. */
+#define FEW 16
+
+/* The kept entries of each row: ``best`` has room for the widest row. */
+FAST static void topk_rows(const double *x, const int64_t *off, Py_ssize_t rows,
+                           const int64_t *noff, Entry *best, int64_t *idx, double *prob) {
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        int64_t a = off[r], n = off[r + 1] - off[r], keep = noff[r + 1] - noff[r];
+        if (n == 0) continue;
+        if (keep > FEW && keep * 8 >= n) {
+            /* Many kept: sort the whole row. */
+            for (int64_t i = 0; i < n; i++) { best[i].value = x[a + i]; best[i].index = i; }
+            qsort(best, (size_t)n, sizeof(Entry), compare);
+        } else {
+            /* Few kept: insert into a sorted list of the best `keep` so far. Once the
+             * list is full, a value enters only if larger than its last one: an equal
+             * value comes later in the row, so it loses the tie. Most values fail that
+             * one comparison (no qsort, no call through a comparison function). */
+            int64_t have = 0;
+            double worst = 0.0;
+            for (int64_t i = 0; i < n; i++) {
+                if (have == keep && !(x[a + i] > worst)) continue;
+                Entry e = {x[a + i], i};
+                int64_t j = have < keep ? have++ : keep - 1;
+                while (j > 0 && before(&e, &best[j - 1])) { best[j] = best[j - 1]; j--; }
+                best[j] = e;
+                worst = best[have - 1].value;
+            }
+        }
+        /* The row's largest value is the first kept one (keep >= 1 as n >= 1). */
+        double top = best[0].value, total = 0.0;
+        for (int64_t i = 0; i < n; i++) total += exp(x[a + i] - top);
+        for (int64_t j = 0; j < keep; j++) {
+            idx[noff[r] + j] = best[j].index;
+            prob[noff[r] + j] = exp(best[j].value - top) / total;
+        }
+    }
+}
+
 /* topk(values, offsets, k, new_offsets, out_indices, out_probabilities) */
 static PyObject *topk(PyObject *self, PyObject *args) {
     PyObject *v, *o, *no, *oi, *op;
@@ -175,32 +233,7 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        int64_t a = off[r], n = off[r + 1] - off[r], keep = noff[r + 1] - noff[r];
-        if (n == 0) continue;
-        double top = row_max(x, a, a + n);
-        double total = 0.0;
-        for (int64_t i = 0; i < n; i++) total += exp(x[a + i] - top);
-        if (keep * 8 >= n) {
-            /* Many kept: sort the whole row. */
-            for (int64_t i = 0; i < n; i++) { best[i].value = x[a + i]; best[i].index = i; }
-            qsort(best, (size_t)n, sizeof(Entry), compare);
-        } else {
-            /* Few kept: insert into a sorted list of the best `keep` so far. */
-            int64_t have = 0;
-            for (int64_t i = 0; i < n; i++) {
-                Entry e = {x[a + i], i};
-                if (have == keep && !before(&e, &best[keep - 1])) continue;
-                int64_t j = have < keep ? have++ : keep - 1;
-                while (j > 0 && before(&e, &best[j - 1])) { best[j] = best[j - 1]; j--; }
-                best[j] = e;
-            }
-        }
-        for (int64_t j = 0; j < keep; j++) {
-            idx[noff[r] + j] = best[j].index;
-            prob[noff[r] + j] = exp(best[j].value - top) / total;
-        }
-    }
+    topk_rows(x, off, rows, noff, best, idx, prob);
     Py_END_ALLOW_THREADS
     free(best);
     release(&bv); release(&bo); release(&bno); release(&boi); release(&bop);
@@ -225,7 +258,32 @@ static PyObject *first_bad_offset(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(bad);
 }
 
+/* empty(n_bytes) -> a bytearray of n_bytes left uninitialized, for a kernel to fill.
+ * bytearray(n) would zero it first: for large results that costs more than the
+ * kernel that then overwrites every byte. A large buffer is also offered huge
+ * pages where the kernel allows them on request (as NumPy does for its arrays):
+ * the kernel's first writes then fault in 2 MiB at a time, not 4 KiB. */
+static PyObject *empty(PyObject *self, PyObject *args) {
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "n", &n)) return NULL;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "empty() needs a size of at least 0 bytes, not %zd", n);
+        return NULL;
+    }
+    PyObject *buffer = PyByteArray_FromStringAndSize(NULL, n);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (buffer && n >= (1 << 22)) {
+        uintptr_t start = (uintptr_t)PyByteArray_AS_STRING(buffer);
+        uintptr_t page = 4096, first = (start + page - 1) / page * page;
+        (void)madvise((void *)first, (size_t)(start + (uintptr_t)n - first), MADV_HUGEPAGE);
+    }
+#endif
+    return buffer;
+}
+
 static PyMethodDef methods[] = {
+    {"empty", empty, METH_VARARGS,
+     "empty(n_bytes) -> bytearray: uninitialized, for a kernel to overwrite in full."},
     {"softmax", softmax, METH_VARARGS, "softmax(values, offsets, out): per-row softmax."},
     {"row_reduce", row_reduce, METH_VARARGS,
      "row_reduce(values, offsets, out, mean): per-row sums or means."},

@@ -54,6 +54,9 @@ BATCHES = {
     "no rows": [],
     "single row": [[3.0, 1.0, 2.0, 2.0]],
     "ties": [[1.0, 1.0, 1.0], [0.0, 5.0, 5.0, 0.0]],
+    # Rows long enough that engines keep a short list of the best (not a sort), with
+    # runs of equal values around where the list's last entry falls.
+    "long rows, ties": [[float(i % 7) for i in range(300)], [float(-(i % 4)) for i in range(97)]],
 }
 
 
@@ -136,7 +139,7 @@ def test_softmax(rows):
     assert close(result.values, on_reference(ragbatch.softmax, batch).values)
 
 
-@pytest.mark.parametrize("k", [1, 3, 50])
+@pytest.mark.parametrize("k", [1, 3, 20, 50])
 @pytest.mark.parametrize("rows", BATCHES.values(), ids=BATCHES.keys())
 def test_topk(rows, k):
     batch = ragbatch.RaggedBatch(rows)
