@@ -143,7 +143,7 @@ class DaskEngine(Numpy, name="dask"):
         pairs = there.map_chunks(parts.topk, k)
         kept = np.minimum(np.diff(there.offsets), k)  # the new rows' lengths, known here
         offsets = np.concatenate(([0], np.cumsum(kept))).astype(np.int64)
-        return there.derived(pairs, offsets, pick=0), there.derived(pairs, offsets, pick=1)
+        return there.split_pairs(pairs, offsets)
 
     def row_sum(self, batch: Any) -> np.ndarray:
         there = self._on_workers(batch)

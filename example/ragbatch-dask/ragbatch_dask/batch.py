@@ -45,7 +45,6 @@ class DaskBatch(ragbatch.RaggedRows):
 
     _client: Any
     _chunks: list[Any] | None  # a future per chunk, or None for a local batch
-    _pick: int | None  # None: each future is a chunk; else the index of it in a tuple
     _cuts: np.ndarray  # chunk i holds rows _cuts[i]:_cuts[i + 1]
     _offsets: np.ndarray
     _values: np.ndarray | None  # gathered (or local) values
@@ -60,7 +59,7 @@ class DaskBatch(ragbatch.RaggedRows):
     def _wrap(cls, values: Any, offsets: Any) -> DaskBatch:
         """A local batch around trusted arrays (what the numpy kernels return)."""
         batch = cls.__new__(cls)
-        batch._client, batch._chunks, batch._pick = None, None, None
+        batch._client, batch._chunks = None, None
         batch._offsets = np.asarray(offsets, dtype=np.int64)
         batch._values = np.asarray(values)
         batch._cuts = np.array([0, len(batch._offsets) - 1], dtype=np.int64)
@@ -77,7 +76,7 @@ class DaskBatch(ragbatch.RaggedRows):
 
     def _place(self, values: np.ndarray, offsets: np.ndarray) -> None:
         """Scatter ``values`` to the workers in chunks of whole rows (or keep them local)."""
-        self._client, self._offsets, self._pick = _client, offsets, None
+        self._client, self._offsets = _client, offsets
         self._values = values if _client is None else None
         if _client is None:
             self._chunks, self._cuts = None, np.array([0, len(offsets) - 1], dtype=np.int64)
@@ -105,9 +104,6 @@ class DaskBatch(ragbatch.RaggedRows):
 
         Empty for a local batch.
         """
-        if self._chunks is not None and self._pick is not None:
-            self._chunks = self.map_chunks(parts.picked)
-            self._pick = None
         return list(self._chunks or [])
 
     def computed(self) -> DaskBatch:
@@ -127,35 +123,44 @@ class DaskBatch(ragbatch.RaggedRows):
     def map_chunks(self, function: Callable[..., Any], *args: Any) -> list[Any]:
         """Futures of ``function(chunk, *args)``, run on the worker of each chunk."""
         assert self._chunks is not None
-        return [
-            self._client.submit(function, c, self._pick, *args, pure=False) for c in self._chunks
-        ]
+        return self._map(function, self._chunks, *([a] * len(self._chunks) for a in args))
 
-    def derived(
-        self, results: list[Any], offsets: np.ndarray, pick: int | None = None
-    ) -> DaskBatch:
+    def _map(self, function: Callable[..., Any], *columns: list[Any]) -> list[Any]:
+        """Futures of ``function`` on each row of ``columns``, sent as one message.
+
+        One ``client.map``, not a ``submit`` a task: a dask client sends a batch of
+        messages at most every 10 ms, so a message right after another waits.
+        """
+        return list(self._client.map(function, *columns, pure=False))
+
+    def derived(self, results: list[Any], offsets: np.ndarray) -> DaskBatch:
         """The batch whose chunks are ``results`` (one a chunk of this batch), rows ``offsets``.
 
-        With ``pick``, each result is a tuple and its ``pick``-th item is the chunk
-        (top-k's indices and probabilities). Where rows shrank (top-k keeps at most
-        k values a row), neighbouring chunks are merged back to the chunk size; a
-        merge runs on a worker and pulls the other chunks of its group from their
-        workers: worker to worker, never through the client.
+        Where rows shrank (top-k keeps at most k values a row), neighbouring chunks
+        are merged back to the chunk size; a merge runs on a worker and pulls the
+        other chunks of its group from their workers: worker to worker, never
+        through the client.
         """
         sizes = np.diff(offsets[self._cuts]).tolist()
         groups = chunks.merge_groups(sizes, chunks.chunk_bytes(), _workers(self._client))
         batch = type(self).__new__(type(self))
         batch._client, batch._values, batch._offsets = self._client, None, offsets
         if len(groups) == len(sizes):  # nothing to merge: the results are the chunks
-            batch._chunks, batch._pick, batch._cuts = results, pick, self._cuts
+            batch._chunks, batch._cuts = results, self._cuts
             return batch
-        batch._chunks = [
-            self._client.submit(parts.join, pick, *results[g.start : g.stop], pure=False)
-            for g in groups
-        ]
-        batch._pick = None
+        batch._chunks = self._map(parts.join, [results[g.start : g.stop] for g in groups])
         batch._cuts = np.array([self._cuts[g.start] for g in groups] + [self._cuts[-1]])
         return batch
+
+    def split_pairs(self, pairs: list[Any], offsets: np.ndarray) -> tuple[DaskBatch, DaskBatch]:
+        """Top-k's two batches, from ``pairs`` (a future per chunk of this batch) and ``offsets``.
+
+        Each batch takes its half of every pair where the pair is (a small task on
+        that worker), so that what follows reads chunks of its own.
+        """
+        n = len(pairs)
+        halves = self._map(parts.half, pairs + pairs, [0] * n + [1] * n)
+        return self.derived(halves[:n], offsets), self.derived(halves[n:], offsets)
 
     def gather_rows(self, chunk_futures: list[Any]) -> np.ndarray:
         """One small result per row from the chunks' futures, joined in row order."""
@@ -174,7 +179,7 @@ class DaskBatch(ragbatch.RaggedRows):
             assert self._chunks is not None
             # Straight from the workers; the chunks' own offsets come along (one
             # integer a row), which costs less than a task per chunk to leave them.
-            pieces = self._client.gather(self.futures, direct=True)
+            pieces = self._client.gather(self._chunks, direct=True)
             self._values = np.concatenate([v for v, _ in pieces])  # keeps their dtype
         return self._values
 
@@ -196,7 +201,7 @@ class DaskBatch(ragbatch.RaggedRows):
         local = index - int(self._cuts[c])
         assert self._chunks is not None
         chunk = self._chunks[c]
-        return self._client.submit(parts.row, chunk, self._pick, local).result().tolist()
+        return self._client.submit(parts.row, chunk, local).result().tolist()
 
     def __iter__(self) -> Iterator[list[float]]:
         values, offsets = self.values, self._offsets  # one gather for all the rows

@@ -4,10 +4,9 @@ A chunk lives on a worker as a tuple ``(values, offsets)`` of NumPy arrays, its
 offsets starting at 0. Each function here takes chunks and returns chunks (or a
 small per-row result), so a pipeline's data stays where it is.
 
-A chunk is passed as ``item, pick``: the chunk itself with ``pick`` None, or,
-with ``pick`` an index, a tuple of chunks of which it is the ``pick``-th (top-k
-makes its indices and probabilities together: each batch reads its own half
-where the pair is, without a task to split it).
+Top-k makes its indices and probabilities together, as one pair a chunk; each
+of its two batches takes its half of the pair with :func:`half`, a task on the
+worker that holds the pair.
 """
 
 from __future__ import annotations
@@ -45,39 +44,35 @@ def _call(function: str, chunk: Chunk, *args: Any) -> Any:
         return getattr(ragbatch, function)(_local_container()._wrap(*chunk), *args)
 
 
-def picked(item: Any, pick: int | None) -> Chunk:
-    """The chunk ``item, pick`` stands for."""
-    return item if pick is None else item[pick]
+def half(pair: tuple[Chunk, Chunk], which: int) -> Chunk:
+    """The ``which``-th chunk of top-k's pair (0: indices, 1: probabilities)."""
+    return pair[which]
 
 
-def softmax(item: Any, pick: int | None) -> Chunk:
-    return _arrays(_call("softmax", picked(item, pick)))
+def softmax(chunk: Chunk) -> Chunk:
+    return _arrays(_call("softmax", chunk))
 
 
-def topk(item: Any, pick: int | None, k: int) -> tuple[Chunk, Chunk]:
-    indices, probabilities = _call("topk", picked(item, pick), k)
+def topk(chunk: Chunk, k: int) -> tuple[Chunk, Chunk]:
+    indices, probabilities = _call("topk", chunk, k)
     return _arrays(indices), _arrays(probabilities)
 
 
-def row_sum(item: Any, pick: int | None) -> np.ndarray:
-    return np.asarray(_call("row_sum", picked(item, pick)), dtype=np.float64)
+def row_sum(chunk: Chunk) -> np.ndarray:
+    return np.asarray(_call("row_sum", chunk), dtype=np.float64)
 
 
-def row_mean(item: Any, pick: int | None) -> np.ndarray:
-    return np.asarray(_call("row_mean", picked(item, pick)), dtype=np.float64)
+def row_mean(chunk: Chunk) -> np.ndarray:
+    return np.asarray(_call("row_mean", chunk), dtype=np.float64)
 
 
-def row(item: Any, pick: int | None, index: int) -> np.ndarray:
-    values, offsets = picked(item, pick)
+def row(chunk: Chunk, index: int) -> np.ndarray:
+    values, offsets = chunk
     return values[offsets[index] : offsets[index + 1]]
 
 
-def join(pick: int | None, *results: Any) -> Chunk:
-    """One chunk of the rows of ``results``, in order (runs on the worker that merges).
-
-    With ``pick``, each result is a tuple whose ``pick``-th item is the chunk.
-    """
-    pieces = [picked(r, pick) for r in results]
+def join(pieces: list[Chunk]) -> Chunk:
+    """One chunk of the rows of ``pieces``, in order (runs on the worker that merges)."""
     if len(pieces) == 1:
         return pieces[0]
     values = np.concatenate([v for v, _ in pieces])
