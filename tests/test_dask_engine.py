@@ -271,6 +271,7 @@ def test_the_pipeline_benchmark_measures_time_and_bytes(tmp_path):
     steps = ["from_flat", "softmax", "topk", "row_sum", "to_flat"]
     for run_ in runs.values():
         assert list(run_["seconds"]) == steps
+        assert len(run_["totals"]) == len(run_["end_to_end_all"]) == 1  # each repetition
     dask = runs["dask (2 workers)"]["moved"]
     data = 20000 * 8
     assert dask["from_flat"]["to_workers"] >= data  # the one scatter

@@ -75,11 +75,13 @@ def _pipeline(axes: plt.Axes) -> None:
             for step in figures["moved"]
             for way in ("to_workers", "to_client", "between_workers")
         )
-        note = f" {left:.0f} ms" + (f", {moved / 1e6:.0f} MB moved" if figures["moved"] else "")
+        note = f" {left:.0f} ms ({figures['end_to_end'] * 1e3:.0f} end to end)"
+        if figures["moved"]:
+            note += f", {moved / 1e6:.0f} MB moved"
         axes.text(left, y, note, va="center", fontsize=8)
     axes.set_yticks(range(len(labels)), list(reversed(labels)), fontsize=8)
     axes.set_xlabel("milliseconds for the pipeline (median per step)")
-    axes.set_xlim(0, max(sum(r["seconds"].values()) for r in run["runs"].values()) * 1e3 * 1.45)
+    axes.set_xlim(0, max(sum(r["seconds"].values()) for r in run["runs"].values()) * 1e3 * 1.7)
     axes.legend(fontsize=7, frameon=False, loc="lower right")
     axes.set_title(f"the pipeline on {run['values']:,} values", fontsize=9)
 
