@@ -13,6 +13,7 @@ kernels on them directly.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -45,6 +46,10 @@ class DaskBatch(ragbatch.RaggedRows):
 
     _client: Any
     _chunks: list[Any] | None  # a future per chunk, or None for a local batch
+    # Top-k's batches: the future of each chunk's pair (indices, probabilities) and
+    # which element is this batch's, for tasks to read it there (see derived).
+    _pairs: list[Any] | None = None
+    _part: int = 0
     _cuts: np.ndarray  # chunk i holds rows _cuts[i]:_cuts[i + 1]
     _offsets: np.ndarray
     _values: np.ndarray | None  # gathered (or local) values
@@ -107,12 +112,14 @@ class DaskBatch(ragbatch.RaggedRows):
         return list(self._chunks or [])
 
     def computed(self) -> DaskBatch:
-        """Wait until the chunks are computed on the workers (dask computes in the background).
+        """Wait until the rows are computed on the workers (dask computes in the background).
 
-        Returns the batch. Nothing moves to the client.
+        Returns the batch. Nothing moves to the client. For top-k's two batches,
+        that is once top-k has run: each then takes its chunks out of top-k's
+        results in the background (see :attr:`futures`).
         """
         if self._chunks is not None:
-            wait(self._chunks)
+            wait(self._pairs if self._pairs is not None else self._chunks)
         return self
 
     @property
@@ -123,7 +130,15 @@ class DaskBatch(ragbatch.RaggedRows):
     def map_chunks(self, function: Callable[..., Any], *args: Any) -> list[Any]:
         """Futures of ``function(chunk, *args)``, run on the worker of each chunk."""
         assert self._chunks is not None
-        return self._map(function, self._chunks, *([a] * len(self._chunks) for a in args))
+        columns = [[a] * len(self._chunks) for a in args]
+        if self._pairs is not None and all(f.done() for f in self._chunks):
+            self._pairs = None  # the chunks are there on their own: let go of the pairs
+        if self._pairs is None:
+            return self._map(function, self._chunks, *columns)
+        # Read each chunk in its pair: no wait for the task that takes it out.
+        return self._map(
+            functools.partial(parts.on_part, function, self._part), self._pairs, *columns
+        )
 
     def _map(self, function: Callable[..., Any], *columns: list[Any]) -> list[Any]:
         """Futures of ``function`` on each row of ``columns``, sent as one message.
@@ -133,34 +148,40 @@ class DaskBatch(ragbatch.RaggedRows):
         """
         return list(self._client.map(function, *columns, pure=False))
 
-    def derived(self, results: list[Any], offsets: np.ndarray) -> DaskBatch:
+    def derived(
+        self, results: list[Any], offsets: np.ndarray, part: int | None = None
+    ) -> DaskBatch:
         """The batch whose chunks are ``results`` (one a chunk of this batch), rows ``offsets``.
+
+        With ``part``, each result is top-k's pair of chunks, and the batch's chunk
+        is its element ``part`` (0: indices, 1: probabilities). A small task on the
+        pair's worker takes it out, for the batch's own futures; tasks of the
+        functions that follow read it in the pair meanwhile, so that they need not
+        wait for that task (dask takes a round trip through the scheduler for each
+        layer of tasks that waits for another).
 
         Where rows shrank (top-k keeps at most k values a row), neighbouring chunks
         are merged back to the chunk size; a merge runs on a worker and pulls the
         other chunks of its group from their workers: worker to worker, never
         through the client.
         """
+        own = results if part is None else self._map(parts.half, results, [part] * len(results))
         sizes = np.diff(offsets[self._cuts]).tolist()
         groups = chunks.merge_groups(sizes, chunks.chunk_bytes(), _workers(self._client))
         batch = type(self).__new__(type(self))
         batch._client, batch._values, batch._offsets = self._client, None, offsets
         if len(groups) == len(sizes):  # nothing to merge: the results are the chunks
-            batch._chunks, batch._cuts = results, self._cuts
+            batch._chunks, batch._cuts = own, self._cuts
+            if part is not None:
+                batch._pairs, batch._part = results, part
             return batch
-        batch._chunks = self._map(parts.join, [results[g.start : g.stop] for g in groups])
+        batch._chunks = self._map(parts.join, [own[g.start : g.stop] for g in groups])
         batch._cuts = np.array([self._cuts[g.start] for g in groups] + [self._cuts[-1]])
         return batch
 
     def split_pairs(self, pairs: list[Any], offsets: np.ndarray) -> tuple[DaskBatch, DaskBatch]:
-        """Top-k's two batches, from ``pairs`` (a future per chunk of this batch) and ``offsets``.
-
-        Each batch takes its half of every pair where the pair is (a small task on
-        that worker), so that what follows reads chunks of its own.
-        """
-        n = len(pairs)
-        halves = self._map(parts.half, pairs + pairs, [0] * n + [1] * n)
-        return self.derived(halves[:n], offsets), self.derived(halves[n:], offsets)
+        """Top-k's two batches, from ``pairs`` (a future a chunk of this batch) and ``offsets``."""
+        return self.derived(pairs, offsets, part=0), self.derived(pairs, offsets, part=1)
 
     def gather_rows(self, chunk_futures: list[Any]) -> np.ndarray:
         """One small result per row from the chunks' futures, joined in row order."""

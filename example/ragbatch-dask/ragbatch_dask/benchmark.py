@@ -9,11 +9,16 @@ by default, run by:
 - ``dask (N workers)``: the dask engine, whose rows stay on the workers.
 
 Each runs in a process of its own (with its own ``LocalCluster`` on 127.0.0.1)
-and repeats the pipeline. The table shows each step's median time (waiting for
-the step's chunks to be computed, as dask computes in the background), the total
-of the steps, the median time of the pipeline end to end (run as a program runs
-it, without waiting between steps), each with the fastest and slowest
-repetition's, and the bytes each step moved, read from
+and repeats the pipeline. ``--rounds`` runs every way that many times, one
+after the other in turn (forwards, then backwards, and so on), so that a shared
+machine's slow minutes fall on all of them alike; the ratio of the dask engine to
+the shipping one is worked out in each round, from figures measured minutes
+apart at most, and reported as the median over the rounds with their range. The
+table shows each step's median time over every repetition of every round
+(waiting for the step's chunks to be computed, as dask computes in the
+background), the total of the steps, the median time of the pipeline end to end
+(run as a program runs it, without waiting between steps), each with the fastest
+and slowest repetition's, and the bytes each step moved, read from
 dask's own accounting: what the workers sent (each worker's
 ``transfer_outgoing_log``, split into what went to the client, through the
 scheduler, and what went to other workers) and what the client sent (the
@@ -154,6 +159,7 @@ def child(way: str, workers: str, n_values: str, n_rows: str, repeat: str) -> di
         whole.append(time.perf_counter() - start)
     return {
         "seconds": {n: statistics.median(t) for n, t in times.items()},
+        "steps_all": times,
         "end_to_end": statistics.median(whole),
         # Every repetition, for the spread: this machine is shared, and a run's
         # slowest repetitions say more about it than about the engine.
@@ -167,42 +173,70 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The five-step pipeline under each engine.")
     parser.add_argument("--values", type=int, default=10**7)
     parser.add_argument("--rows", type=int, default=10**5)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions a way, a round")
+    parser.add_argument("--rounds", type=int, default=1, help="times to run every way, in turn")
     parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
     args = parser.parse_args(argv)
+    for name in ("repeat", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, not {getattr(args, name)}")
     ways = [("compiled", 0), ("shipping", 1), ("shipping", 2), ("dask", 1), ("dask", 2)]
-    results: dict[str, Any] = {}
-    for i, (way, workers) in enumerate(ways, 1):
-        label = f"{way} ({workers} worker{'s' if workers > 1 else ''})" if workers else way
-        print(f"[{i}/{len(ways)}] {label} ...", file=sys.stderr, flush=True)
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                CHILD,
-                way,
-                str(workers),
-                str(args.values),
-                str(args.rows),
-                str(args.repeat),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        results[label] = json.loads(done.stdout.strip().splitlines()[-1])
+    rounds: list[dict[str, Any]] = []
+    for r in range(args.rounds):
+        ordered = ways if r % 2 == 0 else ways[::-1]
+        rounds.append({})
+        for i, (way, workers) in enumerate(ordered, 1):
+            label = _label(way, workers)
+            print(
+                f"[round {r + 1}/{args.rounds}, {i}/{len(ways)}] {label} ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            command = [sys.executable, "-c", CHILD, way, str(workers)]
+            command += [str(args.values), str(args.rows), str(args.repeat)]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            rounds[-1][label] = json.loads(done.stdout.strip().splitlines()[-1])
+    labels = [_label(way, workers) for way, workers in ways]
+    results = {label: pooled([one[label] for one in rounds]) for label in labels}
     heading = (
         f"ragbatch pipeline on {args.values:,} values in {args.rows:,} rows (top-5); Python "
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs; "
-        f"median of {args.repeat}"
+        f"{args.rounds} round{'s' if args.rounds > 1 else ''} of {args.repeat}"
     )
+    ratios = [ratio(one) for one in rounds]
     print(heading)
-    print(render(results))
+    print(render(results, ratios))
     if args.json:
         recorded = {"machine": heading, "date": time.strftime("%Y-%m-%d"), "values": args.values}
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump({**recorded, "runs": results}, out, indent=2)
+            json.dump({**recorded, "runs": results, "ratios": ratios}, out, indent=2)
     return 0
+
+
+def _label(way: str, workers: int) -> str:
+    return f"{way} ({workers} worker{'s' if workers > 1 else ''})" if workers else way
+
+
+def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One way's figures over every round: medians of all the repetitions, the last bytes."""
+    times = {name: [t for run in runs for t in run["steps_all"][name]] for name in STEPS}
+    whole = [t for run in runs for t in run["end_to_end_all"]]
+    return {
+        "seconds": {name: statistics.median(t) for name, t in times.items()},
+        "end_to_end": statistics.median(whole),
+        "totals": [total for run in runs for total in run["totals"]],
+        "end_to_end_all": whole,
+        "moved": runs[-1]["moved"],  # the same in every round: dask's accounting of bytes
+    }
+
+
+def ratio(one_round: dict[str, Any]) -> dict[str, float]:
+    """How many times faster the dask engine ran than the shipping one, on 2 workers."""
+    base, ours = one_round["shipping (2 workers)"], one_round["dask (2 workers)"]
+    return {
+        "step_by_step": sum(base["seconds"].values()) / sum(ours["seconds"].values()),
+        "end_to_end": base["end_to_end"] / ours["end_to_end"],
+    }
 
 
 def _mb(n: int) -> str:
@@ -214,8 +248,12 @@ def _spread(seconds: list[float]) -> str:
     return f"(runs {min(seconds) * 1e3:.0f}-{max(seconds) * 1e3:.0f})"
 
 
-def render(results: dict[str, Any]) -> str:
-    """The table: per way, each step's milliseconds and MB moved (to workers / back / between)."""
+def render(results: dict[str, Any], ratios: list[dict[str, float]]) -> str:
+    """The table: per way, each step's milliseconds and MB moved (to workers / back / between).
+
+    Then the dask engine against the shipping one: the median of the rounds' ratios,
+    with their range where there are several.
+    """
     lines = [
         f"{'engine':<22} {'step':<10} {'ms':>9}  {'MB to workers':>13} {'MB back':>8} "
         f"{'MB between':>10}"
@@ -236,12 +274,14 @@ def render(results: dict[str, Any]) -> str:
             f"{label:<22} {'end to end':<10} {run['end_to_end'] * 1e3:>9.1f}  "
             f"{_spread(run['end_to_end_all'])}"
         )
-    base, ours = results["shipping (2 workers)"], results["dask (2 workers)"]
-    ratio = sum(base["seconds"].values()) / sum(ours["seconds"].values())
-    lines.append(
-        f"dask against shipping, 2 workers: {ratio:.1f}x faster step by step, "
-        f"{base['end_to_end'] / ours['end_to_end']:.1f}x end to end"
-    )
+    said = []
+    for kind, words in (("step_by_step", "faster step by step"), ("end_to_end", "end to end")):
+        each = [r[kind] for r in ratios]
+        said.append(f"{statistics.median(each):.1f}x {words}")
+        if len(each) > 1:
+            said[-1] += f" (rounds {min(each):.1f}x-{max(each):.1f}x)"
+    rounds = f"; medians of {len(ratios)} rounds" if len(ratios) > 1 else ""
+    lines.append(f"dask against shipping, 2 workers: {', '.join(said)}{rounds}")
     return "\n".join(lines)
 
 

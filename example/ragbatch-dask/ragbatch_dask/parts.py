@@ -6,12 +6,14 @@ small per-row result), so a pipeline's data stays where it is.
 
 Top-k makes its indices and probabilities together, as one pair a chunk; each
 of its two batches takes its half of the pair with :func:`half`, a task on the
-worker that holds the pair.
+worker that holds the pair, and until then the functions that follow read it
+in the pair with :func:`on_part`.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,6 +49,11 @@ def _call(function: str, chunk: Chunk, *args: Any) -> Any:
 def half(pair: tuple[Chunk, Chunk], which: int) -> Chunk:
     """The ``which``-th chunk of top-k's pair (0: indices, 1: probabilities)."""
     return pair[which]
+
+
+def on_part(function: Callable[..., Any], which: int, pair: tuple[Chunk, Chunk], *args: Any) -> Any:
+    """``function(pair[which], *args)``: a function of this module on a chunk of top-k's pair."""
+    return function(pair[which], *args)
 
 
 def softmax(chunk: Chunk) -> Chunk:

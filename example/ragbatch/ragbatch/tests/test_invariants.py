@@ -57,6 +57,11 @@ BATCHES = {
     # Rows long enough that engines keep a short list of the best (not a sort), with
     # runs of equal values around where the list's last entry falls.
     "long rows, ties": [[float(i % 7) for i in range(300)], [float(-(i % 4)) for i in range(97)]],
+    # Rows of every length up to 40 with few distinct values: ties wherever an engine
+    # cuts a row into parts (lanes, blocks) or bounds what can still be kept.
+    "short rows, ties": [
+        [float(random.Random(n).randrange(4)) for _ in range(n)] for n in range(41)
+    ],
 }
 
 
@@ -139,7 +144,7 @@ def test_softmax(rows):
     assert close(result.values, on_reference(ragbatch.softmax, batch).values)
 
 
-@pytest.mark.parametrize("k", [1, 3, 20, 50])
+@pytest.mark.parametrize("k", [1, 3, 5, 8, 9, 20, 50])
 @pytest.mark.parametrize("rows", BATCHES.values(), ids=BATCHES.keys())
 def test_topk(rows, k):
     batch = ragbatch.RaggedBatch(rows)
