@@ -100,8 +100,9 @@ def test_laptop_to_cluster_script(scheduler):
 # -- data that stays on the workers -------------------------------------------------
 
 STAYS = """
-import json, pickle
+import json, os, pickle
 import numpy as np
+from distributed import wait
 import coheriq, ragbatch
 
 def to_client(dask_worker):
@@ -154,6 +155,26 @@ def main():
     copy = pickle.loads(pickle.dumps(top))
     report["pickled"] = [copy.backend, copy == top, copy.distributed]
     report["row"] = [indices[7], [int(i) for i in want_i[7]]]
+
+    # Chunks large enough that top-k's are not merged: what follows top-k reads each
+    # chunk inside top-k's pair, before (or while) the batch takes it out.
+    os.environ["RAGBATCH_DASK_CHUNK_BYTES"] = str(2**30)
+    whole = ragbatch.from_flat(values, offsets)
+    i2, p2 = ragbatch.topk(whole, 4)
+    again = ragbatch.softmax(p2)  # a batch of its own, from the pairs
+    sums2 = ragbatch.row_sum(p2)
+    with coheriq.using_engine("ragbatch", "numpy"):
+        want_i2, want_p2 = ragbatch.topk(ragbatch.from_flat(values, offsets), 4)
+        want_again = ragbatch.softmax(want_p2)
+    report["in_pairs"] = [
+        [whole.chunk_count, p2.chunk_count],
+        bool(np.allclose(ragbatch.row_sum(again), ragbatch.row_sum(want_again), rtol=1e-12)),
+        bool(np.allclose(again.values, want_again.values, rtol=1e-12)),
+        bool(np.allclose(sums2, ragbatch.row_sum(want_p2), rtol=1e-12)),
+        bool(np.array_equal(i2.values, want_i2.values)),
+        # the batch's own chunks, taken out of the pairs in the background
+        all(f.status == "finished" for f in wait(p2.computed().futures).done),
+    ]
     print(json.dumps(report))
 
 if __name__ == "__main__":
@@ -187,6 +208,9 @@ def test_data_stays_on_the_workers_between_steps(scheduler, tmp_path):
     assert report["mixed"] == ["dask", True]
     assert report["pickled"] == ["dask", True, False]  # a local copy, equal
     assert [int(i) for i in report["row"][0]] == report["row"][1]
+    chunk_counts, *same = report["in_pairs"]
+    assert chunk_counts[0] == chunk_counts[1]  # nothing merged: read in the pairs
+    assert same == [True] * len(same)
 
 
 # -- cutting and merging chunks: decided from the offsets alone ---------------------
@@ -246,6 +270,9 @@ def test_the_pipeline_benchmark_measures_time_and_bytes(tmp_path):
     import json
 
     figures = tmp_path / "pipeline.json"
+    # An "earlier checkout" with no packages of its own: its way runs what is installed.
+    earlier = tmp_path / "earlier"
+    (earlier / "coheriq").mkdir(parents=True)
     done = run(
         "-m",
         "ragbatch_dask.benchmark",
@@ -255,23 +282,33 @@ def test_the_pipeline_benchmark_measures_time_and_bytes(tmp_path):
         "200",
         "--repeat",
         "1",
+        "--rounds",
+        "2",
+        "--earlier",
+        str(earlier),
         "--json",
         str(figures),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "dask against shipping, 2 workers:" in done.stdout
-    runs = json.loads(figures.read_text())["runs"]
+    assert "dask against dask at earlier, 2 workers:" in done.stdout
+    assert "medians of 2 rounds" in done.stdout
+    recorded = json.loads(figures.read_text())
+    runs = recorded["runs"]
     assert list(runs) == [
         "compiled",
         "shipping (1 worker)",
         "shipping (2 workers)",
         "dask (1 worker)",
         "dask (2 workers)",
+        "dask at earlier (2 workers)",
     ]
+    assert [len(r) for r in recorded["ratios"].values()] == [2, 2]  # one ratio a round
+    assert runs["dask at earlier (2 workers)"]["moved"] == {}  # not seen by dask: not counted
     steps = ["from_flat", "softmax", "topk", "row_sum", "to_flat"]
     for run_ in runs.values():
         assert list(run_["seconds"]) == steps
-        assert len(run_["totals"]) == len(run_["end_to_end_all"]) == 1  # each repetition
+        assert len(run_["totals"]) == len(run_["end_to_end_all"]) == 2  # each repetition
     dask = runs["dask (2 workers)"]["moved"]
     data = 20000 * 8
     assert dask["from_flat"]["to_workers"] >= data  # the one scatter
@@ -280,3 +317,21 @@ def test_the_pipeline_benchmark_measures_time_and_bytes(tmp_path):
         assert dask[step]["to_client"] < data / 10
     shipping = runs["shipping (2 workers)"]["moved"]
     assert shipping["softmax"]["to_workers"] >= data and shipping["softmax"]["to_client"] >= data
+
+
+@pytest.mark.parametrize(
+    ("layout", "complaint"),
+    [
+        ([], "not a checkout of this repository"),
+        (["coheriq", "example/ragbatch-compiled/ragbatch_compiled"], "build it in place first"),
+    ],
+)
+def test_the_pipeline_benchmark_refuses_an_earlier_checkout_it_cannot_run(
+    tmp_path, layout, complaint
+):
+    for folder in layout:
+        (tmp_path / folder).mkdir(parents=True)
+    done = run("-m", "ragbatch_dask.benchmark", "--earlier", str(tmp_path))
+    assert done.returncode == 2
+    assert complaint in done.stderr
+    assert "Traceback" not in done.stderr

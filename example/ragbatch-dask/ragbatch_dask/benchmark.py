@@ -6,7 +6,12 @@ by default, run by:
 - ``compiled``: the compiled engine, in this process;
 - ``shipping (N workers)``: the dask engine as it was (``_shipping.py``), which
   ships every chunk to the workers inside its task and gathers every result back;
-- ``dask (N workers)``: the dask engine, whose rows stay on the workers.
+- ``dask (N workers)``: the dask engine, whose rows stay on the workers;
+- with ``--earlier DIR``, ``dask at COMMIT (2 workers)``: the dask engine of an
+  earlier checkout of this repository in DIR (``git worktree add DIR COMMIT``,
+  then build its compiled engine in place), its packages first on the path and
+  its own kernels, so that a new engine is measured against the one it replaces
+  as that one was.
 
 Each runs in a process of its own (with its own ``LocalCluster`` on 127.0.0.1)
 and repeats the pipeline. ``--rounds`` runs every way that many times, one
@@ -46,6 +51,25 @@ import json, sys
 from ragbatch_dask.benchmark import child
 print(json.dumps(child(*sys.argv[1:])))
 """
+
+# For --earlier: this file's child, run with an earlier checkout's packages first on
+# the path (its ragbatch_dask has a benchmark of its own, or none).
+CHILD_OF_FILE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("pipeline_benchmark", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(json.dumps(module.child(*sys.argv[2:])))
+"""
+
+# Where a checkout of this repository keeps the packages the pipeline imports.
+CHECKOUT_PACKAGES = [
+    ".",
+    "example/ragbatch",
+    "example/ragbatch-numpy",
+    "example/ragbatch-compiled",
+    "example/ragbatch-dask",
+]
 
 
 def _worker_log(dask_worker: Any) -> list[tuple[str | None, int]]:
@@ -117,12 +141,14 @@ def child(way: str, workers: str, n_values: str, n_rows: str, repeat: str) -> di
     if way == "compiled":
         coheriq.enable_engine("ragbatch", "compiled")
         engine = coheriq.resolve_impl(ragbatch.softmax).__self__
-    elif way == "dask":
+    elif way in ("dask", "earlier"):
         os.environ["RAGBATCH_DASK_WORKERS"] = workers
         os.environ.pop("RAGBATCH_DASK_SCHEDULER", None)
         coheriq.enable_engine("ragbatch", "dask")
         engine = coheriq.resolve_impl(ragbatch.softmax).__self__
-        client = engine.client
+        # An earlier engine ships its chunks inside its tasks, which dask's accounting
+        # of transfers does not see: its bytes are not counted, rather than miscounted.
+        client = engine.client if way == "dask" else None
     else:
         from distributed import Client, LocalCluster
 
@@ -176,34 +202,58 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="repetitions a way, a round")
     parser.add_argument("--rounds", type=int, default=1, help="times to run every way, in turn")
     parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
+    parser.add_argument(
+        "--earlier",
+        metavar="DIR",
+        help="also run the dask engine of an earlier checkout of this repository (its "
+        "compiled engine built in place), on 2 workers, and compare",
+    )
     args = parser.parse_args(argv)
     for name in ("repeat", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, not {getattr(args, name)}")
     ways = [("compiled", 0), ("shipping", 1), ("shipping", 2), ("dask", 1), ("dask", 2)]
+    labels = {(way, workers): _label(way, workers) for way, workers in ways}
+    environments: dict[tuple[str, int], dict[str, str]] = {}
+    if args.earlier is not None:
+        ways.append(("earlier", 2))
+        labels["earlier", 2] = f"dask at {_checkout_name(args.earlier)} (2 workers)"
+        environments["earlier", 2] = _checkout_environment(parser, args.earlier)
     rounds: list[dict[str, Any]] = []
     for r in range(args.rounds):
         ordered = ways if r % 2 == 0 else ways[::-1]
         rounds.append({})
         for i, (way, workers) in enumerate(ordered, 1):
-            label = _label(way, workers)
+            label = labels[way, workers]
             print(
                 f"[round {r + 1}/{args.rounds}, {i}/{len(ways)}] {label} ...",
                 file=sys.stderr,
                 flush=True,
             )
-            command = [sys.executable, "-c", CHILD, way, str(workers)]
-            command += [str(args.values), str(args.rows), str(args.repeat)]
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            command = [sys.executable, "-c", CHILD]
+            if (way, workers) in environments:
+                command = [sys.executable, "-c", CHILD_OF_FILE, os.path.abspath(__file__)]
+            command += [way, str(workers), str(args.values), str(args.rows), str(args.repeat)]
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                check=True,
+                env=environments.get((way, workers)),
+            )
             rounds[-1][label] = json.loads(done.stdout.strip().splitlines()[-1])
-    labels = [_label(way, workers) for way, workers in ways]
-    results = {label: pooled([one[label] for one in rounds]) for label in labels}
+    results = {label: pooled([one[label] for one in rounds]) for label in labels.values()}
     heading = (
         f"ragbatch pipeline on {args.values:,} values in {args.rows:,} rows (top-5); Python "
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs; "
         f"{args.rounds} round{'s' if args.rounds > 1 else ''} of {args.repeat}"
     )
-    ratios = [ratio(one) for one in rounds]
+    ours = labels["dask", 2]
+    ratios = {
+        labels[base]: [ratio(one, labels[base], ours) for one in rounds]
+        for base in [("shipping", 2), ("earlier", 2)]
+        if base in labels
+    }
     print(heading)
     print(render(results, ratios))
     if args.json:
@@ -230,9 +280,38 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def ratio(one_round: dict[str, Any]) -> dict[str, float]:
-    """How many times faster the dask engine ran than the shipping one, on 2 workers."""
-    base, ours = one_round["shipping (2 workers)"], one_round["dask (2 workers)"]
+def _checkout_name(folder: str) -> str:
+    """The commit checked out in ``folder`` (short), or the folder's name."""
+    done = subprocess.run(
+        ["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return (
+        done.stdout.strip() if done.returncode == 0 else os.path.basename(os.path.abspath(folder))
+    )
+
+
+def _checkout_environment(parser: argparse.ArgumentParser, folder: str) -> dict[str, str]:
+    """This environment, with the packages of the checkout in ``folder`` first on the path."""
+    if not os.path.isdir(os.path.join(folder, "coheriq")):
+        parser.error(f"--earlier {folder}: not a checkout of this repository (no coheriq/ in it)")
+    compiled = os.path.join(folder, "example", "ragbatch-compiled", "ragbatch_compiled")
+    if os.path.isdir(compiled) and not any(
+        n.startswith("_kernels.") and not n.endswith(".c") for n in os.listdir(compiled)
+    ):
+        parser.error(
+            f"--earlier {folder}: its compiled engine is not built; build it in place first: "
+            f"(cd {os.path.dirname(compiled)} && python setup.py build_ext --inplace)"
+        )
+    paths = [os.path.abspath(os.path.join(folder, p)) for p in CHECKOUT_PACKAGES]
+    paths = [p for p in paths if os.path.isdir(p)]
+    if os.environ.get("PYTHONPATH"):
+        paths.append(os.environ["PYTHONPATH"])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def ratio(one_round: dict[str, Any], base_label: str, ours_label: str) -> dict[str, float]:
+    """How many times faster ``ours_label`` ran than ``base_label`` in one round."""
+    base, ours = one_round[base_label], one_round[ours_label]
     return {
         "step_by_step": sum(base["seconds"].values()) / sum(ours["seconds"].values()),
         "end_to_end": base["end_to_end"] / ours["end_to_end"],
@@ -248,14 +327,15 @@ def _spread(seconds: list[float]) -> str:
     return f"(runs {min(seconds) * 1e3:.0f}-{max(seconds) * 1e3:.0f})"
 
 
-def render(results: dict[str, Any], ratios: list[dict[str, float]]) -> str:
+def render(results: dict[str, Any], ratios: dict[str, list[dict[str, float]]]) -> str:
     """The table: per way, each step's milliseconds and MB moved (to workers / back / between).
 
-    Then the dask engine against the shipping one: the median of the rounds' ratios,
-    with their range where there are several.
+    Then the dask engine against each baseline (``ratios``, by its label): the
+    median of the rounds' ratios, with their range where there are several.
     """
+    width = max(22, *(len(label) for label in results))
     lines = [
-        f"{'engine':<22} {'step':<10} {'ms':>9}  {'MB to workers':>13} {'MB back':>8} "
+        f"{'engine':<{width}} {'step':<10} {'ms':>9}  {'MB to workers':>13} {'MB back':>8} "
         f"{'MB between':>10}"
     ]
     for label, run in results.items():
@@ -267,21 +347,28 @@ def render(results: dict[str, Any], ratios: list[dict[str, float]]) -> str:
                 if moved
                 else f"{'-':>13} {'-':>8} {'-':>10}"
             )
-            lines.append(f"{label:<22} {name:<10} {run['seconds'][name] * 1e3:>9.1f}  {figures}")
+            lines.append(
+                f"{label:<{width}} {name:<10} {run['seconds'][name] * 1e3:>9.1f}  {figures}"
+            )
         total = sum(run["seconds"].values())
-        lines.append(f"{label:<22} {'total':<10} {total * 1e3:>9.1f}  {_spread(run['totals'])}")
         lines.append(
-            f"{label:<22} {'end to end':<10} {run['end_to_end'] * 1e3:>9.1f}  "
+            f"{label:<{width}} {'total':<10} {total * 1e3:>9.1f}  {_spread(run['totals'])}"
+        )
+        lines.append(
+            f"{label:<{width}} {'end to end':<10} {run['end_to_end'] * 1e3:>9.1f}  "
             f"{_spread(run['end_to_end_all'])}"
         )
-    said = []
-    for kind, words in (("step_by_step", "faster step by step"), ("end_to_end", "end to end")):
-        each = [r[kind] for r in ratios]
-        said.append(f"{statistics.median(each):.1f}x {words}")
-        if len(each) > 1:
-            said[-1] += f" (rounds {min(each):.1f}x-{max(each):.1f}x)"
-    rounds = f"; medians of {len(ratios)} rounds" if len(ratios) > 1 else ""
-    lines.append(f"dask against shipping, 2 workers: {', '.join(said)}{rounds}")
+    for base, each_round in ratios.items():
+        said = []
+        for kind, words in (("step_by_step", "faster step by step"), ("end_to_end", "end to end")):
+            each = [r[kind] for r in each_round]
+            said.append(f"{statistics.median(each):.1f}x {words}")
+            if len(each) > 1:
+                said[-1] += f" (rounds {min(each):.1f}x-{max(each):.1f}x)"
+        rounds = f"; medians of {len(each_round)} rounds" if len(each_round) > 1 else ""
+        lines.append(
+            f"dask against {base.replace(' (2 workers)', '')}, 2 workers: {', '.join(said)}{rounds}"
+        )
     return "\n".join(lines)
 
 
