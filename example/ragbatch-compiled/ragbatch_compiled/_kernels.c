@@ -172,6 +172,17 @@ static int compare(const void *a, const void *b) {
  * in short rows; above, a row of fewer than 8 times as many values is sorted whole. */
 #define FEW 16
 
+/* Enters (value, index) into best[0:*have], which is sorted and holds at most `keep`
+ * entries: the last one drops out of a full list. Row by row, values come in row
+ * order, and once the list is full only those larger than its last one. */
+static inline void enter(Entry *best, int64_t *have, int64_t keep, double value,
+                         int64_t index) {
+    Entry e = {value, index};
+    int64_t at = *have < keep ? (*have)++ : keep - 1;
+    while (at > 0 && before(&e, &best[at - 1])) { best[at] = best[at - 1]; at--; }
+    best[at] = e;
+}
+
 /* Top-k's few-kept path bounds a row with the maxima of this many lanes (values i
  * with the same i % LANES): up to LANES kept values a row. */
 #define LANES 8
@@ -185,10 +196,11 @@ static int compare(const void *a, const void *b) {
  * can be kept: the keep-th largest of the lanes' maxima (a loop the compiler
  * vectorizes). Each of the `keep` lanes whose maximum is at least the bound has a
  * value that is, so at least `keep` values are >= the bound. Then the indices of the
- * values >= the bound (about twice `keep` in random rows) are collected without a
- * branch, and only they are inserted, in row order, into a sorted list; once the
- * list is full, a value enters only if larger than its last one (an equal value
- * comes later in the row, so it loses the tie). */
+ * values >= the bound (in the benchmark's random rows of about 100 values, 6.4 on
+ * average for k = 5) are collected without a branch, and only they are inserted,
+ * in row order, into a sorted list; once the list is full, a value enters only if
+ * larger than its last one (an equal value comes later in the row, so it loses the
+ * tie). */
 FAST static void select_few(const double *x, int64_t n, int64_t keep, int64_t *cand,
                             Entry *best) {
     /* An empty lane (a row of fewer than LANES values) has no maximum: -DBL_MAX is
@@ -197,7 +209,8 @@ FAST static void select_few(const double *x, int64_t n, int64_t keep, int64_t *c
     for (int l = 0; l < LANES; l++) lane_max[l] = l < n ? x[l] : -DBL_MAX;
     int64_t whole = n / LANES * LANES;
     for (int64_t i = LANES; i < whole; i += LANES)
-        for (int l = 0; l < LANES; l++) lane_max[l] = x[i + l] > lane_max[l] ? x[i + l] : lane_max[l];
+        for (int l = 0; l < LANES; l++)
+            lane_max[l] = x[i + l] > lane_max[l] ? x[i + l] : lane_max[l];
     for (int64_t i = whole > LANES ? whole : LANES; i < n; i++)
         lane_max[i % LANES] = x[i] > lane_max[i % LANES] ? x[i] : lane_max[i % LANES];
     /* The largest lane maximum that at least `keep` lane maxima reach. */
@@ -217,10 +230,7 @@ FAST static void select_few(const double *x, int64_t n, int64_t keep, int64_t *c
     for (int64_t c = 0; c < m; c++) {
         int64_t i = cand[c];
         if (have == keep && !(x[i] > worst)) continue;
-        Entry e = {x[i], i};
-        int64_t at = have < keep ? have++ : keep - 1;
-        while (at > 0 && before(&e, &best[at - 1])) { best[at] = best[at - 1]; at--; }
-        best[at] = e;
+        enter(best, &have, keep, x[i], i);
         worst = best[have - 1].value;
     }
 }
@@ -233,10 +243,7 @@ static void select_by_insertion(const double *x, int64_t n, int64_t keep, Entry 
     double worst = 0.0;
     for (int64_t i = 0; i < n; i++) {
         if (have == keep && !(x[i] > worst)) continue;
-        Entry e = {x[i], i};
-        int64_t at = have < keep ? have++ : keep - 1;
-        while (at > 0 && before(&e, &best[at - 1])) { best[at] = best[at - 1]; at--; }
-        best[at] = e;
+        enter(best, &have, keep, x[i], i);
         worst = best[have - 1].value;
     }
 }
