@@ -213,6 +213,62 @@ def test_data_stays_on_the_workers_between_steps(scheduler, tmp_path):
     assert same == [True] * len(same)
 
 
+SHARED = """
+import json, os, threading
+import numpy as np
+import coheriq, ragbatch
+
+def main():
+    coheriq.enable_engine("ragbatch", "dask")
+    rng = np.random.default_rng(2)
+    offsets = np.concatenate(([0], np.cumsum(rng.integers(0, 30, 3000)))).astype(np.int64)
+    values = rng.normal(size=int(offsets[-1]))
+    with coheriq.using_engine("ragbatch", "numpy"):
+        _, want_p = ragbatch.topk(ragbatch.from_flat(values, offsets), 3)
+        want_sums = ragbatch.row_sum(want_p)
+        want_soft = ragbatch.softmax(want_p).values
+    # One top-k batch shared by threads, each calling functions on it while its chunks
+    # are still read inside top-k's pairs, and after the batch lets go of them.
+    _, top = ragbatch.topk(ragbatch.from_flat(values, offsets), 3)
+    failures = []
+
+    def use():
+        try:
+            for _ in range(15):
+                ok = np.allclose(ragbatch.row_sum(top), want_sums, rtol=1e-12)
+                ok = ok and np.allclose(ragbatch.softmax(top).values, want_soft, rtol=1e-12)
+                if not ok:
+                    failures.append("a wrong result")
+        except Exception as error:  # noqa: BLE001 - reported to the test
+            failures.append(repr(error))
+
+    threads = [threading.Thread(target=use) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    print(json.dumps({"alive": sum(t.is_alive() for t in threads), "failures": failures[:3]}))
+    os._exit(0)  # a thread still hanging must not keep the process
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_threads_share_a_top_k_batch(scheduler, tmp_path):
+    script = tmp_path / "shared.py"
+    script.write_text(SHARED)
+    done = run(
+        str(script),
+        env={"RAGBATCH_DASK_SCHEDULER": scheduler, "RAGBATCH_DASK_CHUNK_BYTES": str(2**30)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"alive": 0, "failures": []}
+
+
 # -- cutting and merging chunks: decided from the offsets alone ---------------------
 
 

@@ -131,14 +131,13 @@ class DaskBatch(ragbatch.RaggedRows):
         """Futures of ``function(chunk, *args)``, run on the worker of each chunk."""
         assert self._chunks is not None
         columns = [[a] * len(self._chunks) for a in args]
-        if self._pairs is not None and all(f.done() for f in self._chunks):
-            self._pairs = None  # the chunks are there on their own: let go of the pairs
-        if self._pairs is None:
+        pairs = self._pairs  # read once: another thread may let go of them meanwhile
+        if pairs is not None and all(f.done() for f in self._chunks):
+            self._pairs = pairs = None  # the chunks are there on their own: let go of the pairs
+        if pairs is None:
             return self._map(function, self._chunks, *columns)
         # Read each chunk in its pair: no wait for the task that takes it out.
-        return self._map(
-            functools.partial(parts.on_part, function, self._part), self._pairs, *columns
-        )
+        return self._map(functools.partial(parts.on_part, function, self._part), pairs, *columns)
 
     def _map(self, function: Callable[..., Any], *columns: list[Any]) -> list[Any]:
         """Futures of ``function`` on each row of ``columns``, sent as one message.
