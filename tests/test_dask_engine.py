@@ -269,6 +269,64 @@ def test_threads_share_a_top_k_batch(scheduler, tmp_path):
     assert report == {"alive": 0, "failures": []}
 
 
+LOST = """
+import json, os, signal, time
+import numpy as np
+import coheriq, ragbatch
+
+def main():
+    coheriq.enable_engine("ragbatch", "dask")  # a LocalCluster of its own: a worker dies here
+    client = coheriq.resolve_impl(ragbatch.softmax).__self__.client
+    rng = np.random.default_rng(3)
+    offsets = np.concatenate(([0], np.cumsum(rng.integers(0, 30, 3000)))).astype(np.int64)
+    values = rng.normal(size=int(offsets[-1]))
+    batch = ragbatch.from_flat(values, offsets)
+    os.kill(next(iter(client.run(os.getpid).values())), signal.SIGKILL)
+    while len(client.scheduler_info()["workers"]) == 2:  # until the scheduler knows
+        time.sleep(0.05)
+    said = {}
+    calls = {
+        "computed": lambda: ragbatch.softmax(batch).computed(),
+        "row_sum": lambda: ragbatch.row_sum(ragbatch.softmax(batch)),
+        "to_flat": lambda: ragbatch.to_flat(ragbatch.topk(batch, 3)[1]),
+        "row": lambda: batch[5],
+    }
+    for name, call in calls.items():
+        try:
+            call()
+            said[name] = "no error"
+        except RuntimeError as error:
+            said[name] = str(error)
+    client.wait_for_workers(2, timeout=60)  # the nanny starts another worker
+    again = ragbatch.from_flat(values, offsets)
+    with coheriq.using_engine("ragbatch", "numpy"):
+        want = ragbatch.row_sum(ragbatch.from_flat(values, offsets))
+    said["again"] = bool(np.allclose(ragbatch.row_sum(again), want, rtol=1e-12))
+    print(json.dumps(said))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_rows_lost_with_a_worker_are_said_to_be_lost(tmp_path):
+    script = tmp_path / "lost.py"
+    script.write_text(LOST)
+    env = {"RAGBATCH_DASK_WORKERS": "2"}
+    done = run(str(script), env={**env, "RAGBATCH_DASK_SCHEDULER": ""})
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said.pop("again") is True  # a batch made again runs on the workers there are
+    for name, message in said.items():
+        assert message.startswith("Engine 'dask' of domain 'ragbatch' lost rows of this batch"), (
+            name,
+            message,
+        )
+        assert "make the batch again (ragbatch.from_flat)" in message
+
+
 # -- cutting and merging chunks: decided from the offsets alone ---------------------
 
 

@@ -16,6 +16,8 @@ back when asked for (``to_flat``, ``batch.values``, iterating; ``row_sum`` and
 small chunks are merged back to the chunk size, worker to worker. A batch of
 another engine is scattered when a function receives it, on each call: convert
 it once with ``ragbatch.from_flat(*ragbatch.to_flat(batch))`` to keep it there.
+Rows lost with a worker that left the cluster cannot be made again there:
+reading such a batch raises a ``RuntimeError`` that says to make it again.
 
 On the workers, a plugin makes "dask" the global choice too, so that code running
 there that calls ragbatch runs the same engine as the client; inside a worker the

@@ -13,8 +13,10 @@ kernels on them directly.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import CancelledError
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,21 @@ _client: Any = None  # the engine's distributed.Client, on the client side only
 def _workers(client: Any) -> int:
     """How many workers the client's cluster has now (from the client's cached view)."""
     return len(client.scheduler_info().get("workers", ())) or 1
+
+
+@contextlib.contextmanager
+def _rows_must_be_there() -> Iterator[None]:
+    """Says what happened, and what to do, where dask reports that a batch's chunks are lost."""
+    try:
+        yield
+    except CancelledError as error:  # dask's FutureCancelledError, FuturesCancelledError
+        detail = " ".join(str(error).split())
+        raise RuntimeError(
+            "Engine 'dask' of domain 'ragbatch' lost rows of this batch: a worker that held "
+            f"them left the cluster (dask: {detail}). Rows scattered from the client cannot be "
+            "made again on the cluster; make the batch again (ragbatch.from_flat) and run the "
+            "steps from there."
+        ) from error
 
 
 def attach(client: Any) -> None:
@@ -119,7 +136,8 @@ class DaskBatch(ragbatch.RaggedRows):
         results in the background (see :attr:`futures`).
         """
         if self._chunks is not None:
-            wait(self._pairs if self._pairs is not None else self._chunks)
+            with _rows_must_be_there():
+                wait(self._pairs if self._pairs is not None else self._chunks)
         return self
 
     @property
@@ -184,7 +202,9 @@ class DaskBatch(ragbatch.RaggedRows):
 
     def gather_rows(self, chunk_futures: list[Any]) -> np.ndarray:
         """One small result per row from the chunks' futures, joined in row order."""
-        return np.concatenate([np.empty(0), *self._client.gather(chunk_futures, direct=True)])
+        with _rows_must_be_there():
+            pieces = self._client.gather(chunk_futures, direct=True)
+        return np.concatenate([np.empty(0), *pieces])
 
     # -- what the user reads: gathered on request --------------------------------------
 
@@ -199,7 +219,8 @@ class DaskBatch(ragbatch.RaggedRows):
             assert self._chunks is not None
             # Straight from the workers; the chunks' own offsets come along (one
             # integer a row), which costs less than a task per chunk to leave them.
-            pieces = self._client.gather(self._chunks, direct=True)
+            with _rows_must_be_there():
+                pieces = self._client.gather(self._chunks, direct=True)
             self._values = np.concatenate([v for v, _ in pieces])  # keeps their dtype
         return self._values
 
@@ -221,7 +242,8 @@ class DaskBatch(ragbatch.RaggedRows):
         local = index - int(self._cuts[c])
         assert self._chunks is not None
         chunk = self._chunks[c]
-        return self._client.submit(parts.row, chunk, local).result().tolist()
+        with _rows_must_be_there():
+            return self._client.submit(parts.row, chunk, local).result().tolist()
 
     def __iter__(self) -> Iterator[list[float]]:
         values, offsets = self.values, self._offsets  # one gather for all the rows
