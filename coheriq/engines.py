@@ -40,29 +40,10 @@ from .marked import check_implementations
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any, Protocol
+    from typing import Any
 
+    from ._domain_view import DomainView as _Domain
     from .meta import EngineMeta
-    from .proxy import CandidateInfo
-    from .registry import Lineage
-
-    class _Domain(Protocol):
-        """What the engine registry reads of its domain (a coheriq.domain.AccelerationDomain)."""
-
-        @property
-        def name(self) -> str: ...
-        @property
-        def _candidates(self) -> dict[str, CandidateInfo]: ...
-        @property
-        def _lock(self) -> Any: ...
-        @property
-        def _lineage(self) -> Lineage: ...
-        # The domain's other parts are reached through it; typed Any here so that
-        # this module needs nothing from the modules above it (see coheriq.domain).
-        @property
-        def scopes(self) -> Any: ...
-
-        def require_reference(self, action: str) -> EngineMeta: ...
 
 
 __all__ = ["Engines"]

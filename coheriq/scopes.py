@@ -25,39 +25,18 @@ if TYPE_CHECKING:
     from contextvars import ContextVar
     from typing import Any, Protocol
 
+    from ._domain_view import DomainView
     from .meta import EngineMeta
     from .ordered import Tried
-    from .proxy import CandidateInfo, Switchboard
-    from .registry import Lineage
+    from .proxy import CandidateInfo
 
-    class _Domain(Protocol):
-        """What the blocks read of their domain (a coheriq.domain.AccelerationDomain)."""
+    class _Domain(DomainView, Protocol):
+        """What the blocks read of their domain, besides what every part reads."""
 
-        @property
-        def name(self) -> str: ...
-        @property
-        def module(self) -> str: ...
-        @property
-        def _candidates(self) -> dict[str, CandidateInfo]: ...
         @property
         def _class_candidates(self) -> list[CandidateInfo]: ...
         @property
-        def _lock(self) -> Any: ...
-        @property
-        def _lineage(self) -> Lineage: ...
-        @property
-        def _switchboard(self) -> Switchboard: ...
-        # The domain's other parts are reached through it; typed Any here so that
-        # this module needs nothing from the modules above it (see coheriq.domain).
-        @property
-        def engines(self) -> Any: ...
-
-        @property
-        def choice(self) -> Any: ...
-        @property
         def scopes(self) -> Scopes: ...
-
-        def _warn_once(self, key: object, message: str) -> None: ...
 
 
 __all__ = ["Scopes"]

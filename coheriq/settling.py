@@ -22,39 +22,18 @@ from .exceptions import CoheriqError
 from .ordered import Tried, describe_tried, first_that_starts, parse_engine_list
 
 if TYPE_CHECKING:
-    from typing import Any, Protocol
+    from typing import Protocol
 
+    from ._domain_view import DomainView
     from .meta import EngineMeta
-    from .proxy import Switchboard
-    from .registry import Lineage
 
-    class _Domain(Protocol):
-        """What the global choice reads of its domain (a coheriq.domain.AccelerationDomain)."""
+    class _Domain(DomainView, Protocol):
+        """What the global choice reads of its domain, besides what every part reads."""
 
-        @property
-        def name(self) -> str: ...
-        @property
-        def module(self) -> str: ...
         @property
         def env_var(self) -> str | None: ...
         @property
         def _reference(self) -> EngineMeta | None: ...
-        @property
-        def _lock(self) -> Any: ...
-        @property
-        def _lineage(self) -> Lineage: ...
-        @property
-        def _switchboard(self) -> Switchboard: ...
-        # The domain's other parts are reached through it; typed Any here so that
-        # this module needs nothing from the modules above it (see coheriq.domain).
-        @property
-        def engines(self) -> Any: ...
-
-        @property
-        def scopes(self) -> Any: ...
-
-        def require_reference(self, action: str) -> EngineMeta: ...
-        def _warn_once(self, key: object, message: str) -> None: ...
 
 
 __all__ = ["GlobalChoice"]
