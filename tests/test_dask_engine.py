@@ -1,5 +1,6 @@
 """The dask engine on a real LocalCluster of two worker processes on 127.0.0.1."""
 
+import json
 import os
 import subprocess
 import sys
@@ -46,6 +47,15 @@ def run(*args, env=None):
         check=False,
         env={**os.environ, **(env or {})},
     )
+
+
+def report_of(tmp_path, source, env):
+    """Run the script ``source`` with ``env``; what it printed last, read as JSON."""
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    done = run(str(script), env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_invariant_suite_on_a_running_cluster(scheduler):
@@ -183,16 +193,11 @@ if __name__ == "__main__":
 
 
 def test_data_stays_on_the_workers_between_steps(scheduler, tmp_path):
-    script = tmp_path / "stays.py"
-    script.write_text(STAYS)
-    done = run(
-        str(script),
-        env={"RAGBATCH_DASK_SCHEDULER": scheduler, "RAGBATCH_DASK_CHUNK_BYTES": str(64 * 1024)},
+    report = report_of(
+        tmp_path,
+        STAYS,
+        {"RAGBATCH_DASK_SCHEDULER": scheduler, "RAGBATCH_DASK_CHUNK_BYTES": str(64 * 1024)},
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    import json
-
-    report = json.loads(done.stdout.strip().splitlines()[-1])
     data = report["bytes"]  # about 800 KB of values
     # cut by bytes: 64 KiB chunks of whole rows, about data / 64 KiB of them
     assert data // (64 * 1024) <= report["chunks"] <= data // (64 * 1024) + 2
@@ -256,16 +261,11 @@ if __name__ == "__main__":
 
 
 def test_threads_share_a_top_k_batch(scheduler, tmp_path):
-    script = tmp_path / "shared.py"
-    script.write_text(SHARED)
-    done = run(
-        str(script),
-        env={"RAGBATCH_DASK_SCHEDULER": scheduler, "RAGBATCH_DASK_CHUNK_BYTES": str(2**30)},
+    report = report_of(
+        tmp_path,
+        SHARED,
+        {"RAGBATCH_DASK_SCHEDULER": scheduler, "RAGBATCH_DASK_CHUNK_BYTES": str(2**30)},
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    import json
-
-    report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"alive": 0, "failures": []}
 
 
@@ -310,14 +310,7 @@ if __name__ == "__main__":
 
 
 def test_rows_lost_with_a_worker_are_said_to_be_lost(tmp_path):
-    script = tmp_path / "lost.py"
-    script.write_text(LOST)
-    env = {"RAGBATCH_DASK_WORKERS": "2"}
-    done = run(str(script), env={**env, "RAGBATCH_DASK_SCHEDULER": ""})
-    assert done.returncode == 0, done.stderr[-3000:]
-    import json
-
-    said = json.loads(done.stdout.strip().splitlines()[-1])
+    said = report_of(tmp_path, LOST, {"RAGBATCH_DASK_WORKERS": "2", "RAGBATCH_DASK_SCHEDULER": ""})
     assert said.pop("again") is True  # a batch made again runs on the workers there are
     for name, message in said.items():
         assert message.startswith("Engine 'dask' of domain 'ragbatch' lost rows of this batch"), (
@@ -381,8 +374,6 @@ def test_a_bad_chunk_size_says_what_to_set(monkeypatch):
 
 def test_the_pipeline_benchmark_measures_time_and_bytes(tmp_path):
     """python -m ragbatch_dask.benchmark, on a small batch: each way, each step."""
-    import json
-
     figures = tmp_path / "pipeline.json"
     # An "earlier checkout" with no packages of its own: its way runs what is installed.
     earlier = tmp_path / "earlier"

@@ -63,10 +63,11 @@ class DaskBatch(ragbatch.RaggedRows):
 
     _client: Any
     _chunks: list[Any] | None  # a future per chunk, or None for a local batch
-    # Top-k's batches: the future of each chunk's pair (indices, probabilities) and
-    # which element is this batch's, for tasks to read it there (see derived).
-    _pairs: list[Any] | None = None
-    _part: int = 0
+    # Top-k's batches, until their own chunks exist: the future of each chunk's pair
+    # (indices, probabilities) and which element is this batch's, for tasks to read
+    # it there (see derived). Read it once where it is used: another thread may set
+    # it to None meanwhile.
+    _in_pairs: tuple[list[Any], int] | None = None
     _cuts: np.ndarray  # chunk i holds rows _cuts[i]:_cuts[i + 1]
     _offsets: np.ndarray
     _values: np.ndarray | None  # gathered (or local) values
@@ -136,8 +137,9 @@ class DaskBatch(ragbatch.RaggedRows):
         results in the background (see :attr:`futures`).
         """
         if self._chunks is not None:
+            in_pairs = self._in_pairs
             with _rows_must_be_there():
-                wait(self._pairs if self._pairs is not None else self._chunks)
+                wait(in_pairs[0] if in_pairs is not None else self._chunks)
         return self
 
     @property
@@ -149,13 +151,14 @@ class DaskBatch(ragbatch.RaggedRows):
         """Futures of ``function(chunk, *args)``, run on the worker of each chunk."""
         assert self._chunks is not None
         columns = [[a] * len(self._chunks) for a in args]
-        pairs = self._pairs  # read once: another thread may let go of them meanwhile
-        if pairs is not None and all(f.done() for f in self._chunks):
-            self._pairs = pairs = None  # the chunks are there on their own: let go of the pairs
-        if pairs is None:
+        in_pairs = self._in_pairs
+        if in_pairs is not None and all(f.done() for f in self._chunks):
+            self._in_pairs = in_pairs = None  # the chunks are there on their own: let go
+        if in_pairs is None:
             return self._map(function, self._chunks, *columns)
         # Read each chunk in its pair: no wait for the task that takes it out.
-        return self._map(functools.partial(parts.on_part, function, self._part), pairs, *columns)
+        pairs, part = in_pairs
+        return self._map(functools.partial(parts.on_part, function, part), pairs, *columns)
 
     def _map(self, function: Callable[..., Any], *columns: list[Any]) -> list[Any]:
         """Futures of ``function`` on each row of ``columns``, sent as one message.
@@ -190,7 +193,7 @@ class DaskBatch(ragbatch.RaggedRows):
         if len(groups) == len(sizes):  # nothing to merge: the results are the chunks
             batch._chunks, batch._cuts = own, self._cuts
             if part is not None:
-                batch._pairs, batch._part = results, part
+                batch._in_pairs = results, part
             return batch
         batch._chunks = self._map(parts.join, [own[g.start : g.stop] for g in groups])
         batch._cuts = np.array([self._cuts[g.start] for g in groups] + [self._cuts[-1]])
