@@ -15,6 +15,8 @@ so it must not import :mod:`typing` (several milliseconds, with ``re`` and
   domain settles or an engine is loaded, DEBUG when a scope is entered or left.
 """
 
+from __future__ import annotations
+
 import sys
 
 TYPE_CHECKING = False
@@ -27,6 +29,9 @@ else:
         """Return ``fn``: the overloads exist for type checkers only."""
         return fn
 
+
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from types import FunctionType, MappingProxyType, MemberDescriptorType
@@ -43,6 +48,7 @@ __all__ = [
     "FunctionType",
     "MappingProxyType",
     "MemberDescriptorType",
+    "caller_outside_coheriq",
     "log",
     "outside_coheriq",
     "overload",
@@ -85,3 +91,17 @@ def outside_coheriq() -> tuple[str, int]:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}", level
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
     return "<unknown>", level
+
+
+def caller_outside_coheriq() -> Any:
+    """The innermost frame, seen from the caller of this function, that is not coheriq's.
+
+    As :func:`outside_coheriq` finds it; ``None`` if there is none.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not (module in ("coheriq", "types") or module.startswith("coheriq.")):
+            return frame
+        frame = frame.f_back  # type: ignore[assignment]
+    return None

@@ -198,6 +198,10 @@ class Unsettled:
 
     __slots__ = ("domain",)
 
+    # Asking it for a member makes the choice: what only looks (the alternate
+    # constructors of a marked class, read) does not ask (see Switchboard.member).
+    chooses = True
+
     def __init__(self, domain: Any) -> None:
         self.domain = domain
 

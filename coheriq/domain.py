@@ -33,9 +33,9 @@ import _thread
 import os
 import sys
 
-from . import registry
+from . import late_candidates, registry
 from . import scopes as _scopes
-from ._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq
+from ._stdlib import TYPE_CHECKING, MappingProxyType, caller_outside_coheriq, outside_coheriq
 from ._validate import check_candidate_name, check_name
 from .engines import Engines
 from .exceptions import (
@@ -61,7 +61,7 @@ else:
     from ._stdlib import overload
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from typing import Any, TypeVar
 
     F = TypeVar("F", bound=Callable[..., Any])
@@ -141,20 +141,24 @@ class AccelerationDomain:
     (``enable_engine``, ``using_engine``, ``explain``, ...) instead.
     """
 
+    def __new__(
+        cls, name: str, *, env_prefix: str | None = None, strict: bool = False
+    ) -> AccelerationDomain:
+        # A package's module that runs again (a reload) carries on the domain
+        # whose candidates live in its other modules: see registry.continuing.
+        if isinstance(name, str):
+            continued: AccelerationDomain | None = registry.continuing(name, sys._getframe(1))
+            if continued is not None:
+                return continued
+        return super().__new__(cls)
+
     def __init__(self, name: str, *, env_prefix: str | None = None, strict: bool = False) -> None:
+        if "_lineage" in self.__dict__:  # continued by a module that runs again
+            self._check_settings(env_prefix, strict)
+            return
         check_name(name, "domain name", CoheriqDomainNameError)
-        if env_prefix is not None and not (
-            isinstance(env_prefix, str) and env_prefix.isidentifier() and env_prefix.isascii()
-        ):
-            raise CoheriqTypeError(
-                f"The env_prefix of domain {name!r} must be a string of letters, digits and "
-                f"'_' that can start an environment variable name, not {env_prefix!r}."
-            )
-        if not isinstance(strict, bool):
-            raise CoheriqTypeError(
-                f"The strict option of domain {name!r} is True or False, not {strict!r}."
-            )
         self.name = name
+        self._check_settings(env_prefix, strict)
         self.env_prefix = env_prefix
         self.strict = strict
         creator = sys._getframe(1)
@@ -164,7 +168,11 @@ class AccelerationDomain:
         # the same name made while it still runs is a second domain, not a copy.
         self._run = registry.run_of(creator)
         self._candidates: dict[str, CandidateInfo] = {}
-        self._kinds: dict[str, bool] = {}  # name -> is a class; read on every engine check
+        # name -> is a class, for every name an engine may override (marked or
+        # declared); read on every engine check.
+        self._kinds: dict[str, bool] = {}
+        self._declared: dict[str, str] = {}  # declared, not marked yet: name -> module
+        self._materialized_by: tuple[str, Any] | None = None  # (module, run), see materialize
         self._class_candidates: list[CandidateInfo] = []
         self._reference: EngineMeta | None = None
         self._warned: set[object] = set()  # keys of the warnings given, each once
@@ -197,6 +205,22 @@ class AccelerationDomain:
                     with other._lock:
                         other.scopes.refresh_dispatch()
 
+    def _check_settings(self, env_prefix: Any, strict: Any) -> None:
+        """Validate the settings and take them (again, for a domain continued)."""
+        if env_prefix is not None and not (
+            isinstance(env_prefix, str) and env_prefix.isidentifier() and env_prefix.isascii()
+        ):
+            raise CoheriqTypeError(
+                f"The env_prefix of domain {self.name!r} must be a string of letters, digits "
+                f"and '_' that can start an environment variable name, not {env_prefix!r}."
+            )
+        if not isinstance(strict, bool):
+            raise CoheriqTypeError(
+                f"The strict option of domain {self.name!r} is True or False, not {strict!r}."
+            )
+        self.env_prefix = env_prefix
+        self.strict = strict
+
     def __repr__(self) -> str:
         state = "materialized" if self._reference is not None else "collecting candidates"
         return f"<AccelerationDomain {self.name!r}: {len(self._candidates)} candidates, {state}>"
@@ -210,8 +234,76 @@ class AccelerationDomain:
 
     @property
     def candidate_kinds(self) -> Mapping[str, bool]:
-        """Candidate name -> whether it is a class candidate, in marking order (read-only)."""
+        """Candidate name -> whether it is a class candidate (read-only).
+
+        Every candidate an engine may override, in the order they were marked or
+        declared: those of modules not imported yet (see :meth:`declare`) too.
+        """
         return MappingProxyType(self._kinds)
+
+    @property
+    def not_imported(self) -> Mapping[str, str]:
+        """Declared candidates whose module is not imported yet: name -> module (read-only)."""
+        return MappingProxyType(self._declared)
+
+    def declare(
+        self, module: str, *, functions: Iterable[str] = (), classes: Iterable[str] = ()
+    ) -> None:
+        """Declare candidates that a module imported lazily will mark.
+
+        A library that imports some submodules only when they are first used
+        (a module ``__getattr__``, ``lazy_loader``) declares their candidates
+        before :meth:`materialize`, so that nothing has to import them: engines
+        may override a declared candidate at once (a misspelled name is still an
+        error), and it is marked, and dispatched, when its module is imported.
+        An engine's code that reads it before then (``super().fit(...)``)
+        imports the module.
+
+        Args:
+            module: The module's full name (``"mylib.heavy"``).
+            functions: The names of the function candidates it marks.
+            classes: The names of the class candidates it marks.
+
+        Raises:
+            CoheriqTypeError: A name is not usable, or given twice.
+            CoheriqDomainError: The domain is materialized, or a name is taken.
+        """
+        if not (isinstance(module, str) and all(p.isidentifier() for p in module.split("."))):
+            raise CoheriqTypeError(
+                f"Domain {self.name!r} declares candidates of a module given by its full "
+                f"dotted name (like 'mylib.heavy'), not {module!r}."
+            )
+        kinds: dict[str, bool] = {}
+        for is_class, names in ((False, functions), (True, classes)):
+            if isinstance(names, str):
+                names = [names]
+            for given in names:
+                name = check_candidate_name(given)
+                if name in kinds:
+                    raise CoheriqTypeError(
+                        f"Domain {self.name!r} declares candidate {name!r} twice."
+                    )
+                kinds[name] = is_class
+        with self._lock:
+            if self._reference is not None:
+                raise CoheriqDomainError(
+                    f"Domain {self.name!r} cannot declare candidates of module {module!r}: "
+                    "it is materialized already. Declare them before calling materialize()."
+                )
+            for name, is_class in kinds.items():
+                info = self._candidates.get(name)
+                if info is not None and info.module == module and info.is_class == is_class:
+                    continue  # imported already, and marked as declared
+                if name in self._kinds:
+                    raise CoheriqDomainError(
+                        f"Domain {self.name!r} cannot declare {name!r} in module {module!r}: "
+                        "it has a candidate of that name already. Give one of them another "
+                        "name."
+                    )
+            for name, is_class in kinds.items():
+                if name not in self._candidates:
+                    self._declared[name] = module
+                    self._kinds[name] = is_class
 
     @property
     def materialized(self) -> bool:
@@ -284,19 +376,20 @@ class AccelerationDomain:
         if name is None:
             name = getattr(target, "__name__", None)
         name = check_candidate_name(name)
+        marker = caller_outside_coheriq()
+        module = "?" if marker is None else marker.f_globals.get("__name__", "?")
+        run = None if marker is None else registry.run_of(marker)
         with self._lock:
-            if self._reference is not None:
-                raise CoheriqDomainError(
-                    f"Cannot mark {name!r} as a candidate of domain {self.name!r}: the domain "
-                    "is materialized already. Mark every candidate before calling "
-                    "materialize()."
-                )
-            if name in self._candidates:
+            earlier = self._candidates.get(name)
+            if earlier is not None and late_candidates.runs_again(earlier, module, run):
+                return late_candidates.redefine(self, earlier, target, run)
+            if earlier is not None:
                 raise CoheriqDomainError(
                     f"Domain {self.name!r} has a candidate named {name!r} already; give the "
                     "new one another name with acceleration_candidate(name=...)."
                 )
-            info = CandidateInfo(self, name, target)
+            late_candidates.check_may_mark(self, name, target, module, run)
+            info = CandidateInfo(self, name, target, module, run)
             if info.is_class:
                 implementations: dict[type, EngineMeta | None] = {}
                 info.reference = mark_class(info, self._switchboard, implementations)
@@ -308,6 +401,9 @@ class AccelerationDomain:
                 info.proxy = self._switchboard.function_proxy(info)
             self._candidates[name] = info
             self._kinds[name] = info.is_class
+            self._declared.pop(name, None)
+            if self._reference is not None:
+                late_candidates.publish(self, info)
         return info.proxy
 
     def materialize(self) -> EngineMeta:
@@ -315,7 +411,9 @@ class AccelerationDomain:
 
         The reference class, also reached as ``coheriq.engine_class(name)``, has
         each candidate as an attribute: functions as static methods, classes as
-        classes. Every engine subclasses it.
+        classes (read from an engine's instance, a class candidate the engine
+        does not override is the library's class constructed as it is: see
+        :mod:`coheriq.own_class`). Every engine subclasses it.
 
         Returns:
             The reference class.
@@ -323,7 +421,15 @@ class AccelerationDomain:
         Raises:
             CoheriqDomainError: The domain is materialized already.
         """
+        marker = caller_outside_coheriq()
+        run = None if marker is None else registry.run_of(marker)
         with self._lock:
+            made = self._materialized_by
+            if made is not None and registry.ran_before(made[1], made[0], run):
+                # The module that materialized the domain runs again (a reload):
+                # the reference class it made is kept up to date.
+                self._materialized_by = (made[0], run)
+                return self._reference  # type: ignore[return-value]
             if self._reference is not None:
                 raise CoheriqDomainError(
                     f"Domain {self.name!r} is materialized already; materialize() is called "
@@ -335,9 +441,16 @@ class AccelerationDomain:
                 "__doc__": f"The reference implementations of coheriq domain {self.name!r}.",
                 "__coheriq_reference_of__": self,
             }
-            for name, info in self._candidates.items():
-                namespace[name] = info.reference if info.is_class else staticmethod(info.reference)
+            for name in self._kinds:
+                info = self._candidates.get(name)
+                if info is not None:
+                    namespace[name] = late_candidates.attribute_for(info)
+                else:  # declared: its module is not imported yet
+                    declared = self._declared[name], self._kinds[name]
+                    namespace[name] = late_candidates.Declared(self, name, *declared)
             self._reference = EngineMeta("reference", (), namespace)
+            where = self.module if run is None else run.f_globals.get("__name__", "?")
+            self._materialized_by = (where, run)
             return self._reference
 
     def require_reference(

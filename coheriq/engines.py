@@ -37,6 +37,7 @@ from .exceptions import (
     listing,
 )
 from .marked import check_implementations
+from .own_class import LibraryClass
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -103,14 +104,20 @@ class Engines:
         self.reserved: dict[str, object] = {}
         self.classes: list[EngineMeta] = []
         self.implementations: dict[str, dict[type, EngineMeta | None]] = {}
-        self._instances: dict[EngineMeta, Mapping[str, Any]] = {}
+        self._instances: dict[EngineMeta, dict[str, Any]] = {}  # the members of each
+        self._started: dict[EngineMeta, Any] = {}  # the instance of each
         self._starting: dict[EngineMeta, _Start] = {}  # engines whose __init__ runs now
 
     # -- the seam EngineMeta uses -----------------------------------------------------
 
     def reference_of(self, candidate: str) -> Any:
-        """The reference implementation of ``candidate``."""
-        return self.domain._candidates[candidate].reference
+        """The reference implementation of ``candidate``; None for one not imported yet.
+
+        (A declared candidate, whose module is not imported yet: see
+        :meth:`~coheriq.AccelerationDomain.declare`.)
+        """
+        info = self.domain._candidates.get(candidate)
+        return None if info is None else info.reference
 
     def check_name_free(self, name: str) -> None:
         """Raise :class:`~coheriq.CoheriqEngineError` if engine ``name`` is taken.
@@ -353,7 +360,7 @@ class Engines:
                     # A start that runs no code of the engine's (the reference) was
                     # interrupted in this thread (a signal handler, a __del__):
                     # another instance harms nothing.
-                    return self._start(cls)
+                    return self._members_from(cls, self._start(cls))
                 raise CoheriqEngineError(
                     f"Engine {cls.__coheriq_name__!r} of domain {self.domain.name!r} was asked "
                     "for from its own __init__ (through using_engine, enable_engine or "
@@ -362,17 +369,18 @@ class Engines:
                 )
             start.wait()
         try:
-            members = self._start(cls)
-            with lock:
-                self._instances[cls] = members
+            instance = self._start(cls)
+            with lock:  # so that no candidate published meanwhile is missed
+                members = self._instances[cls] = self._members_from(cls, instance)
+                self._started[cls] = instance
         finally:
             with lock:
                 del self._starting[cls]
             start.finish()
         return members
 
-    def _start(self, cls: EngineMeta) -> Mapping[str, Any]:
-        """Instantiate ``cls`` and return its members (see :meth:`members_of`).
+    def _start(self, cls: EngineMeta) -> Any:
+        """Instantiate ``cls`` and return the instance (see :meth:`members_of`).
 
         The ``__init__`` runs inside a block of its own engine whose members
         refuse to be called: a call into the domain from there says what to do,
@@ -380,7 +388,7 @@ class Engines:
         """
         engine = cls.__coheriq_name__ or REFERENCE
         if _runs_no_code(cls):  # the reference, or an engine without state
-            return self._members_from(engine, cls())
+            return cls()
         scopes = self.domain.scopes
         around = scopes.live()
         starting = Scope(engine, {}, around, self.domain)
@@ -398,23 +406,60 @@ class Engines:
             ) from exc
         finally:
             scopes.close(starting)
-        return self._members_from(engine, instance)
+        return instance
 
-    def _members_from(self, engine: str, instance: Any) -> Mapping[str, Any]:
+    def _members_from(self, cls: EngineMeta, instance: Any) -> dict[str, Any]:
         """What a call of each candidate runs on the engine ``instance``."""
-        candidates = self.domain._candidates
+        return {name: self._member(cls, instance, name) for name in self.domain._candidates}
+
+    def _member(self, cls: EngineMeta, instance: Any, name: str) -> Any:
+        """What a call of candidate ``name`` runs on the engine ``instance``."""
+        info = self.domain._candidates[name]
         try:
-            members = {name: getattr(instance, name) for name in candidates}
+            member = getattr(instance, name)
         except AttributeError as exc:  # a property of the engine's, or __getattr__, failing
             raise CoheriqEngineStartError(
-                f"Engine {engine!r} of domain {self.domain.name!r} failed to start: reading "
-                f"its implementations raised AttributeError: {exc}. Each candidate must be an "
-                "attribute of the engine's instance."
+                f"Engine {cls.__coheriq_name__ or REFERENCE!r} of domain {self.domain.name!r} "
+                f"failed to start: reading its implementation of {name!r} raised "
+                f"AttributeError: {exc}. Each candidate must be an attribute of the engine's "
+                "instance."
             ) from exc
-        for name, info in candidates.items():
-            if info.construct is not None and members[name] is info.reference:
-                members[name] = info.construct  # not the class: its call would dispatch
-        return members
+        if info.construct is not None and (
+            member is info.reference or (isinstance(member, LibraryClass) and member.info is info)
+        ):
+            return info.construct  # not the class: its call would dispatch
+        return member
+
+    def candidate_changed(self, name: str) -> None:
+        """Bring everything of the engines up to date with candidate ``name``, new or redefined.
+
+        Engine classes that override it are checked against it (and, for a class
+        candidate, answer ``isinstance`` with it); every engine started so far
+        gets its member. Call with the domain's lock held.
+        """
+        from .signatures import check_override  # as in EngineMeta: only when needed
+
+        info = self.domain._candidates[name]
+        implementations = self.implementations.get(name)
+        for cls in self.classes:
+            override = cls.__dict__.get(name)
+            if name not in cls.__coheriq_overrides__ or override is None:
+                continue
+            check_override(
+                domain=self.domain,
+                engine=cls.__coheriq_name__ or cls.__qualname__,
+                mixin=cls.__coheriq_name__ is None,
+                candidate=name,
+                reference=info.reference,
+                override=override,
+                is_class=info.is_class,
+            )
+            if implementations is not None:
+                implementations.setdefault(override, cls)
+        if implementations is not None:
+            self._refresh_isinstance(name)
+        for cls, instance in self._started.items():
+            self._instances[cls][name] = self._member(cls, instance, name)
 
     def reinit_in_child(self) -> None:
         """In a forked child: forget the starts that threads of the parent had in flight."""

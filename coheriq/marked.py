@@ -11,10 +11,14 @@ constructs the active engine's implementation. So:
 
 - calling the marked class is dispatched, like a call of a function candidate;
   under the reference it constructs the class itself;
-- everything else is the class's own: attributes, ``classmethod``\\ s (which
-  dispatch only where they call ``cls(...)``), ``help()``, :mod:`inspect`,
-  ``type(obj) is C``, pickling by reference, and :mod:`copy` and unpickling,
-  which call ``__new__`` rather than the class;
+- so are its other construction entry points: while an engine whose
+  implementation of the class is another class may run (see
+  :func:`construct_directly`), a ``classmethod`` or ``staticmethod`` read from
+  the marked class itself comes from the engine's class where that has one
+  (bound to it), else it is the class's own (:class:`AlternateConstructor`);
+- everything else is the class's own: data attributes, properties, ``help()``,
+  :mod:`inspect`, ``type(obj) is C``, pickling by reference, and :mod:`copy`
+  and unpickling, which call ``__new__`` rather than the class;
 - a subclass of the marked class (a user's, or an engine's) gets a metaclass
   derived once more, whose ``__call__``, ``isinstance`` and ``issubclass`` are
   the original metaclass's: constructing a subclass is never dispatched;
@@ -38,7 +42,15 @@ if TYPE_CHECKING:
 
     from .proxy import CandidateInfo, Switchboard
 
-__all__ = ["CandidateClassMeta", "check_implementations", "construct_directly", "mark_class"]
+__all__ = [
+    "AlternateConstructor",
+    "CandidateClassMeta",
+    "alternate_constructors",
+    "check_implementations",
+    "construct_directly",
+    "mark_class",
+    "own_attribute",
+]
 
 # Py_TPFLAGS_HEAPTYPE: set for classes made by a class statement, not for C types.
 _HEAPTYPE = 1 << 9
@@ -70,6 +82,7 @@ class CandidateClassMeta(type):
     _coheriq_for_subclasses: type
     _coheriq_dispatch: Callable[..., Any]
     _coheriq_construct: Callable[..., Any]
+    _coheriq_member: Callable[[], Any]  # what a call of the class here runs
 
     def __new__(
         mcls, cls_name: str, bases: tuple[type, ...], namespace: dict[str, Any], /, **kwargs: Any
@@ -185,6 +198,7 @@ def mark_class(
     meta = _derive_metaclass(own, info, switchboard, implementations, original)
     marked = _rebuild(info, original, meta)
     info.construct = own.__call__.__get__(marked)
+    construct_directly(marked, False)  # until the domain says otherwise
     return marked
 
 
@@ -275,6 +289,8 @@ def _derive_metaclass(
                     "_coheriq_root": root,
                     "_coheriq_dispatch": call,
                     "_coheriq_construct": root.__call__,
+                    "_coheriq_redirects": False,  # see construct_directly
+                    "_coheriq_member": staticmethod(lambda: switchboard.member(info.name)),
                     "__coheriq_candidate__": info,
                     "_coheriq_implementations": implementations,
                     "_coheriq_signature": _unmarked_signature(original, root, constructor),
@@ -326,18 +342,145 @@ def check_implementations(cls: type, foreign: bool) -> None:
 
 
 def construct_directly(cls: type, directly: bool) -> None:
-    """Let calls of the marked class ``cls`` construct it without dispatching, or not.
+    """Let the marked class ``cls`` construct itself without dispatching, or not.
 
     The domain says ``directly`` while its global choice constructs the class as
     it is (the reference, or an engine that does not override it) and no scope
     or profile is open anywhere: the metaclass then takes the original
     metaclass's ``__call__``, so that constructing the class costs what it cost
-    before the library adopted coheriq. Otherwise it takes the generated one.
+    before the library adopted coheriq, and its classmethods and staticmethods
+    are read as ever. Otherwise it takes the generated ``__call__``, and
+    :class:`AlternateConstructor`\\ s for the classmethods and staticmethods.
     """
     meta: Any = type(cls)
     wanted = meta._coheriq_construct if directly else meta._coheriq_dispatch
-    if meta.__dict__["__call__"] is not wanted:
+    with _switch_lock:
+        if (
+            meta.__dict__["__call__"] is wanted
+            and meta.__dict__["_coheriq_redirects"] is not directly
+        ):
+            return
+        meta._coheriq_redirects = not directly
+        if directly:
+            for name, value in list(meta.__dict__.items()):
+                if isinstance(value, AlternateConstructor):
+                    type.__delattr__(meta, name)
+        else:
+            subclasses_meta = meta._coheriq_for_subclasses
+            for name in alternate_constructors(cls):
+                if name not in subclasses_meta.__dict__:
+                    type.__setattr__(subclasses_meta, name, _READ_AS_EVER)
+                type.__setattr__(meta, name, AlternateConstructor(name))
         meta.__call__ = wanted
+
+
+# Guards the switch between constructing directly and dispatching, and the
+# assignment to a redirected name (see AlternateConstructor.__set__).
+_switch_lock = _thread.RLock()
+
+
+def alternate_constructors(cls: type) -> list[str]:
+    """The names of the classmethods and staticmethods ``cls`` has, dunders left out.
+
+    Those a class defines and those it inherits (``object``'s aside): each is a
+    way to build the class that an engine's class may define its own way.
+    """
+    names: dict[str, None] = {}
+    for klass in cls.__mro__[:-1]:
+        for name, value in klass.__dict__.items():
+            if isinstance(value, (classmethod, staticmethod)) and not (
+                name.startswith("__") and name.endswith("__")
+            ):
+                names.setdefault(name, None)
+    return list(names)
+
+
+def own_attribute(cls: type, name: str) -> Any:
+    """Read ``name`` from ``cls`` as a class without a metaclass of coheriq's would.
+
+    Along ``cls.__mro__``, bound to ``cls``: a classmethod of a marked class read
+    this way is the class's own, whatever engine runs.
+
+    Raises:
+        AttributeError: ``cls`` has no such attribute.
+    """
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            value = klass.__dict__[name]
+            get = getattr(type(value), "__get__", None)
+            return value if get is None else get(value, None, cls)
+    raise AttributeError(f"type object {cls.__qualname__!r} has no attribute {name!r}")
+
+
+class AlternateConstructor:
+    """A classmethod or staticmethod of a marked class, read where engines may differ.
+
+    Put on the marked class's metaclass (as a data descriptor it comes before
+    the class's own attribute) only while some call of the class may construct
+    an engine's class (see :func:`construct_directly`). Read from the marked
+    class, it is the attribute of the class that a call of the marked class
+    would construct here and now, where that class has one of that name (not
+    merely ``object``'s), bound to it; else the marked class's own. So under an
+    engine ``Sample.from_text(s)`` runs the engine's ``from_text``, and a
+    library's ``from_text`` built on ``object.__new__(cls)`` builds the engine's
+    object where the engine's class derives from the library's.
+
+    Reading it makes no choice: before the domain's global engine is chosen
+    (outside blocks), it is the class's own, whose ``cls(...)`` then chooses.
+    Assigning or deleting the attribute changes the class's own, as it would
+    without coheriq.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, cls: Any, meta: Any = None) -> Any:
+        if cls is None:  # read from the metaclass itself
+            return self
+        if type(cls).__dict__.get("__coheriq_candidate__") is not None:
+            implementation = type(cls)._coheriq_member()
+            if isinstance(implementation, type) and implementation is not cls:
+                for klass in implementation.__mro__[:-1]:
+                    if self.name in klass.__dict__:
+                        return getattr(implementation, self.name)
+        return own_attribute(cls, self.name)
+
+    def __set__(self, cls: Any, value: Any) -> None:
+        self._change(cls, lambda: type.__setattr__(cls, self.name, value))
+
+    def __delete__(self, cls: Any) -> None:
+        self._change(cls, lambda: type.__delattr__(cls, self.name))
+
+    def _change(self, cls: Any, change: Callable[[], None]) -> None:
+        # type.__setattr__ would call this descriptor again: step aside meanwhile.
+        meta = type(cls)
+        with _switch_lock:
+            type.__delattr__(meta, self.name)
+            try:
+                change()
+            finally:
+                if self.name in alternate_constructors(cls):
+                    type.__setattr__(meta, self.name, self)
+
+
+class _ReadAsEver:
+    """On the metaclass of a marked class's subclasses: their names read as ever.
+
+    It stands before the marked class's :class:`AlternateConstructor` of the same
+    name (the subclasses' metaclass derives from the marked class's), and, being
+    no data descriptor, lets the class's own attribute win: a subclass is never
+    redirected.
+    """
+
+    __slots__ = ()
+
+    def __get__(self, cls: Any, meta: Any = None) -> Any:
+        raise AttributeError
+
+
+_READ_AS_EVER = _ReadAsEver()
 
 
 def _unmarked_signature(cls: type, own: type, constructor: Any) -> Any:

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     class _Engines(Protocol):
         """The seam of a domain's engine registry (see :mod:`coheriq.engines`)."""
 
-        def reference_of(self, candidate: str) -> Any: ...
+        def reference_of(self, candidate: str) -> Any:
+            """The reference implementation, or None where not imported yet."""
 
         def check_name_free(self, name: str) -> None: ...
 
@@ -120,12 +121,15 @@ class EngineMeta(type):
 
             label = name if name is not None else cls_name
             for candidate in sorted(overrides):
+                reference = domain.engines.reference_of(candidate)
+                if reference is None:
+                    continue  # declared, not imported yet: checked when it is marked
                 check_override(
                     domain=domain,
                     engine=label,
                     mixin=name is None,
                     candidate=candidate,
-                    reference=domain.engines.reference_of(candidate),
+                    reference=reference,
                     override=namespace[candidate],
                     is_class=kinds[candidate],
                 )
@@ -257,24 +261,46 @@ def _check_body(
                 "must override candidates; name private helpers with a leading '_'. "
                 f"Candidates: {listing(kinds)}."
             )
-        if not reference and candidate_of(getattr(value, "__func__", value)) is not None:
-            raise CoheriqEngineError(
-                f"Engine class {cls_name!r} sets {attr!r} to candidate {attr!r} of domain "
-                f"{domain.name!r} itself, whose calls would come back to this engine for ever. "
-                "An engine that does not re-implement a candidate leaves it out (it inherits "
-                "the library's); to build on the library's class, derive from it."
-            )
-        if kinds[attr] and not isinstance(value, type):
-            raise CoheriqEngineError(
-                f"Engine class {cls_name!r} overrides class candidate {attr!r} of domain "
-                f"{domain.name!r} with {type(value).__name__} {value!r}; a class candidate must "
-                "be overridden by a class."
-            )
-        if not kinds[attr] and not callable(getattr(value, "__func__", value)):
-            raise CoheriqEngineError(
-                f"Engine class {cls_name!r} overrides function candidate {attr!r} of domain "
-                f"{domain.name!r} with the non-callable {type(value).__name__} {value!r}; "
-                "override it with a function or method."
-            )
+        if not reference:
+            namespace[attr] = _checked_override(cls_name, attr, value, domain, kinds[attr])
         overrides.append(attr)
     return frozenset(overrides)
+
+
+def _checked_override(cls_name: str, attr: str, value: Any, domain: _Domain, is_class: bool) -> Any:
+    """Check what an engine's body gives for candidate ``attr``; return what to keep.
+
+    Any callable overrides a function candidate, and so does a descriptor that
+    makes one when read from the engine (``functools.singledispatchmethod``,
+    ``partialmethod``: a descriptor that is not a data descriptor such as a
+    property). Another candidate's proxy (delegation, to a
+    candidate of this domain or another) is kept as a static member, so that
+    the engine's instance is not passed to it. Only the candidate itself is
+    refused.
+    """
+    delegate = candidate_of(getattr(value, "__func__", value))
+    if delegate is not None and delegate.domain is domain and delegate.name == attr:
+        raise CoheriqEngineError(
+            f"Engine class {cls_name!r} sets {attr!r} to candidate {attr!r} of domain "
+            f"{domain.name!r} itself, whose calls would come back to this engine for ever. "
+            "An engine that does not re-implement a candidate leaves it out (it inherits "
+            "the library's); to build on the library's class, derive from it."
+        )
+    if is_class:
+        if not isinstance(value, type):
+            raise CoheriqEngineError(
+                f"Engine class {cls_name!r} overrides class candidate {attr!r} of domain "
+                f"{domain.name!r} with {type(value).__name__} {value!r}; a class candidate "
+                "must be overridden by a class."
+            )
+        return value
+    if delegate is not None and not delegate.is_class and not isinstance(value, staticmethod):
+        return staticmethod(value)  # a proxy is a plain function: do not bind it
+    binds = hasattr(type(value), "__get__") and not hasattr(type(value), "__set__")
+    if not (callable(value) or binds):
+        raise CoheriqEngineError(
+            f"Engine class {cls_name!r} overrides function candidate {attr!r} of domain "
+            f"{domain.name!r} with the non-callable {type(value).__name__} {value!r}; "
+            "override it with a function, a method or another callable."
+        )
+    return value

@@ -71,16 +71,24 @@ class CandidateInfo:
         proxy: What stands at call sites: the function proxy, or the marked class.
         construct: For a class candidate, constructs the marked class itself
             (what its metaclass's ``__call__`` runs under the reference); else None.
+        module: The name of the module that marked it.
+        run: The frame of the module run (or function) that marked it: when it
+            has ended, the module may run again and mark the candidate anew
+            (see :mod:`coheriq.late_candidates`).
     """
 
-    __slots__ = ("construct", "domain", "name", "proxy", "reference")
+    __slots__ = ("construct", "domain", "module", "name", "proxy", "reference", "run")
 
-    def __init__(self, domain: Any, name: str, reference: Any) -> None:
+    def __init__(
+        self, domain: Any, name: str, reference: Any, module: str = "?", run: Any = None
+    ) -> None:
         self.domain = domain
         self.name = name
         self.reference = reference
         self.proxy: Any = None
         self.construct: Callable[..., Any] | None = None
+        self.module = module
+        self.run = run
 
     @property
     def is_class(self) -> bool:
@@ -103,7 +111,9 @@ def candidate_of(obj: object) -> CandidateInfo | None:
         return None
     if not isinstance(info, CandidateInfo):
         return None
-    if isinstance(obj, type) and info.proxy is not obj:
+    # Only the proxy or marked class itself: a subclass shares the metaclass that
+    # carries the mark, and functools.wraps copies it into a wrapper's __dict__.
+    if info.proxy is not None and info.proxy is not obj:
         return None
     return info
 
@@ -174,6 +184,15 @@ class Switchboard:
             except (AttributeError, TypeError):
                 pass
         proxy.__dict__.update(getattr(fn, "__dict__", {}))
+        if not isinstance(fn, FunctionType):
+            # What a callable object offers besides its call (lru_cache's
+            # cache_info and cache_clear, say), the proxy offers too.
+            for attr in dir(fn):
+                if not attr.startswith("_") and not hasattr(proxy, attr):
+                    try:
+                        setattr(proxy, attr, getattr(fn, attr))
+                    except AttributeError:
+                        pass
         proxy.__annotations__ = dict(getattr(fn, "__annotations__", {}) or {})
         proxy.__wrapped__ = fn  # type: ignore[attr-defined]
         proxy.__coheriq_candidate__ = info  # type: ignore[attr-defined]
@@ -228,6 +247,21 @@ class Switchboard:
             proxy.__defaults__ = source_fn.__defaults__
             proxy.__kwdefaults__ = source_fn.__kwdefaults__
         return proxy
+
+    def member(self, candidate: str, undecided: Any = None) -> Any:
+        """What a call of ``candidate`` runs in this context, as a proxy would find it.
+
+        ``undecided`` where finding it would make the domain's global choice (a
+        view whose ``chooses`` is true): asking makes no choice.
+        """
+        namespace = self.namespace
+        if namespace[self._scoped]:
+            scope = namespace[self._current]()
+            if scope is not None:
+                if getattr(scope, "chooses", False):
+                    return undecided
+                return scope.members[candidate]
+        return namespace[self._slot(candidate)]
 
     def connect(self, members: Mapping[str, Any]) -> None:
         """Point every candidate's slot at what a call runs now (the settled engine's)."""

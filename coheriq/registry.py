@@ -39,13 +39,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Lineage",
+    "continuing",
     "done_loading",
     "generations",
     "lineage_of",
     "loading_for",
     "named_domains",
+    "ran_before",
     "register",
     "replace",
+    "run_of",
+    "running",
 ]
 
 
@@ -141,7 +145,7 @@ def register(domain: Any) -> tuple[Lineage, int] | None:
         if lineage is None:
             lineage = _lineages[domain.name] = Lineage(domain.name, domain.module, domain)
             return lineage, 1
-        if lineage.module != domain.module or _running(lineage.current._run):
+        if lineage.module != domain.module or running(lineage.current._run):
             return None
         lineage.add(domain)
         return lineage, lineage.copies
@@ -162,7 +166,46 @@ def run_of(frame: Any) -> Any:
     return run
 
 
-def _running(frame: Any) -> bool:
+def continuing(name: str, creator: Any) -> Any:
+    """The domain that a new ``AccelerationDomain(name)`` made by ``creator`` continues, or None.
+
+    That is the newest generation of ``name`` when the module that made it
+    runs again in the same module object (``importlib.reload``) and some of
+    the domain's candidates are marked by other modules, which do not run
+    again with it: a new, empty copy would lose them. The domain then carries
+    on, belonging to the new run; its module's own candidates are redefined
+    when they are marked again (see :mod:`coheriq.late_candidates`).
+    """
+    with _lock:
+        lineage = _lineages.get(name)
+        if lineage is None:
+            return None
+        current = lineage.current
+        if current._globals is not creator.f_globals or running(current._run):
+            return None
+        if all(info.module == current.module for info in current._candidates.values()):
+            return None
+        current._run = run_of(creator)
+        return current
+
+
+def ran_before(run: Any, module: str, now: Any) -> bool:
+    """Whether ``now`` is ``module`` running again, ``run`` being an ended run of it.
+
+    Both must be runs of a module's body (``<module>``: an import, a reload, a
+    notebook cell), not calls of a function: a function that marks a candidate
+    twice marks it twice.
+    """
+    return (
+        run is not None
+        and now is not None
+        and run.f_code.co_name == now.f_code.co_name == "<module>"
+        and run.f_globals.get("__name__") == module
+        and not running(run)
+    )
+
+
+def running(frame: Any) -> bool:
     """Whether ``frame`` is on the current thread's stack, that is, still running."""
     caller: Any = sys._getframe(1)
     while caller is not None:

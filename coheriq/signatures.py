@@ -17,7 +17,13 @@ from __future__ import annotations
 import os
 
 from ._stdlib import TYPE_CHECKING, FunctionType, outside_coheriq
-from .exceptions import CoheriqEngineError, CoheriqSignatureWarning, CoheriqTypeError
+from .exceptions import (
+    CoheriqEngineError,
+    CoheriqSignatureWarning,
+    CoheriqTypeError,
+    did_you_mean,
+)
+from .marked import alternate_constructors
 
 if TYPE_CHECKING:
     from inspect import Signature
@@ -53,6 +59,9 @@ def check_override(
     Raises:
         CoheriqEngineError: In strict mode, when the override is incompatible.
     """
+    if is_class and isinstance(override, type):
+        for problem in _constructor_problems(candidate, reference, override):
+            _report(domain, engine, mixin, candidate, problem)
     is_method = not is_class and isinstance(override, (FunctionType, classmethod))
     asynchrony = [] if is_class else _asynchrony(reference, _callable_of(override))
     if not asynchrony and (
@@ -64,7 +73,9 @@ def check_override(
 
     try:
         wanted = inspect.signature(reference)
-        given = inspect.signature(_callable_of(override))
+        # The override's own parameters: a method decorated with functools.wraps
+        # (to take the candidate's docstring) would otherwise show the candidate's.
+        given = inspect.signature(_callable_of(override), follow_wrapped=False)
     except (TypeError, ValueError):  # no introspectable signature: nothing to compare
         return
     if is_method:
@@ -75,14 +86,23 @@ def check_override(
     if not problems:
         return
     what = f"the constructor of class candidate {candidate!r}" if is_class else repr(candidate)
-    message = (
-        f"Engine {'mixin ' if mixin else ''}{engine!r} of domain {domain.name!r} overrides "
-        f"{what} with a signature "
+    _report(
+        domain,
+        engine,
+        mixin,
+        candidate,
+        f"overrides {what} with a signature "
         f"that cannot accept every call the candidate accepts: {'; '.join(problems)}. "
-        f"Candidate: {candidate}{wanted}; override: {candidate}{given}."
+        f"Candidate: {candidate}{wanted}; override: {candidate}{given}. Make the override's "
+        "parameters match.",
     )
+
+
+def _report(domain: Any, engine: str, mixin: bool, candidate: str, problem: str) -> None:
+    """Warn of ``problem`` with an engine's override, or raise it in strict mode."""
+    message = f"Engine {'mixin ' if mixin else ''}{engine!r} of domain {domain.name!r} {problem}"
     if domain.strict or strict_from_environment():
-        raise CoheriqEngineError(message + " Make the override's parameters match.")
+        raise CoheriqEngineError(message)
     import warnings  # on the warning path only: not imported by `import coheriq`
 
     warnings.warn(
@@ -91,6 +111,79 @@ def check_override(
         ),
         stacklevel=outside_coheriq()[1],
     )
+
+
+def _constructor_problems(candidate: str, library: type, engine: type) -> list[str]:
+    """What is wrong with the alternate constructors of an engine's class, as sentences.
+
+    Under the engine, a classmethod or staticmethod read from the library's class
+    is the engine's class's where it defines one (see
+    :class:`~coheriq.marked.AlternateConstructor`): one that cannot take the
+    library's calls, or that is of another kind, is a problem; so is one whose
+    name is close to, but not, the name of one of the library's.
+    """
+    wanted = alternate_constructors(library)
+    own = [k for k in engine.__mro__[:-1] if k not in library.__mro__]
+    defined: dict[str, Any] = {}
+    for klass in reversed(own):
+        defined.update(klass.__dict__)
+    problems = []
+    for name in wanted:
+        if name not in defined:
+            continue
+        theirs, ours = _raw_attribute(library, name), defined[name]
+        kind = type(theirs).__name__
+        if type(ours) is not type(theirs):
+            problems.append(
+                f"gives class candidate {candidate!r} a {name!r} that is a "
+                f"{type(ours).__name__}, where the library's class has a {kind}. Make it a "
+                f"{kind} too: under the engine, {candidate}.{name} is the engine's."
+            )
+            continue
+        found = _method_incompatibilities(theirs, ours)
+        if found:
+            problems.append(
+                f"gives class candidate {candidate!r} a {kind} {name!r} that cannot accept "
+                f"every call the library's accepts: {'; '.join(found)}. Make its parameters "
+                "match: under the engine, "
+                f"{candidate}.{name} is the engine's."
+            )
+    for name, value in defined.items():
+        if (
+            isinstance(value, (classmethod, staticmethod))
+            and name not in wanted
+            and not (name.startswith("__") and name.endswith("__"))
+        ):
+            close = did_you_mean(name, wanted)
+            if close:
+                problems.append(
+                    f"gives class candidate {candidate!r} a {type(value).__name__} {name!r}, "
+                    f"which the library's class does not have, so no call of "
+                    f"{candidate}.{name} reaches it.{close}"
+                )
+    return problems
+
+
+def _raw_attribute(cls: type, name: str) -> Any:
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+def _method_incompatibilities(theirs: Any, ours: Any) -> list[str]:
+    """How a classmethod or staticmethod ``ours`` rejects calls that ``theirs`` takes."""
+    import inspect
+
+    try:
+        wanted = inspect.signature(theirs.__func__)
+        given = inspect.signature(ours.__func__, follow_wrapped=False)
+    except (TypeError, ValueError):
+        return []
+    if isinstance(theirs, classmethod):  # cls is filled in, not passed
+        wanted = wanted.replace(parameters=list(wanted.parameters.values())[1:])
+        given = given.replace(parameters=list(given.parameters.values())[1:])
+    return incompatibilities(wanted, given)
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})

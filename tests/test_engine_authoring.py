@@ -1,0 +1,373 @@
+"""What an engine author does after the library's suite passes (issue 28, parts 1-3).
+
+An engine's own alternate constructors run; the engine's own code builds objects
+by the engine's MRO, never by the caller's context; overrides that are callables
+(delegation to another candidate, ``functools.wraps``, ``singledispatchmethod``,
+``partialmethod``) are accepted; a marked ``lru_cache`` keeps its cache API.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import types
+import warnings
+
+import pytest
+
+import coheriq as cq
+
+
+def _sample_library(name: str):
+    """A library whose class has the usual alternate constructors."""
+    domain = cq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    class Sample:
+        def __init__(self, values):
+            self.values = list(values)
+
+        @classmethod
+        def from_text(cls, text):
+            return cls(float(t) for t in text.split())
+
+        @classmethod
+        def from_values(cls, values):
+            # As Fraction.from_float and many containers do: no call of cls(...).
+            sample = super().__new__(cls)
+            sample.values = list(values)
+            return sample
+
+        @staticmethod
+        def kind():
+            return "library"
+
+        @property
+        def size(self):
+            return len(self.values)
+
+    @domain.acceleration_candidate
+    def mean(sample):
+        return sum(sample.values) / len(sample.values)
+
+    domain.materialize()
+    return domain, Sample, mean
+
+
+def test_an_engines_classmethods_and_staticmethods_run_under_it(unique):
+    domain, Sample, _ = _sample_library(unique())
+    ran = []
+
+    class FastSample:
+        def __init__(self, values):
+            self.values = tuple(values)
+
+        @classmethod
+        def from_text(cls, text):
+            ran.append("engine's from_text")
+            return cls(map(float, text.split()))
+
+        @staticmethod
+        def kind():
+            return "fast"
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        Sample = FastSample
+
+    library_sample = Sample
+
+    class Derived(cq.engine_class(domain), name="derived"):
+        class Sample(library_sample):
+            pass
+
+    assert type(Sample.from_text("1 2")) is Sample and Sample.kind() == "library"
+    with cq.using_engine(domain, "fast"):
+        made = Sample.from_text("1 2 3")
+        assert type(made) is FastSample and made.values == (1.0, 2.0, 3.0)
+        assert ran == ["engine's from_text"]
+        assert Sample.kind() == "fast"
+        # What the engine's class does not have is the library's own, bound to it.
+        assert type(Sample.from_values([1])) is Sample
+        # Data attributes and properties stay the class's own.
+        assert isinstance(Sample.size, property)
+    with cq.using_engine(domain, "derived"):
+        # Built on object.__new__(cls): bound to the engine's class, builds its object.
+        assert type(Sample.from_values([1, 2])) is Derived.Sample
+        assert type(Sample.from_text("1")) is Derived.Sample
+    # Outside, and for the subclasses of the marked class, nothing is redirected.
+    assert type(Sample.from_values([1])) is Sample and Sample.kind() == "library"
+
+    class Mine(Sample):
+        pass
+
+    with cq.using_engine(domain, "fast"):
+        assert type(Mine.from_values([1])) is Mine and Mine.kind() == "library"
+
+
+def test_the_global_engines_constructors_too_and_patching_still_works(unique):
+    domain, Sample, _ = _sample_library(unique())
+    library_sample = Sample
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        class Sample(library_sample):
+            @staticmethod
+            def kind():
+                return "fast"
+
+    cq.enable_engine(domain, "fast")
+    assert Sample.kind() == "fast"
+    assert type(Sample.from_values([1])) is Fast.Sample
+    # Assigning to the marked class changes its own attribute, as without coheriq.
+    original = Sample.__dict__["from_values"]
+    Sample.from_values = classmethod(lambda cls, values: ("patched", cls))
+    assert Sample.__dict__["from_values"] is not original
+    assert Sample.from_values([1]) == ("patched", Fast.Sample)  # the engine's class inherits it
+    del Sample.from_values
+    assert not hasattr(Sample, "from_values")
+
+
+def test_under_the_reference_lookups_are_the_classs_own(unique):
+    domain, Sample, _ = _sample_library(unique())
+    cq.enable_engine(domain, cq.REFERENCE)
+    assert type(Sample([1])) is Sample  # settles the reference
+    raw = Sample.__dict__["from_text"]
+    assert Sample.from_text.__func__ is raw.__func__
+    # Nothing of coheriq's stands on the metaclass for those names.
+    assert "from_text" not in type(Sample).__dict__
+
+
+def test_misspelled_and_misfitting_constructors_of_an_engine_class_are_reported(unique):
+    domain, _, _ = _sample_library(unique())
+
+    with pytest.warns(cq.CoheriqSignatureWarning, match="from_txt.*from_text"):
+
+        class Typo(cq.engine_class(domain), name="typo"):
+            class Sample:
+                def __init__(self, values):
+                    pass
+
+                @classmethod
+                def from_txt(cls, text):
+                    return cls()
+
+    with pytest.warns(cq.CoheriqSignatureWarning, match="classmethod 'from_text'.*'text'"):
+
+        class Short(cq.engine_class(domain), name="short"):
+            class Sample:
+                def __init__(self, values):
+                    pass
+
+                @classmethod
+                def from_text(cls):
+                    return cls()
+
+    # An engine-only constructor with a name of its own is the engine's business.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        class Extra(cq.engine_class(domain), name="extra"):
+            class Sample:
+                def __init__(self, values):
+                    pass
+
+                @classmethod
+                def from_device_buffer(cls, buffer):
+                    return cls()
+
+
+def test_engine_code_builds_by_its_mro_not_by_the_callers_context(unique):
+    domain, Sample, mean = _sample_library(unique())
+
+    class GpuSample(Sample):
+        pass
+
+    class Gpu(cq.engine_class(domain), name="gpu"):
+        Sample = GpuSample
+
+    class Worker(cq.engine_class(domain), name="worker"):
+        """Does not override Sample; builds its results in a thread of its own."""
+
+        def mean(self, sample):
+            made = {}
+
+            def work():
+                made["plain"] = self.Sample([1, 2])
+                made["alternate"] = self.Sample.from_text("1 2")
+                made["inherits"] = self.mean is not None and isinstance(made["plain"], self.Sample)
+                made["gpu is a Sample"] = isinstance(GpuSample([1]), self.Sample)
+
+            thread = threading.Thread(target=work)
+            thread.start()
+            thread.join()
+            return made
+
+    cq.enable_engine(domain, "gpu")
+    assert type(Sample([1])) is GpuSample  # the global engine
+    with cq.using_engine(domain, "worker"):
+        made = mean(Sample([1]))
+    assert type(made["plain"]) is Sample, "engine 'worker' built 'gpu' objects"
+    assert type(made["alternate"]) is Sample
+    assert made["inherits"] and made["gpu is a Sample"]
+    # Read from the engine class, it is the marked class itself.
+    assert cq.engine_class(domain, "worker").Sample is Sample
+    assert cq.engine_class(domain, "gpu").Sample is GpuSample
+
+
+def test_an_engine_that_overrides_the_class_builds_its_own_in_any_thread(unique):
+    domain, Sample, mean = _sample_library(unique())
+
+    class FastSample(Sample):
+        pass
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        Sample = FastSample
+
+        def mean(self, sample):
+            out = []
+            thread = threading.Thread(target=lambda: out.append(self.Sample([1])))
+            thread.start()
+            thread.join()
+            return out[0]
+
+    with cq.using_engine(domain, "fast"):
+        assert type(mean(Sample([1]))) is FastSample
+
+
+def test_delegating_to_another_candidate_is_an_override(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    def average(xs):
+        return sum(xs) / len(xs)
+
+    @domain.acceleration_candidate
+    def mean(xs):
+        return sum(xs) / len(xs) + 0.0
+
+    domain.materialize()
+    other = cq.AccelerationDomain(unique())
+
+    @other.acceleration_candidate
+    def fast_mean(xs):
+        return ("other library", sum(xs) / len(xs))
+
+    other.materialize()
+    # As an engine package reaches them: through the libraries' modules.
+    mylib = types.SimpleNamespace(average=average, mean=mean)
+    otherlib = types.SimpleNamespace(fast_mean=fast_mean)
+
+    class Delegating(cq.engine_class(domain), name="delegating"):
+        mean = mylib.average  # the same domain's candidate
+
+        def average(self, xs):
+            return ("engine", sum(xs) / len(xs))
+
+    class Elsewhere(cq.engine_class(domain), name="elsewhere"):
+        average = otherlib.fast_mean  # another library's candidate
+
+    with cq.using_engine(domain, "delegating"):
+        assert mean([1, 3]) == ("engine", 2.0)  # through average, on this engine
+    with cq.using_engine(domain, "elsewhere"):
+        assert average([1, 3]) == ("other library", 2.0)
+
+    with pytest.raises(cq.CoheriqEngineError, match="itself"):
+
+        class Loop(cq.engine_class(domain), name="loop"):
+            mean = mylib.mean
+
+
+def test_decorated_overrides_are_accepted(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    def normalize(xs):
+        """Scale xs to sum to one."""
+        return [x / sum(xs) for x in xs]
+
+    @domain.acceleration_candidate
+    def describe(x):
+        return "reference"
+
+    @domain.acceleration_candidate
+    def scale(xs, factor):
+        return [x * factor for x in xs]
+
+    domain.materialize()
+    mylib = types.SimpleNamespace(normalize=normalize)
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        @functools.wraps(mylib.normalize)
+        def normalize(self, xs):
+            inverse = 1 / sum(xs)
+            return [x * inverse for x in xs]
+
+        @functools.singledispatchmethod
+        def describe(self, x):
+            return "object"
+
+        @describe.register
+        def _(self, x: int):
+            return "int"
+
+        def _scale(self, xs, factor, offset):
+            return [x * factor + offset for x in xs]
+
+        scale = functools.partialmethod(_scale, offset=0)
+
+    assert Fast.normalize.__doc__ == "Scale xs to sum to one."
+    with cq.using_engine(domain, "fast"):
+        assert normalize([1, 3]) == [0.25, 0.75]
+        assert (describe(1), describe("a")) == ("int", "object")
+        assert scale([1, 2], 3) == [3, 6]
+
+    # functools.wraps(candidate) does not make a wrapper the candidate: another
+    # library may mark its own wrapper.
+    mine = cq.AccelerationDomain(unique())
+
+    @mine.acceleration_candidate
+    @functools.wraps(normalize)
+    def wrapped(xs):
+        return normalize(xs)
+
+    mine.materialize()
+    assert wrapped.__name__ == "normalize" and wrapped([1, 1]) == [0.5, 0.5]
+
+
+def test_non_callables_are_still_refused(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    def total(xs):
+        return sum(xs)
+
+    domain.materialize()
+    with pytest.raises(cq.CoheriqEngineError, match="non-callable int 42"):
+
+        class Broken(cq.engine_class(domain), name="broken"):
+            total = 42
+
+
+def test_a_marked_lru_cache_keeps_its_cache_api(unique):
+    domain = cq.AccelerationDomain(unique())
+    calls = []
+
+    @domain.acceleration_candidate
+    @functools.lru_cache(maxsize=8)
+    def fib(n):
+        calls.append(n)
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    @domain.acceleration_candidate
+    @functools.cache
+    def square(n):
+        return n * n
+
+    domain.materialize()
+    assert fib(10) == 55
+    assert fib.cache_info().hits > 0 and fib.cache_parameters() == {
+        "maxsize": 8,
+        "typed": False,
+    }
+    fib.cache_clear()
+    assert fib.cache_info().currsize == 0
+    assert square(4) == 16 and square.cache_info().misses == 1
