@@ -32,6 +32,7 @@ from .domain import AccelerationDomain
 from .engine import engine_class
 from .exceptions import CoheriqError, CoheriqSignatureWarning
 from .introspection import Coverage, coverage, explain
+from .late_candidates import import_declared
 from .signatures import STRICT_ENV
 
 __all__ = ["main"]
@@ -235,6 +236,7 @@ def _show(args: argparse.Namespace) -> int:
                 "domain": domain.name,
                 "env_var": domain.env_var,
                 "candidates": {c: "class" if k else "function" for c, k in kinds.items()},
+                "not_imported": dict(domain.not_imported),
                 "engines": _sorted({n: _state(e) for n, e in failures.items()}),
                 "coverage": table.rows,
                 "problems": len(broken),
@@ -246,7 +248,14 @@ def _show(args: argparse.Namespace) -> int:
         f"environment variable {domain.env_var}" if domain.env_var else "no environment variable"
     )
     _say(f"domain {domain.name}: {count}, {variable}")
-    _say(*(f"  {'class' if is_class else 'function'} {c}" for c, is_class in kinds.items()))
+    later = domain.not_imported
+    _say(
+        *(
+            f"  {'class' if is_class else 'function'} {c}"
+            + (f" (not imported yet: module {later[c]})" if c in later else "")
+            for c, is_class in kinds.items()
+        )
+    )
     print()
     print(table)  # a table: never wrapped, its columns must stay aligned
     if broken:
@@ -312,6 +321,11 @@ def _check(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", CoheriqSignatureWarning)
         domain = _domain(args)  # engines defined with the library were checked as it loaded
         results = _check_each(domain, args.engines or list(available_engines(domain)), args.start)
+        # The library's lazily imported modules too: their candidates are checked
+        # against the engines as they are marked.
+        for module, problem in import_declared(domain).items():
+            if problem is not None:
+                results[f"module {module}"] = problem
     for warning in caught:
         if isinstance(warning.message, CoheriqSignatureWarning):
             results[warning.message.engine] = str(warning.message)

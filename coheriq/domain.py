@@ -389,6 +389,7 @@ class AccelerationDomain:
                     "new one another name with acceleration_candidate(name=...)."
                 )
             late_candidates.check_may_mark(self, name, target, module, run)
+            self.engines.check_overrides(name, target)  # engines written before it
             info = CandidateInfo(self, name, target, module, run)
             if info.is_class:
                 implementations: dict[type, EngineMeta | None] = {}

@@ -430,33 +430,38 @@ class Engines:
             return info.construct  # not the class: its call would dispatch
         return member
 
-    def candidate_changed(self, name: str) -> None:
-        """Bring everything of the engines up to date with candidate ``name``, new or redefined.
+    def check_overrides(self, name: str, reference: Any) -> None:
+        """Check the overrides of candidate ``name``, now ``reference``, in every engine class.
 
-        Engine classes that override it are checked against it (and, for a class
-        candidate, answer ``isinstance`` with it); every engine started so far
-        gets its member. Call with the domain's lock held.
+        For a candidate marked or redefined after engines were defined: warns, or
+        raises in strict mode (see :func:`coheriq.signatures.check_override`).
         """
         from .signatures import check_override  # as in EngineMeta: only when needed
 
-        info = self.domain._candidates[name]
+        for cls in list(self.classes):
+            if name in cls.__coheriq_overrides__:
+                check_override(
+                    domain=self.domain,
+                    engine=cls.__coheriq_name__ or cls.__qualname__,
+                    mixin=cls.__coheriq_name__ is None,
+                    candidate=name,
+                    reference=reference,
+                    override=cls.__dict__[name],
+                    is_class=isinstance(reference, type),
+                )
+
+    def candidate_changed(self, name: str) -> None:
+        """Bring the engines up to date with candidate ``name``, new or redefined.
+
+        For a class candidate, the engine classes that override it answer
+        ``isinstance`` with it; every engine started so far gets its member.
+        Call with the domain's lock held, after :meth:`check_overrides`.
+        """
         implementations = self.implementations.get(name)
-        for cls in self.classes:
-            override = cls.__dict__.get(name)
-            if name not in cls.__coheriq_overrides__ or override is None:
-                continue
-            check_override(
-                domain=self.domain,
-                engine=cls.__coheriq_name__ or cls.__qualname__,
-                mixin=cls.__coheriq_name__ is None,
-                candidate=name,
-                reference=info.reference,
-                override=override,
-                is_class=info.is_class,
-            )
-            if implementations is not None:
-                implementations.setdefault(override, cls)
         if implementations is not None:
+            for cls in self.classes:
+                if name in cls.__coheriq_overrides__:
+                    implementations.setdefault(cls.__dict__[name], cls)
             self._refresh_isinstance(name)
         for cls, instance in self._started.items():
             self._instances[cls][name] = self._member(cls, instance, name)

@@ -37,6 +37,9 @@ class Explanation:
         tried: Where an ordered list of engines made the choice, what it tried:
             ``[(engine, outcome), ...]``, the last one ``"chosen"``, each other one
             why it was passed over; else empty.
+        not_imported: Candidate name -> module, for the candidates explained
+            whose module is not imported yet (see
+            :meth:`~coheriq.AccelerationDomain.declare`).
     """
 
     def __init__(
@@ -48,6 +51,7 @@ class Explanation:
         settled: bool,
         suppliers: dict[str, str],
         tried: list[tuple[str, str]] | None = None,
+        not_imported: dict[str, str] | None = None,
     ) -> None:
         self.domain = domain
         self.candidate = candidate
@@ -56,6 +60,11 @@ class Explanation:
         self.settled = settled
         self.suppliers = suppliers
         self.tried = tried or []
+        self.not_imported = not_imported or {}
+
+    def _later(self, candidate: str) -> str:
+        module = self.not_imported.get(candidate)
+        return "" if module is None else f"  (not imported yet: module {module})"
 
     def as_dict(self) -> dict[str, Any]:
         """The explanation as plain data (for JSON)."""
@@ -78,7 +87,12 @@ class Explanation:
         if self.suppliers:
             lines.append("  supplied by:")
             width = max(map(len, self.suppliers))
-            lines += [f"    {c:<{width}}  {who}" for c, who in self.suppliers.items()]
+            lines += [
+                f"    {c:<{width}}  {who}{self._later(c)}" for c, who in self.suppliers.items()
+            ]
+        elif self.not_imported:
+            lines.append("  not imported yet:")
+            lines += [f"    {c}{self._later(c)}" for c in self.not_imported]
         return "\n".join(lines)
 
 
@@ -106,7 +120,10 @@ def explain(subject: Any) -> Explanation:
     names = [candidate] if candidate else list(domain.candidate_kinds)
     suppliers = {} if cls is None else {c: _name(supplier(cls, c)) for c in names}
     settled = domain.choice.settled is not None
-    return Explanation(domain.name, candidate, engine, reason, settled, suppliers, list(tried))
+    later = {c: m for c, m in domain.not_imported.items() if c in names}
+    return Explanation(
+        domain.name, candidate, engine, reason, settled, suppliers, list(tried), later
+    )
 
 
 class Coverage:

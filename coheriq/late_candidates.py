@@ -40,6 +40,7 @@ __all__ = [
     "Declared",
     "attribute_for",
     "check_may_mark",
+    "import_declared",
     "publish",
     "redefine",
     "runs_again",
@@ -150,6 +151,7 @@ def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
             f"of domain {domain.name!r}, which was a {was}: engines were checked against "
             "the old kind. Keep the kind, or restart the program."
         )
+    domain.engines.check_overrides(info.name, target)
     earlier = info.reference
     info.reference = target
     try:
@@ -211,3 +213,28 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
         "a module the library imports lazily, declare its candidates with "
         "domain.declare(module, functions=[...], classes=[...]) before it."
     )
+
+
+def import_declared(domain: Any) -> dict[str, str | None]:
+    """Import every module whose declared candidates are not marked yet.
+
+    Returns:
+        Module name -> ``None``, or what is wrong: its import failed, or it did
+        not mark every candidate declared for it.
+    """
+    import importlib
+
+    problems: dict[str, str | None] = {}
+    for module in sorted(set(domain.not_imported.values())):
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # reported, with the others, by the caller
+            problems[module] = f"importing it raised {type(error).__name__}: {error}"
+            continue
+        missing = sorted(n for n, m in domain.not_imported.items() if m == module)
+        problems[module] = (
+            None
+            if not missing
+            else f"it does not mark the candidates declared for it: {', '.join(missing)}"
+        )
+    return problems

@@ -205,7 +205,11 @@ def _header_of(domain: AccelerationDomain, chosen: dict[str, tuple[str, str]]) -
         value = os.environ.get(variable, "").strip() if variable else ""
         engine = value or REFERENCE
         how = f"{variable}={value}" if value else "at first use"
-    return f"{domain.name} on {engine!r} ({how})"
+    later = domain.not_imported
+    # Declared candidates of modules the tests import later (or never: then
+    # the run did not test them on any engine).
+    waiting = f", {len(later)} candidates not imported yet" if later else ""
+    return f"{domain.name} on {engine!r} ({how}){waiting}"
 
 
 def _named_before_import(imported: set[str]) -> list[str]:

@@ -88,7 +88,8 @@ def test_reloading_each_module_of_the_walkthrough_library(site):
         # A class candidate: the new class is the candidate; the old one, which
         # the package's namespace still holds, follows the engine too, and builds
         # the new class on the reference.
-        edit(mylib.histogram, "self.counts = [0] * bins", "self.counts = [0] * bins\\n        self.edited = True")
+        counts = "self.counts = [0] * bins"
+        edit(mylib.histogram, counts, counts + "\\n        self.edited = True")
         new = mylib.histogram.Histogram
         assert new is not Histogram
         assert type(new([0.1])).__module__ == "mylib_fast"  # still the engine's
@@ -224,7 +225,8 @@ def test_the_package_namespace_follows_the_engine_after_a_reload(site):
         edit(mylib.histogram, "self.counts = [0] * bins", "self.counts = [9] * bins")
         with coheriq.using_engine("mylib", "fast"):
             print(type(mylib.Histogram([0.1])).__module__)
-        print(mylib.Histogram([0.1]).counts, type(mylib.Histogram([0.1])) is mylib.histogram.Histogram)
+        built = mylib.Histogram([0.1])
+        print(built.counts, type(built) is mylib.histogram.Histogram)
         """,
     )
     assert out.split("\n")[:2] == ["mylib_fast", "[10, 9, 9, 9] True"]

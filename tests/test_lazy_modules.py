@@ -1,0 +1,363 @@
+"""A library that imports its heavy submodules lazily, as SPEC 1 and lazy_loader do.
+
+The library declares the candidates of its lazily imported module; ``import
+lib`` imports nothing more than the unmarked library would; engines override
+the declared candidates before their module is imported; the candidates are
+marked, and follow the engine, when the module is first used.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import coheriq
+
+# A module __getattr__ that imports a submodule on first use, as lazy_loader's
+# attach() writes it.
+INIT = '''
+"""{name}: light functions, and heavy ones imported on first use."""
+import importlib
+
+import coheriq
+
+domain = coheriq.AccelerationDomain("{name}", env_prefix="{prefix}")
+domain.declare("{name}.heavy", functions=["fit"], classes=["Model"])
+
+from {name}.light import smooth
+
+domain.materialize()
+
+_lazy = {{"fit": "{name}.heavy", "Model": "{name}.heavy", "heavy": "{name}.heavy"}}
+
+
+def __getattr__(attr):
+    if attr in _lazy:
+        module = importlib.import_module(_lazy[attr])
+        return module if attr == "heavy" else getattr(module, attr)
+    raise AttributeError(f"module {{__name__!r}} has no attribute {{attr!r}}")
+'''
+
+PLAIN_INIT = '''
+"""{name}: the same library, without coheriq."""
+import importlib
+
+from {name}.light import smooth
+
+_lazy = {{"fit": "{name}.heavy", "Model": "{name}.heavy", "heavy": "{name}.heavy"}}
+
+
+def __getattr__(attr):
+    if attr in _lazy:
+        module = importlib.import_module(_lazy[attr])
+        return module if attr == "heavy" else getattr(module, attr)
+    raise AttributeError(f"module {{__name__!r}} has no attribute {{attr!r}}")
+'''
+
+LIGHT = """
+from {name} import domain
+
+
+@domain.acceleration_candidate
+def smooth(xs):
+    return [round(x, 1) for x in xs]
+"""
+
+PLAIN_LIGHT = """
+def smooth(xs):
+    return [round(x, 1) for x in xs]
+"""
+
+# The heavy dependency: slow to import, and with a side effect on import.
+SLOW = """
+import time
+time.sleep({delay})
+IMPORTED = True
+"""
+
+HEAVY = """
+import {slow}
+from {name} import domain
+
+
+@domain.acceleration_candidate
+def fit(xs):
+    return ("reference", sum(xs))
+
+
+@domain.acceleration_candidate
+class Model:
+    def __init__(self, k):
+        self.k = k
+
+    @classmethod
+    def default(cls):
+        return cls(1)
+"""
+
+PLAIN_HEAVY = """
+import {slow}
+
+
+def fit(xs):
+    return ("reference", sum(xs))
+"""
+
+ENGINE = """
+import coheriq
+
+
+class Fast(coheriq.engine_class("{name}"), name="fast"):
+    def fit(self, xs):
+        return ("fast", sum(xs))
+
+    def smooth(self, xs):
+        return ["fast", *xs]
+
+    class Model:
+        def __init__(self, k):
+            self.k = -k
+
+
+class Lean(coheriq.engine_class("{name}"), name="lean"):
+    def smooth(self, xs):
+        return ("lean", super().fit(xs))
+"""
+
+
+def write_package(root: Path, name: str, init: str, files: dict[str, str]) -> None:
+    package = root / name
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent(init))
+    for module, source in files.items():
+        (package / f"{module}.py").write_text(textwrap.dedent(source))
+
+
+@pytest.fixture
+def lazylib(tmp_path, unique, monkeypatch, make_dist):
+    """A lazily loading library with an engine "fast" advertised; its modules' names."""
+    name, slow = unique("lazylib"), unique("slowdep")
+    prefix = name.upper()
+    monkeypatch.delenv(f"{prefix}_ENGINE", raising=False)
+    fmt = {"name": name, "slow": slow, "prefix": prefix, "delay": 0}
+    write_package(
+        tmp_path,
+        name,
+        INIT.format(**fmt),
+        {"light": LIGHT.format(**fmt), "heavy": HEAVY.format(**fmt)},
+    )
+    (tmp_path / f"{slow}.py").write_text(SLOW.format(**fmt))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    make_dist(
+        f"{name}-fast",
+        {f"{name}_fast": ENGINE.format(**fmt)},
+        {f"coheriq.engines.{name}": {"fast": f"{name}_fast", "lean": f"{name}_fast"}},
+    )
+    yield name, slow
+    for module in list(sys.modules):
+        if module.startswith((name, slow)):
+            del sys.modules[module]
+
+
+def test_import_lib_leaves_the_lazy_module_alone(lazylib):
+    name, slow = lazylib
+    lib = importlib.import_module(name)
+    assert f"{name}.heavy" not in sys.modules and slow not in sys.modules
+    assert dict(lib.domain.not_imported) == {"fit": f"{name}.heavy", "Model": f"{name}.heavy"}
+    assert list(lib.domain.candidate_kinds) == ["fit", "Model", "smooth"]
+    assert lib.smooth([1.04]) == [1.0]
+    assert f"{name}.heavy" not in sys.modules
+
+
+def test_an_engine_overrides_candidates_not_imported_yet(lazylib):
+    name, slow = lazylib
+    lib = importlib.import_module(name)
+    coheriq.enable_engine(name, "fast")
+    assert lib.smooth([1]) == ["fast", 1]  # the engine started without the heavy module
+    assert slow not in sys.modules
+    # First use: the module is imported, its candidates marked, on the engine chosen.
+    assert lib.fit([1, 2]) == ("fast", 3)
+    assert lib.Model(2).k == -2 and isinstance(lib.Model(2), lib.Model)
+    assert isinstance(lib.Model.default(), lib.Model)  # alternate constructor follows
+    assert not lib.domain.not_imported
+    with coheriq.using_engine(name, "reference"):
+        assert lib.fit([1, 2]) == ("reference", 3)
+        assert type(lib.Model(2)) is lib.Model
+
+
+def test_an_engines_code_reaching_a_declared_candidate_imports_its_module(lazylib):
+    name, slow = lazylib
+    lib = importlib.import_module(name)
+    with coheriq.using_engine(name, "lean"):
+        assert slow not in sys.modules
+        assert lib.smooth([1, 2]) == ("lean", ("reference", 3))  # super().fit imports it
+    assert slow in sys.modules
+    assert coheriq.engine_class(name).fit([4]) == ("reference", 4)
+
+
+def test_a_misspelled_override_of_a_declared_candidate_is_refused(lazylib):
+    name, _ = lazylib
+    importlib.import_module(name)
+    with pytest.raises(coheriq.CoheriqEngineError, match=r"'fitt'.*Did you mean 'fit'"):
+
+        class Typo(coheriq.engine_class(name)):
+            def fitt(self, xs):
+                return 0
+
+    with pytest.raises(coheriq.CoheriqEngineError, match="must be overridden by a class"):
+
+        class Kind(coheriq.engine_class(name)):
+            def Model(self, k):  # noqa: N802 - the candidate's name
+                return k
+
+
+def test_a_bad_signature_is_reported_when_the_module_is_imported(lazylib):
+    name, _ = lazylib
+    lib = importlib.import_module(name)
+
+    class Narrow(coheriq.engine_class(name), name="narrow"):
+        def fit(self):  # the library's fit takes xs
+            return 0
+
+    with pytest.warns(coheriq.CoheriqSignatureWarning, match="'narrow'.*'fit'"):
+        lib.heavy  # noqa: B018 - imports the module
+
+
+def test_explain_coverage_and_the_cli_show_candidates_not_imported(lazylib, capsys):
+    name, _ = lazylib
+    importlib.import_module(name)
+    text = str(coheriq.explain(name))
+    assert f"fit     reference  (not imported yet: module {name}.heavy)" in text
+    assert "smooth  reference\n" in text + "\n"
+    assert coheriq.explain(name).as_dict()["not_imported"]["Model"] == f"{name}.heavy"
+    assert set(coheriq.coverage(name).rows) == {"fit", "Model", "smooth"}
+    from coheriq.cli import main
+
+    assert main(["show", name]) == 0
+    assert f"function fit (not imported yet: module {name}.heavy)" in capsys.readouterr().out
+    assert main(["check", name]) == 0  # imports the lazy module: its candidates are checked
+    assert f"{name}.heavy" in sys.modules
+
+
+def test_declaration_mistakes_are_clear(tmp_path, unique, monkeypatch):
+    name = unique("lazybad")
+    fmt = {"name": name, "slow": "math", "prefix": name.upper(), "delay": 0}
+    write_package(
+        tmp_path,
+        name,
+        INIT.format(**fmt).replace('functions=["fit"]', 'functions=["fit", "predict"]'),
+        {"light": LIGHT.format(**fmt), "heavy": HEAVY.format(**fmt)},
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        lib = importlib.import_module(name)
+        with pytest.raises(coheriq.CoheriqDomainError, match="did not mark it"):
+            coheriq.engine_class(name).predict  # noqa: B018
+        from coheriq.late_candidates import import_declared
+
+        problems = import_declared(lib.domain)
+        assert "predict" in problems[f"{name}.heavy"]
+        domain = lib.domain
+        with pytest.raises(coheriq.CoheriqDomainError, match="materialized already"):
+            domain.declare(f"{name}.more", functions=["g"])
+        with pytest.raises(coheriq.CoheriqDomainError, match="declare its candidates"):
+            domain.acceleration_candidate(lambda: 0, name="late")
+    finally:
+        for module in list(sys.modules):
+            if module.startswith(name):
+                del sys.modules[module]
+
+
+def test_declare_refuses_bad_input(unique):
+    with coheriq.testing.isolated():
+        domain = coheriq.AccelerationDomain(unique("decl"))
+        with pytest.raises(coheriq.CoheriqTypeError, match="full dotted name"):
+            domain.declare("not a module", functions=["f"])
+        with pytest.raises(coheriq.CoheriqTypeError, match="twice"):
+            domain.declare("m", functions=["f"], classes=["f"])
+        domain.declare("m", functions=["f"])
+        with pytest.raises(coheriq.CoheriqDomainError, match="has a candidate of that name"):
+            domain.declare("n", functions=["f"])
+
+        @domain.acceleration_candidate
+        def g():
+            return 0
+
+        with pytest.raises(coheriq.CoheriqDomainError, match="declares in module 'm'"):
+            domain.acceleration_candidate(lambda: 0, name="f")
+        assert dict(domain.not_imported) == {"f": "m"}
+
+
+MEASURE = """
+import sys, time
+before = set(sys.modules)
+start = time.perf_counter()
+import {module}
+took = time.perf_counter() - start
+new = set(sys.modules) - before
+known = sys.stdlib_module_names | {{"coheriq", "{lib}"}}
+ours = sorted(m for m in new if m.split(".")[0] not in known)
+stdlib = sorted(m for m in new if m.split(".")[0] in sys.stdlib_module_names)
+print(round(took, 3), ours, stdlib, sep="|")
+"""
+
+
+@pytest.mark.parametrize("submodule", ["", ".light"])
+def test_import_lib_imports_nothing_more_than_unmarked(tmp_path, submodule):
+    delay = 0.5  # the heavy dependency's import time
+    for lib, init, light, heavy in (
+        ("marked", INIT, LIGHT, HEAVY),
+        ("plain", PLAIN_INIT, PLAIN_LIGHT, PLAIN_HEAVY),
+    ):
+        fmt = {"name": lib, "slow": f"{lib}_dep", "prefix": lib.upper(), "delay": delay}
+        write_package(
+            tmp_path,
+            lib,
+            init.format(**fmt),
+            {"light": light.format(**fmt), "heavy": heavy.format(**fmt)},
+        )
+        (tmp_path / f"{lib}_dep.py").write_text(SLOW.format(**fmt))
+    imported = {}
+    for lib in ("marked", "plain"):
+        done = subprocess.run(
+            [sys.executable, "-c", MEASURE.format(module=lib + submodule, lib=lib)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        took, others, stdlib = done.stdout.strip().split("|")
+        imported[lib] = others, set(ast.literal_eval(stdlib))
+        assert float(took) < delay  # the slow dependency was not imported
+    # The same modules as the library without coheriq, besides coheriq itself and
+    # the three small standard modules it uses.
+    assert imported["marked"][0] == imported["plain"][0] == "[]"
+    extra = imported["marked"][1] - imported["plain"][1]
+    assert extra <= {"__future__", "_contextvars", "keyword"}
+
+
+def test_import_time_of_the_slow_module_is_paid_on_first_use(tmp_path):
+    fmt = {"name": "timed", "slow": "timed_dep", "prefix": "TIMED", "delay": 0.3}
+    write_package(
+        tmp_path,
+        "timed",
+        INIT.format(**fmt),
+        {"light": LIGHT.format(**fmt), "heavy": HEAVY.format(**fmt)},
+    )
+    (tmp_path / "timed_dep.py").write_text(SLOW.format(**fmt))
+    script = (
+        "import time, timed\n"
+        "start = time.perf_counter(); timed.fit([1]); print(time.perf_counter() - start)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) >= 0.3
