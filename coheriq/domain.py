@@ -337,7 +337,12 @@ class AccelerationDomain:
             CoheriqTypeError: The target is not a function or class, the name is
                 not usable, or the class cannot be marked (an Enum, a class written
                 in C, one with subclasses already; the message says why).
-            CoheriqDomainError: The domain is materialized, or the name is taken.
+            CoheriqDomainError: The domain is materialized (unless the name is
+                declared with :meth:`declare`, or the module that marked it
+                before runs again), or the name is taken.
+
+        A module that runs again (a reload) and marks a name it marked before
+        redefines that candidate: see :mod:`coheriq.late_candidates`.
         """
         if obj is None or isinstance(obj, str):
             if obj is not None and name is not None:
@@ -416,11 +421,16 @@ class AccelerationDomain:
         does not override is the library's class constructed as it is: see
         :mod:`coheriq.own_class`). Every engine subclasses it.
 
+        Candidates declared with :meth:`declare` and not imported yet are
+        attributes too, which import their module when read.
+
         Returns:
             The reference class.
 
         Raises:
-            CoheriqDomainError: The domain is materialized already.
+            CoheriqDomainError: The domain is materialized already. (The module
+                that materialized it, running again, gets the reference class,
+                kept up to date with the candidates redefined since.)
         """
         marker = caller_outside_coheriq()
         run = None if marker is None else registry.run_of(marker)

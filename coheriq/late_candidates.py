@@ -209,9 +209,8 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
         return
     raise CoheriqDomainError(
         f"Cannot mark {name!r} as a candidate of domain {domain.name!r}: the domain is "
-        "materialized already. Mark every candidate before calling materialize(), or, for "
-        "a module the library imports lazily, declare its candidates with "
-        "domain.declare(module, functions=[...], classes=[...]) before it."
+        "materialized already. Mark every candidate before calling materialize() (declare "
+        "those of a module imported lazily with domain.declare())."
     )
 
 

@@ -17,6 +17,12 @@ module; they share one :class:`Lineage`, which holds:
   one an engine is being loaded for, else the one whose module is in
   ``sys.modules`` now, else the newest.
 
+A package's module that runs again in the same module object, while some of
+the domain's candidates are marked by its other modules (which do not run
+again), carries on the same domain instead of making a copy that would lack
+them (:func:`continuing`; see :mod:`coheriq.late_candidates` for what its
+candidates do then).
+
 The registry holds older generations weakly, but their proxies' names in the
 shared namespace hold them, so every copy lives as long as the process.
 """
