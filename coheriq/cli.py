@@ -33,7 +33,7 @@ from .engine import engine_class
 from .exceptions import CoheriqError, CoheriqSignatureWarning
 from .introspection import Coverage, coverage, explain
 from .late_candidates import import_declared
-from .signatures import STRICT_ENV
+from .signatures import STRICT_ENV, bypassed_classes
 
 __all__ = ["main"]
 
@@ -300,8 +300,13 @@ def _explain(args: argparse.Namespace) -> int:
 # -- check --------------------------------------------------------------------------------
 
 
-def _check_each(domain: AccelerationDomain, names: list[str], start: bool) -> dict[str, str | None]:
-    """Load (and with ``start`` start) each engine: name -> ``None``, or its problem."""
+def _check_each(
+    domain: AccelerationDomain, names: list[str], start: bool, notes: dict[str, list[str]]
+) -> dict[str, str | None]:
+    """Load (and with ``start`` start) each engine: name -> ``None``, or its problem.
+
+    What is worth a warning, not an error, goes to ``notes`` (engine -> sentences).
+    """
     results: dict[str, str | None] = {}
     for name in names:
         try:
@@ -309,6 +314,7 @@ def _check_each(domain: AccelerationDomain, names: list[str], start: bool) -> di
             if start:  # its __init__ runs: an engine that cannot run here says so
                 domain.engines.members_of(cls)
             results[name] = None
+            notes[name] = bypassed_classes(domain, cls)
         except CoheriqError as error:
             results[name] = str(error)
     return results
@@ -320,7 +326,9 @@ def _check(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CoheriqSignatureWarning)
         domain = _domain(args)  # engines defined with the library were checked as it loaded
-        results = _check_each(domain, args.engines or list(available_engines(domain)), args.start)
+        notes: dict[str, list[str]] = {}
+        names = args.engines or list(available_engines(domain))
+        results = _check_each(domain, names, args.start, notes)
         # The library's lazily imported modules too: their candidates are checked
         # against the engines as they are marked.
         for module, problem in import_declared(domain).items():
@@ -333,13 +341,18 @@ def _check(args: argparse.Namespace) -> int:
     problems = sum(error is not None for error in results.values())
     if args.json:
         engines = {
-            n: _state(e, **({"started": e is None} if args.start else {}))
+            n: _state(
+                e,
+                **({"started": e is None} if args.start else {}),
+                **({"warnings": notes[n]} if notes.get(n) else {}),
+            )
             for n, e in results.items()
         }
         _json({"domain": domain.name, "engines": engines, "problems": problems})
         return 1 if problems else 0
     ok = "ok, started" if args.start else "ok"
     _say(*(f"{n}: {ok if e is None else 'error: ' + e}" for n, e in results.items()))
+    _say(*(f"{n}: warning: {note}" for n, said in _sorted(notes).items() for note in said))
     checked = f"{len(results)} engine{'s' * (len(results) != 1)} checked"
     _say(f"{checked}, {problems} with {'a problem' if problems == 1 else 'problems'}")
     return 1 if problems else 0

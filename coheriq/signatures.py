@@ -356,3 +356,38 @@ def _same(a: object, b: object) -> bool:
         return bool(a == b)
     except Exception:  # arrays and the like: cannot tell, so do not complain
         return True
+
+
+def bypassed_classes(domain: Any, cls: Any) -> list[str]:
+    """What ``coheriq check`` warns of in engine ``cls``: classes its library can bypass.
+
+    A library class whose own ``__new__`` returns a subclass for some arguments
+    (``Shape("circle")`` builds a ``Circle``) builds that subclass itself, with
+    ``object.__new__``. An engine that overrides the subclass's candidate but
+    not the parent's is bypassed there. Returns one sentence per such pair.
+    """
+    engine = cls.__coheriq_name__ or cls.__qualname__
+    classes = {
+        name: domain.engines.reference_of(name)
+        for name, is_class in domain.candidate_kinds.items()
+        if is_class and domain.engines.reference_of(name) is not None
+    }
+    overridden = {  # by the engine or a mixin it derives from
+        name
+        for name in classes
+        if any(name in k.__coheriq_overrides__ for k in cls.__mro__[:-2])  # not the reference
+    }
+    warnings = []
+    for name in sorted(overridden):
+        for parent in sorted(set(classes) - overridden):
+            library, base = classes[name], classes[parent]
+            builds_itself = any("__new__" in vars(k) for k in base.__mro__ if k is not object)
+            if base in library.__mro__[1:] and builds_itself:
+                warnings.append(
+                    f"Engine {engine!r} of domain {domain.name!r} overrides class candidate "
+                    f"{name!r} but not {parent!r}, whose own __new__ may build a {name!r} "
+                    f"itself (with object.__new__), bypassing the engine's class. Override "
+                    f"{parent!r} too, with a __new__ that builds the engine's {name!r}, or "
+                    "neither."
+                )
+    return warnings

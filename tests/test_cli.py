@@ -507,3 +507,55 @@ def test_command_output_refuses_output_with_a_path_of_this_machine(make_dist, tm
     page = ".. command-output:: coheriq show leaky\n   :returncode: 2\n"
     done, _ = _build(tmp_path, page, site)
     assert done.returncode != 0 and "a path of this machine" in done.stderr
+
+
+SHAPES = """
+import coheriq
+
+domain = coheriq.AccelerationDomain("clishapes")
+
+
+@domain.acceleration_candidate
+class Shape:
+    def __new__(cls, kind="circle"):
+        # The library builds its own subclass, bypassing any dispatch.
+        return object.__new__(Circle if cls is Shape and kind == "circle" else cls)
+
+
+@domain.acceleration_candidate
+class Circle(Shape):
+    pass
+
+
+domain.materialize()
+"""
+
+SHAPES_FAST = """
+import coheriq
+
+
+class Fast(coheriq.engine_class("clishapes"), name="fast"):
+    class Circle:
+        def __new__(cls, kind="circle"):
+            return object.__new__(cls)
+"""
+
+
+def test_check_warns_of_an_engine_class_the_librarys_new_bypasses(make_dist):
+    site = make_dist(
+        "clishapes_dist",
+        {"clishapes_lib": SHAPES, "clishapes_fast": SHAPES_FAST},
+        {
+            "coheriq.domains": {"clishapes": "clishapes_lib"},
+            "coheriq.engines.clishapes": {"fast": "clishapes_fast"},
+        },
+    )
+    done = coheriq(site, "check", "clishapes")
+    assert done.returncode == 0, done.stderr  # a warning, not an error
+    assert "fast: ok" in done.stdout
+    assert "fast: warning: Engine 'fast' of domain 'clishapes' overrides class candidate" in (
+        " ".join(done.stdout.split())
+    )
+    assert "Override 'Shape' too" in " ".join(done.stdout.split())
+    data = json.loads(coheriq(site, "check", "clishapes", "--json").stdout)
+    assert "bypassing the engine's class" in data["engines"]["fast"]["warnings"][0]
