@@ -230,3 +230,32 @@ def test_the_package_namespace_follows_the_engine_after_a_reload(site):
         """,
     )
     assert out.split("\n")[:2] == ["mylib_fast", "[10, 9, 9, 9] True"]
+
+
+def test_ipython_autoreload_sees_every_edit_through_every_name(site):
+    pytest.importorskip("IPython")  # in the README's test environment (ipykernel)
+    out = run(
+        site,
+        """
+        import time
+        from IPython.extensions.autoreload import ModuleReloader
+        from mylib import Histogram, mean
+
+        coheriq.enable_engine("mylib", "fast")
+        reloader = ModuleReloader()
+        reloader.enabled = reloader.check_all = True
+        reloader.check()  # what %autoreload 2 does before each cell
+        time.sleep(1.1)  # a new modification time
+        for module, old, new in [
+            (mylib.stats, "return math.fsum(xs) / len(xs)", "return 99.0"),
+            (mylib.histogram, "self.counts = [0] * bins", "self.counts = [0] * bins; self.tag = 1"),
+        ]:
+            path = pathlib.Path(module.__file__)
+            path.write_text(path.read_text().replace(old, new))
+        reloader.check()
+        print(mean([1]), mylib.mean([1]), type(Histogram([0.1])).__module__)
+        with coheriq.using_engine("mylib", "reference"):
+            print(Histogram([0.1]).tag)
+        """,
+    )
+    assert out.split() == ["99.0", "99.0", "mylib_fast", "1"]
