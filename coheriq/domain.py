@@ -205,6 +205,12 @@ class AccelerationDomain:
                     with other._lock:
                         other.scopes.refresh_dispatch()
 
+    def _declared_as(self, name: str, module: str, is_class: bool) -> bool:
+        """Whether ``name`` is declared (or marked, once declared) so already."""
+        info = self._candidates.get(name)
+        where = self._declared.get(name) if info is None else info.module
+        return where == module and self._kinds.get(name) == is_class
+
     def _check_settings(self, env_prefix: Any, strict: Any) -> None:
         """Validate the settings and take them (again, for a domain continued)."""
         if env_prefix is not None and not (
@@ -286,6 +292,8 @@ class AccelerationDomain:
                 kinds[name] = is_class
         with self._lock:
             if self._reference is not None:
+                if all(self._declared_as(name, module, kind) for name, kind in kinds.items()):
+                    return  # the same declaration, from a module that runs again
                 raise CoheriqDomainError(
                     f"Domain {self.name!r} cannot declare candidates of module {module!r}: "
                     "it is materialized already. Declare them before calling materialize()."
@@ -390,8 +398,15 @@ class AccelerationDomain:
                 return late_candidates.redefine(self, earlier, target, run)
             if earlier is not None:
                 raise CoheriqDomainError(
-                    f"Domain {self.name!r} has a candidate named {name!r} already; give the "
-                    "new one another name with acceleration_candidate(name=...)."
+                    f"Domain {self.name!r} has a candidate named {name!r} already, marked by "
+                    f"module {earlier.module!r}"
+                    + ("" if earlier.module == module else f" (module {module!r} marks it now)")
+                    + "; give the new one another name with acceleration_candidate(name=...)."
+                    + (
+                        ""
+                        if earlier.module == module
+                        else " A candidate moved to another module needs a restart."
+                    )
                 )
             late_candidates.check_may_mark(self, name, target, module, run)
             self.engines.check_overrides(name, target)  # engines written before it

@@ -366,11 +366,12 @@ def construct_directly(cls: type, directly: bool) -> None:
                 if isinstance(value, AlternateConstructor):
                     type.__delattr__(meta, name)
         else:
-            subclasses_meta = meta._coheriq_for_subclasses
+            root = meta._coheriq_root
             for name in alternate_constructors(cls):
-                if name not in subclasses_meta.__dict__:
-                    type.__setattr__(subclasses_meta, name, _READ_AS_EVER)
-                type.__setattr__(meta, name, AlternateConstructor(name))
+                # A name the original metaclass answers (ABCMeta's register, type's
+                # mro) stays the metaclass's, as Python's own lookups expect.
+                if not hasattr(root, name):
+                    type.__setattr__(meta, name, AlternateConstructor(name, cls))
         meta.__call__ = wanted
 
 
@@ -429,23 +430,33 @@ class AlternateConstructor:
     (outside blocks), it is the class's own, whose ``cls(...)`` then chooses.
     Assigning or deleting the attribute changes the class's own, as it would
     without coheriq.
+
+    Every other class whose metaclass derives from the marked class's (its
+    subclasses, and classes marked after it: see ``_derive_metaclass``) reads the
+    name as it would without this descriptor: never redirected.
+
+    Args:
+        name: The attribute's name.
+        owner: The marked class it redirects.
     """
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "owner")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, owner: type) -> None:
         self.name = name
+        self.owner = owner
 
     def __get__(self, cls: Any, meta: Any = None) -> Any:
         if cls is None:  # read from the metaclass itself
             return self
-        if type(cls).__dict__.get("__coheriq_candidate__") is not None:
-            implementation = type(cls)._coheriq_member()
+        if cls is self.owner:
+            implementation = meta._coheriq_member()
             if isinstance(implementation, type) and implementation is not cls:
                 for klass in implementation.__mro__[:-1]:
                     if self.name in klass.__dict__:
                         return getattr(implementation, self.name)
-        return own_attribute(cls, self.name)
+            return own_attribute(cls, self.name)
+        return _read_as_ever(cls, self.name)
 
     def __set__(self, cls: Any, value: Any) -> None:
         self._change(cls, lambda: type.__setattr__(cls, self.name, value))
@@ -455,32 +466,38 @@ class AlternateConstructor:
 
     def _change(self, cls: Any, change: Callable[[], None]) -> None:
         # type.__setattr__ would call this descriptor again: step aside meanwhile.
-        meta = type(cls)
+        home = type(self.owner)
         with _switch_lock:
-            type.__delattr__(meta, self.name)
+            type.__delattr__(home, self.name)
             try:
                 change()
             finally:
-                if self.name in alternate_constructors(cls):
-                    type.__setattr__(meta, self.name, self)
+                if self.name in alternate_constructors(self.owner):
+                    type.__setattr__(home, self.name, self)
 
 
-class _ReadAsEver:
-    """On the metaclass of a marked class's subclasses: their names read as ever.
+def _read_as_ever(cls: type, name: str) -> Any:
+    """``getattr(cls, name)`` as if no :class:`AlternateConstructor` were in the way.
 
-    It stands before the marked class's :class:`AlternateConstructor` of the same
-    name (the subclasses' metaclass derives from the marked class's), and, being
-    no data descriptor, lets the class's own attribute win: a subclass is never
-    redirected.
+    The class's own attribute along its MRO, else its metaclass's (skipping the
+    redirections of marked classes that its metaclass derives from).
+
+    Raises:
+        AttributeError: Neither has one.
     """
-
-    __slots__ = ()
-
-    def __get__(self, cls: Any, meta: Any = None) -> Any:
-        raise AttributeError
-
-
-_READ_AS_EVER = _ReadAsEver()
+    try:
+        return own_attribute(cls, name)
+    except AttributeError:
+        pass
+    meta: Any = type(cls)
+    for klass in meta.__mro__:
+        if name not in klass.__dict__:
+            continue
+        value = klass.__dict__[name]
+        if not isinstance(value, AlternateConstructor):
+            get = getattr(type(value), "__get__", None)
+            return value if get is None else get(value, cls, meta)
+    raise AttributeError(f"type object {cls.__qualname__!r} has no attribute {name!r}")
 
 
 def _unmarked_signature(cls: type, own: type, constructor: Any) -> Any:

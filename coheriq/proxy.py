@@ -72,12 +72,22 @@ class CandidateInfo:
         construct: For a class candidate, constructs the marked class itself
             (what its metaclass's ``__call__`` runs under the reference); else None.
         module: The name of the module that marked it.
-        run: The frame of the module run (or function) that marked it: when it
-            has ended, the module may run again and mark the candidate anew
-            (see :mod:`coheriq.late_candidates`).
+        run: The frame of the module run (or function) that marked it last:
+            when it has ended, the module may run again and mark the candidate
+            anew (see :mod:`coheriq.late_candidates`).
+        first_run: The frame of the run that marked it first.
     """
 
-    __slots__ = ("construct", "domain", "module", "name", "proxy", "reference", "run")
+    __slots__ = (
+        "construct",
+        "domain",
+        "first_run",
+        "module",
+        "name",
+        "proxy",
+        "reference",
+        "run",
+    )
 
     def __init__(
         self, domain: Any, name: str, reference: Any, module: str = "?", run: Any = None
@@ -88,7 +98,7 @@ class CandidateInfo:
         self.proxy: Any = None
         self.construct: Callable[..., Any] | None = None
         self.module = module
-        self.run = run
+        self.run = self.first_run = run
 
     @property
     def is_class(self) -> bool:

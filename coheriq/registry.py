@@ -176,22 +176,27 @@ def continuing(name: str, creator: Any) -> Any:
     """The domain that a new ``AccelerationDomain(name)`` made by ``creator`` continues, or None.
 
     That is the newest generation of ``name`` when the module that made it
-    runs again in the same module object (``importlib.reload``) and some of
-    the domain's candidates are marked by other modules, which do not run
-    again with it: a new, empty copy would lose them. The domain then carries
-    on, belonging to the new run; its module's own candidates are redefined
-    when they are marked again (see :mod:`coheriq.late_candidates`).
+    runs again, and some of the domain's candidates are marked by other
+    modules, which do not run again with it: a new, empty copy would lose
+    them. The module runs again in the same module object (``importlib.reload``),
+    or in a new one after its import failed (the domain never materialized:
+    a retry). The domain then carries on, belonging to the new run; its
+    module's own candidates are redefined when they are marked again (see
+    :mod:`coheriq.late_candidates`).
     """
     with _lock:
         lineage = _lineages.get(name)
         if lineage is None:
             return None
         current = lineage.current
-        if current._globals is not creator.f_globals or running(current._run):
+        same_module = current._globals is creator.f_globals
+        retry = current._reference is None and creator.f_globals.get("__name__") == current.module
+        if not (same_module or retry) or running(current._run):
             return None
         if all(info.module == current.module for info in current._candidates.values()):
             return None
         current._run = run_of(creator)
+        current._globals = creator.f_globals
         return current
 
 

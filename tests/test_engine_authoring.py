@@ -371,3 +371,56 @@ def test_a_marked_lru_cache_keeps_its_cache_api(unique):
     fib.cache_clear()
     assert fib.cache_info().currsize == 0
     assert square(4) == 16 and square.cache_info().misses == 1
+
+
+def test_a_classmethod_of_one_marked_class_never_hides_another_classes_attributes(unique):
+    import abc
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique("abcs"))
+
+        @domain.acceleration_candidate
+        class A(abc.ABC):  # noqa: B024 - an ABC with no abstract method
+            @classmethod
+            def register_all(cls):
+                return cls
+
+            @classmethod
+            def mro(cls):  # a classmethod named like type's own
+                return type.mro(cls)
+
+            @classmethod
+            def register(cls, sub):
+                return ("A's own register", sub)
+
+        domain.materialize()
+
+        class Fast(cq.engine_class(domain.name), name="fast"):
+            class A:
+                @classmethod
+                def register_all(cls):
+                    return "engine"
+
+        other = cq.AccelerationDomain(unique("abcs"))
+
+        @other.acceleration_candidate  # marked after A: its metaclass derives from A's
+        class B(abc.ABC):  # noqa: B024
+            pass
+
+        other.materialize()
+
+        class Virtual:
+            pass
+
+        with cq.using_engine(domain.name, "fast"):
+            assert A.register_all() == "engine"
+            B.register(Virtual)  # ABCMeta's, as without coheriq
+            assert issubclass(Virtual, B)
+            with pytest.raises(AttributeError, match="register_all"):
+                B.register_all  # noqa: B018 - A's name, not B's
+
+            class Sub(A):
+                pass
+
+            assert Sub.register_all() is Sub  # a subclass is never redirected
+            assert [k.__name__ for k in Sub.__mro__][:2] == ["Sub", "A"]

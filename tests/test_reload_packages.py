@@ -259,3 +259,81 @@ def test_ipython_autoreload_sees_every_edit_through_every_name(site):
         """,
     )
     assert out.split() == ["99.0", "99.0", "mylib_fast", "1"]
+
+
+def test_a_reload_adds_candidates_after_the_modules_last_one(site):
+    run(
+        site,
+        """
+        path = pathlib.Path(mylib.stats.__file__)
+        path.write_text(
+            path.read_text()
+            + "\\n\\n@domain.acceleration_candidate\\ndef total(xs):\\n    return sum(xs)\\n"
+        )
+        importlib.reload(mylib.stats)
+        assert mylib.stats.total([1, 2]) == 3
+        importlib.reload(mylib.stats)  # and again: now a redefinition
+        assert list(mylib.domain.candidate_kinds)[-1] == "total"
+        """,
+    )
+
+
+def test_a_name_marked_by_two_modules_fails_the_same_way_on_a_retry(site):
+    (site / "mylib" / "extra.py").write_text(
+        "from mylib._domain import domain\n\n\n"
+        "@domain.acceleration_candidate\ndef mean(xs):\n    return 0\n"
+    )
+    init = site / "mylib" / "__init__.py"
+    init.write_text(init.read_text().replace("domain.materialize()", "import mylib.extra\n"
+                                             "domain.materialize()"))  # fmt: skip
+    out = run(
+        site,
+        editing=False,
+        script="""
+        import coheriq
+        for attempt in (1, 2):
+            try:
+                import mylib
+            except coheriq.CoheriqDomainError as error:
+                print(error)
+        """,
+    )
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0] == lines[1]
+    assert "marked by module 'mylib.stats' (module 'mylib.extra' marks it now)" in lines[0]
+
+
+LAZY_INIT = """
+import coheriq
+
+domain = coheriq.AccelerationDomain("mylib", env_prefix="MYLIB")
+domain.declare("mylib.stats", functions=["mean", "normalize"])
+
+from mylib.histogram import Histogram, density
+
+domain.materialize()
+
+
+def __getattr__(name):
+    if name in ("mean", "normalize"):
+        import mylib.stats
+
+        return getattr(mylib.stats, name)
+    raise AttributeError(name)
+"""
+
+
+def test_reloading_a_package_that_declares_lazy_candidates(site):
+    (site / "mylib" / "__init__.py").write_text(LAZY_INIT)
+    (site / "mylib" / "_domain.py").write_text("from mylib import domain\n")
+    run(
+        site,
+        """
+        coheriq.enable_engine("mylib", "fast")
+        importlib.reload(mylib)  # before the lazy module is imported
+        assert mylib.normalize([1, 3]) == [0.25, 0.75] and "mylib.stats" in sys.modules
+        importlib.reload(mylib)  # and after
+        edit(mylib.stats, "return math.fsum(xs) / len(xs)", "return 3.0")
+        assert mylib.mean([1]) == 3.0
+        """.replace("sys.modules", "__import__('sys').modules"),
+    )
