@@ -379,6 +379,11 @@ class Engines:
             start.finish()
         return members
 
+    def starting_here(self, cls: EngineMeta) -> bool:
+        """Whether this thread is starting ``cls`` now (its ``__init__`` runs)."""
+        start = self._starting.get(cls)
+        return start is not None and start.thread == _thread.get_ident()
+
     def _start(self, cls: EngineMeta) -> Any:
         """Instantiate ``cls`` and return the instance (see :meth:`members_of`).
 

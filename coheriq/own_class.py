@@ -55,12 +55,16 @@ class ClassCandidate:
 class LibraryClass:
     """The library's class as an engine that does not override it reaches it.
 
-    Calling it constructs the library's class, whatever engine the caller's
-    context runs; ``isinstance(obj, self.Batch)`` and ``issubclass`` answer as
-    the marked class does (so they are true for every engine's implementation);
-    every other attribute is the marked class's own (see
-    :func:`~coheriq.marked.own_attribute`), a classmethod run inside a
-    ``using_engine`` block of ``engine``.
+    Everything reached through it runs as the engine's own code: calling it
+    constructs the library's class inside a ``using_engine`` block of
+    ``engine`` (so the candidates its ``__init__`` calls are the engine's too),
+    and so do its classmethods and staticmethods, whatever engine the caller's
+    context runs. ``isinstance(obj, self.Batch)`` and ``issubclass`` answer as
+    the marked class does (true for every engine's implementation); it equals
+    the marked class, and a class statement deriving from it derives from the
+    marked class. Its other attributes are the marked class's own (see
+    :func:`~coheriq.marked.own_attribute`). ``type(obj) is self.Batch`` is
+    false: it stands for the class, it is not the class.
 
     Args:
         info: The class candidate.
@@ -76,7 +80,7 @@ class LibraryClass:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         construct = self.info.construct
         assert construct is not None  # a class candidate's, set when it was marked
-        return construct(*args, **kwargs)
+        return _InBlock(construct, self.info.domain, self.engine)(*args, **kwargs)
 
     def __instancecheck__(self, obj: object) -> bool:
         return isinstance(obj, self.info.reference)
@@ -84,20 +88,33 @@ class LibraryClass:
     def __subclasscheck__(self, cls: type) -> bool:
         return issubclass(cls, self.info.reference)
 
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type]:
+        return (self.info.reference,)
+
     def __getattr__(self, name: str) -> Any:
         cls = self.info.reference
+        if name.startswith("__") and name.endswith("__"):  # __name__, __mro__, ...
+            return getattr(cls, name)
         value = own_attribute(cls, name)
-        if any(isinstance(k.__dict__.get(name), classmethod) for k in cls.__mro__):
-            return _InBlock(value, self.info.domain, self.engine)
+        for klass in cls.__mro__:
+            if name in klass.__dict__:
+                if isinstance(klass.__dict__[name], (classmethod, staticmethod)):
+                    return _InBlock(value, self.info.domain, self.engine)
+                break
         return value
+
+    @property
+    def __doc__(self) -> str | None:  # type: ignore[override]
+        doc: str | None = self.info.reference.__doc__
+        return doc
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LibraryClass):
-            return self.info is other.info and self.engine is other.engine
-        return NotImplemented
+            return self.info is other.info
+        return other is self.info.reference
 
     def __hash__(self) -> int:
-        return hash((self.info.name, self.engine))
+        return hash(self.info.reference)
 
     def __repr__(self) -> str:
         cls = self.info.reference
@@ -109,7 +126,13 @@ class LibraryClass:
 
 
 class _InBlock:
-    """A library classmethod reached through an engine: runs in a block of that engine."""
+    """Library code reached through an engine: runs in a block of that engine.
+
+    A coroutine or generator it returns runs its body in the block too, each
+    time it resumes. While the engine itself is starting (its ``__init__``
+    reaching ``self.Batch``), there is no block to enter yet: the code runs
+    as called.
+    """
 
     __slots__ = ("domain", "engine", "method")
 
@@ -119,15 +142,51 @@ class _InBlock:
         self.engine = engine
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        scopes = self.domain.scopes
-        scope = scopes.enter(self.engine)
-        try:
+        if self.domain.engines.starting_here(self.engine):
             return self.method(*args, **kwargs)
-        finally:
-            scopes.exit(scope)
+        with self._block():
+            result = self.method(*args, **kwargs)
+        if hasattr(result, "cr_code"):  # an async def's coroutine
+            return self._awaited(result)
+        if hasattr(result, "gi_code"):  # a generator function's generator
+            return self._resumed(result)
+        return result
+
+    def _block(self) -> _Block:
+        return _Block(self.domain.scopes, self.engine)
+
+    async def _awaited(self, coroutine: Any) -> Any:
+        with self._block():
+            return await coroutine
+
+    def _resumed(self, generator: Any) -> Any:
+        sent = None
+        while True:
+            with self._block():
+                try:
+                    item = generator.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+            sent = yield item
 
     def __getattr__(self, name: str) -> Any:  # __doc__, __name__, __wrapped__, ...
         return getattr(self.method, name)
 
     def __repr__(self) -> str:
         return f"<{self.method!r}, run in a block of engine {self.engine!r}>"
+
+
+class _Block:
+    """A ``using_engine`` block of ``engine``, entered and left as a context manager."""
+
+    __slots__ = ("engine", "scope", "scopes")
+
+    def __init__(self, scopes: Any, engine: Any) -> None:
+        self.scopes = scopes
+        self.engine = engine
+
+    def __enter__(self) -> None:
+        self.scope = self.scopes.enter(self.engine)
+
+    def __exit__(self, *exc: object) -> None:
+        self.scopes.exit(self.scope)

@@ -213,6 +213,95 @@ def test_engine_code_builds_by_its_mro_not_by_the_callers_context(unique):
     assert cq.engine_class(domain, "gpu").Sample is GpuSample
 
 
+def test_everything_reached_through_self_class_runs_as_the_engines_code(unique):
+    import asyncio
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        def label():
+            return "library"
+
+        @domain.acceleration_candidate
+        class Batch:
+            """Doc of Batch."""
+
+            def __init__(self, values):
+                self.values = values
+                self.label = label()  # a candidate, called while constructing
+
+            @staticmethod
+            def make(values):
+                return Batch(values)
+
+            @classmethod
+            async def load(cls, values):
+                await asyncio.sleep(0)
+                return cls(values)
+
+            @classmethod
+            def each(cls, values):
+                for v in values:
+                    yield cls([v])
+
+        domain.materialize()
+
+        class Other(cq.engine_class(domain), name="other"):
+            def label(self):
+                return "other"
+
+            class Batch:
+                def __init__(self, values):
+                    self.values, self.label = values, "other"
+
+        class Worker(cq.engine_class(domain), name="worker"):
+            def label(self):
+                return "worker"
+
+        worker = cq.engine_class(domain, "worker")()
+        made = {}
+
+        def work():
+            own = worker.Batch
+            made["call"] = own([1])
+            made["static"] = own.make([1])
+            made["async"] = asyncio.run(own.load([1]))
+            made["generator"] = next(own.each([1]))
+
+        cq.enable_engine(domain, "other")
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        assert {k: (type(v) is Batch, v.label) for k, v in made.items()} == dict.fromkeys(
+            made, (True, "worker")
+        )
+        own = worker.Batch
+        assert own == Batch and hash(own) == hash(Batch) and own in {Batch}
+        assert (own.__name__, own.__qualname__) == ("Batch", Batch.__qualname__)
+        assert own.__doc__ == "Doc of Batch."
+        assert own.__mro__ == Batch.__mro__
+
+        class Derived(own):
+            pass
+
+        assert Derived.__mro__[1] is Batch
+
+
+def test_an_engines_init_may_build_the_librarys_objects(unique):
+    domain, Sample, mean = _sample_library(unique())
+
+    class Prebuilt(cq.engine_class(domain), name="prebuilt"):
+        def __init__(self):
+            self.empty = self.Sample([])  # while starting: constructed as called
+
+        def mean(self, sample):
+            return type(self.empty).__name__
+
+    with cq.using_engine(domain, "prebuilt"):
+        assert mean(Sample([1])) == "Sample"
+
+
 def test_an_engine_that_overrides_the_class_builds_its_own_in_any_thread(unique):
     domain, Sample, mean = _sample_library(unique())
 
