@@ -32,7 +32,7 @@ from .domain import AccelerationDomain
 from .engine import engine_class
 from .exceptions import CoheriqError, CoheriqSignatureWarning
 from .introspection import Coverage, coverage, explain
-from .late_candidates import import_declared
+from .late_candidates import import_declared, not_imported_note
 from .signatures import STRICT_ENV, bypassed_classes
 
 __all__ = ["main"]
@@ -252,7 +252,7 @@ def _show(args: argparse.Namespace) -> int:
     _say(
         *(
             f"  {'class' if is_class else 'function'} {c}"
-            + (f" (not imported yet: module {later[c]})" if c in later else "")
+            + (f" ({not_imported_note(later[c])})" if c in later else "")
             for c, is_class in kinds.items()
         )
     )

@@ -25,7 +25,7 @@ import sys
 from _contextvars import ContextVar
 
 from . import registry
-from ._stdlib import TYPE_CHECKING
+from ._stdlib import TYPE_CHECKING, caller_outside_coheriq
 from ._validate import REFERENCE, is_engine_name
 from .choice import Scope, Starting
 from .exceptions import (
@@ -59,6 +59,16 @@ _loading: ContextVar[list[tuple[Engines, EngineMeta | str]] | None] = ContextVar
 building: ContextVar[object] = ContextVar("coheriq: the engine being materialized", default=None)
 """The :class:`~coheriq.AccelerationEngine` whose ``materialize()`` runs in this
 context: the class it builds may take the name it reserved."""
+
+
+def _defined_again(existing: type) -> bool:
+    """Whether the class statement running now is ``existing``'s module's body, run again."""
+    frame = caller_outside_coheriq()
+    return (
+        frame is not None
+        and frame.f_code.co_name == "<module>"
+        and frame.f_globals.get("__name__") == existing.__module__
+    )
 
 
 def _runs_no_code(cls: type) -> bool:
@@ -127,6 +137,13 @@ class Engines:
         class that engine's own ``materialize()`` builds).
         """
         existing = self.by_name.get(name)
+        if existing is not None and _defined_again(existing):
+            raise CoheriqEngineError(
+                f"Domain {self.domain.name!r} has engine {name!r} already: module "
+                f"{existing.__module__!r} defines it again (a reload of the engine's module, "
+                "or a notebook cell run again). An engine is defined once per process, since "
+                "objects and choices refer to it: restart the program to load the new code."
+            )
         if existing is not None:
             raise CoheriqEngineError(
                 f"Domain {self.domain.name!r} has an engine named {name!r} already "

@@ -6,6 +6,7 @@ from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE
 from .domain import AccelerationDomain, lookup_domain
 from .exceptions import CoheriqTypeError
+from .late_candidates import not_imported_note
 from .meta import EngineMeta, supplier
 from .ordered import describe_tried
 from .proxy import candidate_of
@@ -64,7 +65,7 @@ class Explanation:
 
     def _later(self, candidate: str) -> str:
         module = self.not_imported.get(candidate)
-        return "" if module is None else f"  (not imported yet: module {module})"
+        return "" if module is None else f"  ({not_imported_note(module)})"
 
     def as_dict(self) -> dict[str, Any]:
         """The explanation as plain data (for JSON)."""

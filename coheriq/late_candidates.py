@@ -41,6 +41,7 @@ __all__ = [
     "attribute_for",
     "check_may_mark",
     "import_declared",
+    "not_imported_note",
     "publish",
     "redefine",
     "runs_again",
@@ -78,7 +79,16 @@ class Declared:
     def __get__(self, engine: Any, owner: Any = None) -> Any:
         import importlib  # only when a declared candidate is first needed
 
-        importlib.import_module(self.module)
+        from .exceptions import CoheriqError
+
+        try:
+            importlib.import_module(self.module)
+        except CoheriqError as error:  # say which import failed, not only where
+            raise type(error)(
+                f"Importing module {self.module!r}, which marks candidate {self.name!r} of "
+                f"domain {self.domain.name!r} (read by an engine's code before the module "
+                f"was imported), failed: {error} Import the module before that code runs."
+            ) from error
         marked = self.domain.require_reference("read a declared candidate").__dict__[self.name]
         if isinstance(marked, Declared):
             raise CoheriqDomainError(
@@ -240,3 +250,12 @@ def import_declared(domain: Any) -> dict[str, str | None]:
             else f"it does not mark the candidates declared for it: {', '.join(missing)}"
         )
     return problems
+
+
+def not_imported_note(module: str) -> str:
+    """What ``explain`` and ``coheriq show`` say of a declared candidate not marked yet."""
+    import sys
+
+    if module in sys.modules:
+        return f"declared in module {module}, which did not mark it"
+    return f"not imported yet: module {module}"

@@ -116,6 +116,7 @@ class EngineMeta(type):
             cls_name, namespace, domain, kinds, reference=reference_of is not None
         )
         if reference_of is None:
+            _check_delegation(cls_name, namespace, bases, domain)
             # Imported here: only defining an engine needs it, `import coheriq` does not.
             from .signatures import check_override
 
@@ -279,7 +280,7 @@ def _checked_override(cls_name: str, attr: str, value: Any, domain: _Domain, is_
     refused.
     """
     delegate = candidate_of(getattr(value, "__func__", value))
-    if delegate is not None and delegate.domain is domain and delegate.name == attr:
+    if _delegate(value) == (domain, attr):
         raise CoheriqEngineError(
             f"Engine class {cls_name!r} sets {attr!r} to candidate {attr!r} of domain "
             f"{domain.name!r} itself, whose calls would come back to this engine for ever. "
@@ -304,3 +305,59 @@ def _checked_override(cls_name: str, attr: str, value: Any, domain: _Domain, is_
             "override it with a function, a method or another callable."
         )
     return value
+
+
+def _delegate(value: Any) -> tuple[Any, str] | None:
+    """The candidate (its domain and name) an override hands every call to, if any.
+
+    That is a candidate's proxy, also as a static method, in a
+    ``functools.partial`` or behind ``functools.lru_cache``; not a function of
+    the engine's own that wraps one (``functools.wraps``): that one may do
+    anything before it calls.
+    """
+    for _ in range(32):  # wrappers of wrappers, within reason
+        info = candidate_of(value)
+        if info is not None:
+            return info.domain, info.name
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        elif type(value).__name__ == "partial" and hasattr(value, "func"):
+            value = value.func
+        elif hasattr(value, "cache_info") and hasattr(value, "__wrapped__"):
+            value = value.__wrapped__  # an lru_cache
+        else:
+            return None
+    return None
+
+
+def _check_delegation(
+    cls_name: str, namespace: dict[str, Any], bases: tuple[type, ...], domain: _Domain
+) -> None:
+    """Refuse overrides that hand calls to each other in a circle (``a = lib.b; b = lib.a``).
+
+    Raises:
+        CoheriqEngineError: A circle of delegations; the message shows it.
+    """
+
+    def delegate_of(name: str) -> str | None:
+        # What the engine being defined runs for ``name``: its own override, else
+        # the first base engine's (the reference's ends every chain).
+        for holder in [namespace, *(k.__dict__ for b in bases for k in b.__mro__[:-2])]:
+            if name in holder:
+                found = _delegate(holder[name])
+                return found[1] if found is not None and found[0] is domain else None
+        return None
+
+    for start in namespace:
+        chain, name = [start], delegate_of(start)
+        while name is not None and name not in chain:
+            chain.append(name)
+            name = delegate_of(name)
+        if name == start and len(chain) > 1:
+            circle = " -> ".join([*chain, start])
+            raise CoheriqEngineError(
+                f"Engine class {cls_name!r} of domain {domain.name!r} hands calls around in a "
+                f"circle ({circle}): each override delegates to a candidate that this engine "
+                "overrides by delegating again, so no call would ever end. Implement one of "
+                "them, or leave it out so that the library's runs."
+            )

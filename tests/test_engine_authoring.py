@@ -513,3 +513,43 @@ def test_a_classmethod_of_one_marked_class_never_hides_another_classes_attribute
 
             assert Sub.register_all() is Sub  # a subclass is never redirected
             assert [k.__name__ for k in Sub.__mro__][:2] == ["Sub", "A"]
+
+
+def test_delegations_in_a_circle_and_wrapped_self_references_are_refused(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        def mean(xs):
+            return sum(xs) / len(xs)
+
+        @domain.acceleration_candidate
+        def average(xs):
+            return sum(xs) / len(xs)
+
+        domain.materialize()
+        base = cq.engine_class(domain)
+        library_mean, library_average = mean, average
+        with pytest.raises(cq.CoheriqEngineError, match=r"circle \(mean -> average -> mean\)"):
+
+            class Swap(base, name="swap"):
+                mean = library_average
+                average = library_mean
+
+        for wrapped in (functools.partial(mean), functools.lru_cache(mean)):
+            with pytest.raises(cq.CoheriqEngineError, match="candidate 'mean' of domain"):
+                type(base)("Wrapped", (base,), {"mean": wrapped})
+
+        class Half(base):  # a mixin delegating one way: fine on its own
+            mean = library_average
+
+        with pytest.raises(cq.CoheriqEngineError, match="circle"):
+
+            class Closing(Half, name="closing"):
+                average = library_mean
+
+        class Fine(Half, name="fine"):
+            pass
+
+        with cq.using_engine(domain, "fine"):
+            assert mean([1, 3]) == 2

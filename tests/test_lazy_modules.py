@@ -263,6 +263,9 @@ def test_declaration_mistakes_are_clear(tmp_path, unique, monkeypatch):
 
         problems = import_declared(lib.domain)
         assert "predict" in problems[f"{name}.heavy"]
+        assert f"(declared in module {name}.heavy, which did not mark it)" in str(
+            coheriq.explain(name)
+        )
         domain = lib.domain
         with pytest.raises(coheriq.CoheriqDomainError, match="materialized already"):
             domain.declare(f"{name}.more", functions=["g"])

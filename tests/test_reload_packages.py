@@ -337,3 +337,17 @@ def test_reloading_a_package_that_declares_lazy_candidates(site):
         assert mylib.mean([1]) == 3.0
         """.replace("sys.modules", "__import__('sys').modules"),
     )
+
+
+def test_reloading_an_engines_module_says_to_restart(site):
+    out = run(
+        site,
+        """
+        import mylib_fast
+        try:
+            importlib.reload(mylib_fast)
+        except coheriq.CoheriqEngineError as error:
+            print(error)
+        """,
+    )
+    assert "module 'mylib_fast' defines it again" in out and "restart the program" in out
