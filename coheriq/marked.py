@@ -290,6 +290,7 @@ def _derive_metaclass(
                     "_coheriq_dispatch": call,
                     "_coheriq_construct": root.__call__,
                     "_coheriq_redirects": False,  # see construct_directly
+                    "__setattr__": _set_class_attribute,
                     "_coheriq_member": staticmethod(lambda: switchboard.member(info.name)),
                     "__coheriq_candidate__": info,
                     "_coheriq_implementations": implementations,
@@ -474,6 +475,24 @@ class AlternateConstructor:
             finally:
                 if self.name in alternate_constructors(self.owner):
                     type.__setattr__(home, self.name, self)
+
+
+def _set_class_attribute(cls: Any, name: str, value: Any) -> None:
+    """``setattr`` on a marked class: a classmethod or staticmethod added is redirected too.
+
+    (One the class had is redirected already; see :func:`construct_directly`.)
+    """
+    type.__setattr__(cls, name, value)
+    meta = type(cls)
+    if (
+        isinstance(value, (classmethod, staticmethod))
+        and meta.__dict__.get("_coheriq_redirects")  # the marked class, dispatching now
+        and name not in meta.__dict__
+        and name in alternate_constructors(cls)
+        and not hasattr(meta._coheriq_root, name)
+    ):
+        with _switch_lock:
+            type.__setattr__(meta, name, AlternateConstructor(name, cls))
 
 
 def _read_as_ever(cls: type, name: str) -> Any:

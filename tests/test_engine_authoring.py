@@ -553,3 +553,25 @@ def test_delegations_in_a_circle_and_wrapped_self_references_are_refused(unique)
 
         with cq.using_engine(domain, "fine"):
             assert mean([1, 3]) == 2
+
+
+def test_a_classmethod_added_to_the_marked_class_later_follows_the_engine(unique):
+    domain, Sample, mean = _sample_library(unique())
+
+    library = Sample
+    with pytest.warns(cq.CoheriqSignatureWarning, match="does not have"):  # not yet
+
+        class Fast(cq.engine_class(domain), name="fast"):
+            class Sample(library):
+                @classmethod
+                def from_json(cls, text):
+                    return ("engine", text)
+
+    cq.enable_engine(domain, "fast")
+    Sample([1])  # the engine is settled: the class dispatches
+    Sample.from_json = classmethod(lambda cls, text: ("library", text))
+    assert Sample.from_json("{}") == ("engine", "{}")
+    with cq.using_engine(domain, "reference"):
+        assert Sample.from_json("{}") == ("library", "{}")
+    del Sample.from_json
+    assert not hasattr(Sample, "from_json")
