@@ -556,7 +556,7 @@ def test_delegations_in_a_circle_and_wrapped_self_references_are_refused(unique)
 
 
 def test_a_classmethod_added_to_the_marked_class_later_follows_the_engine(unique):
-    domain, Sample, mean = _sample_library(unique())
+    domain, Sample, _mean = _sample_library(unique())
 
     library = Sample
     with pytest.warns(cq.CoheriqSignatureWarning, match="does not have"):  # not yet
