@@ -144,10 +144,18 @@ def build_reference_classes() -> dict[str, Any]:
         def __init__(self, x):
             self.x = x
 
+        @classmethod
+        def make(cls, x):
+            return cls(x)
+
     @domain.acceleration_candidate
     class Marked:
         def __init__(self, x):
             self.x = x
+
+        @classmethod
+        def make(cls, x):
+            return cls(x)
 
     domain.materialize()
 
@@ -175,6 +183,13 @@ def bench_dispatch(plan: Plan) -> list[Row]:
             "construct class candidate, reference",
             1.6,
             paired("Marked(1)", "Twin(1)", classes, plan),
+        )
+    )
+    rows.append(
+        ratio_row(
+            "classmethod of a candidate, reference",
+            1.2,
+            paired("Marked.make(1)", "Twin.make(1)", classes, plan),
         )
     )
     rows.append(

@@ -249,7 +249,10 @@ class AccelerationDomain:
 
     @property
     def not_imported(self) -> Mapping[str, str]:
-        """Declared candidates whose module is not imported yet: name -> module (read-only)."""
+        """The declared candidates whose module is not imported yet (read-only).
+
+        Candidate name -> the module that marks it (see :meth:`declare`).
+        """
         return MappingProxyType(self._declared)
 
     def declare(

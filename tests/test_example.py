@@ -81,7 +81,18 @@ def test_invariant_suite_passes_on(engine):
 
 
 def test_demo_runs_every_engine():
-    done = run("-m", "ragbatch.demo", "--values", "20000", "--rows", "200", "--repeat", "1")
+    done = run(
+        "-m",
+        "ragbatch.demo",
+        "--values",
+        "20000",
+        "--rows",
+        "200",
+        "--repeat",
+        "1",
+        "--min-time",
+        "0",
+    )
     assert done.returncode == 0, done.stderr
     table = done.stdout.splitlines()
     for engine in ENGINES:
@@ -95,7 +106,19 @@ def test_demo_runs_every_engine():
 def test_demo_lists_an_engine_that_cannot_start_here_as_skipped():
     # No JAX device of a platform that does not exist: the gpu engine cannot start.
     env = {**os.environ, "RAGBATCH_GPU_PLATFORM": "nowhere"}
-    done = run("-m", "ragbatch.demo", "--values", "2000", "--rows", "20", "--repeat", "1", env=env)
+    done = run(
+        "-m",
+        "ragbatch.demo",
+        "--values",
+        "2000",
+        "--rows",
+        "20",
+        "--repeat",
+        "1",
+        "--min-time",
+        "0",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     (line,) = [row for row in done.stdout.splitlines() if row.startswith("gpu ")]
     assert "skipped: JAX finds no nowhere device" in line
@@ -112,7 +135,19 @@ def test_benchmark_runs():
 @needs("compiled")
 def test_demo_says_what_an_ordered_choice_chose_and_passed_over():
     env = {**ON_THE_CPU, "RAGBATCH_ENGINE": "tpu,compiled"}
-    done = run("-m", "ragbatch.demo", "--values", "2000", "--rows", "20", "--repeat", "1", env=env)
+    done = run(
+        "-m",
+        "ragbatch.demo",
+        "--values",
+        "2000",
+        "--rows",
+        "20",
+        "--repeat",
+        "1",
+        "--min-time",
+        "0",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "outside the blocks, this program runs on 'compiled'" in lines[-3]

@@ -1,18 +1,26 @@
 """The walkthroughs of docs/first_library.rst and docs/first_engine.rst, run.
 
 Every file those pages show is in docs/examples/walkthrough/, and the pages show
-it with ``literalinclude``. These tests install the library and the engine
+it with ``literalinclude``. Most tests here install the library and the engine
 package from those files with pip (offline: no build isolation, no dependencies,
 no index) into a directory of their own, run the user's programs and the
 library's test suite there in fresh interpreters, and compare what they print
 with the output the pages show (also files there).
+
+One test follows the pages as a newcomer does, command by command: a new virtual
+environment, coheriq installed into it from this repository and pytest from the
+package index, then the packages built by pip (which fetches their build backend
+from the index). It needs the package index, and is skipped, saying so, where
+pip cannot reach it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +34,7 @@ DOCS = ROOT / "docs"
 WALKTHROUGH = DOCS / "examples" / "walkthrough"
 PAGES = ["first_library.rst", "first_engine.rst", "user_guide.rst"]
 TIMEOUT = 120
+PIP_TIMEOUT = 600  # a pip install that builds packages and downloads from the index
 
 
 def _backend_missing() -> str | None:
@@ -319,3 +328,206 @@ def test_an_engine_installed_while_the_program_runs_is_found(nothing_installed):
         "('fast',)",
         "[0.25, 0.75] fast",
     ]
+
+
+# -- the pages, followed in a new virtual environment -----------------------------------
+
+# The commands of the pages' ``bash`` blocks, in the order a reader runs them, and
+# what each prints: a file of docs/examples/walkthrough (``.out``), a line of its
+# output, or nothing checked. Each is also looked for on its page, so that the page
+# and this list cannot drift apart.
+READER = [
+    ("first_library.rst", "python -m venv .venv", None),
+    ("first_library.rst", "source .venv/bin/activate", None),
+    ("first_library.rst", "pip install /path/to/coheriq pytest", None),
+    ("first_library.rst", "pip install ./mylib", None),
+    ("first_library.rst", "python app.py", "user/app.out"),
+    ("first_library.rst", "pytest --pyargs mylib.tests", "5 passed"),
+    ("first_engine.rst", "pip install ./mylib ./mylib-fast", None),
+    ("first_engine.rst", "MYLIB_ENGINE=fast python app.py", "user/app-fast.out"),
+    ("first_engine.rst", "python switch.py", "user/switch.out"),
+    (
+        "first_engine.rst",
+        "pytest --pyargs mylib.tests --coheriq-engine=mylib:fast",
+        "mylib-fast/pytest.out",
+    ),
+]
+CLONE = "/path/to/coheriq"  # what the pages write for the clone of this repository
+
+# What pip says when it cannot reach the package index (or finds nothing there).
+NO_INDEX = (
+    "from versions: none",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "Connection refused",
+    "ProxyError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+)
+
+
+def _bash_commands(page: str) -> list[str]:
+    """The command lines of the ``.. code-block:: bash`` blocks of ``page``, comments cut."""
+    commands, in_block = [], False
+    for line in (DOCS / page).read_text().splitlines():
+        if line.startswith(".. code-block:: bash"):
+            in_block = True
+        elif in_block and line and not line.startswith(" "):
+            in_block = False
+        elif in_block and line.strip():
+            commands.append(re.sub(r"\s+#.*$", "", line.strip()))
+    return commands
+
+
+def test_the_pages_show_the_commands_the_reader_runs():
+    for page in {page for page, _, _ in READER}:
+        shown = _bash_commands(page)
+        wanted = [command for where, command, _ in READER if where == page]
+        assert [c for c in shown if c in wanted] == wanted, f"{page} shows {shown}"
+
+
+def test_the_packages_require_the_first_coheriq_with_this_api():
+    """Without the bound, pip may meet ``coheriq`` with an older coheriq from the index."""
+    for project in ("mylib", "mylib-fast"):
+        text = (WALKTHROUGH / project / "pyproject.toml").read_text()
+        dependencies = re.search(r"^dependencies = \[(.*)\]$", text, re.M)
+        assert dependencies, f"{project}/pyproject.toml has no one-line dependencies"
+        coheriq = [d for d in re.findall(r'"([^"]+)"', dependencies.group(1)) if "coheriq" in d]
+        assert coheriq == ["coheriq>=0.1"], f"{project}/pyproject.toml requires {coheriq}"
+
+
+@dataclass
+class Reader:
+    """A reader of the pages: a directory, and the virtual environment made in it."""
+
+    work: Path
+    activated: bool = False
+
+    @property
+    def bin(self) -> Path:
+        return self.work / ".venv" / ("Scripts" if os.name == "nt" else "bin")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The reader's environment: nothing of this test run's, the venv once activated.
+
+        A venv made without ``--system-site-packages`` reads neither the system's nor
+        the user's site directory: what it has, the reader installed into it.
+        """
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("COHERIQ_", "MYLIB_", "PYTEST_"))
+            and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+        }
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        env["PIP_NO_INPUT"] = "1"
+        if self.activated:  # what `source .venv/bin/activate` does
+            env["VIRTUAL_ENV"] = str(self.work / ".venv")
+            env["PATH"] = os.pathsep.join([str(self.bin), env.get("PATH", "")])
+        return {**env, **extra}
+
+    def run(self, command: str) -> subprocess.CompletedProcess[str]:
+        """Run a command line of the pages, as a shell would in the reader's directory."""
+        words = shlex.split(command.replace(CLONE, shlex.quote(str(ROOT))))
+        assignments = {}
+        while "=" in words[0]:
+            name, value = words.pop(0).split("=", 1)
+            assignments[name] = value
+        env = self.env(**assignments)
+        if words[0] == "python" and not self.activated:
+            words[0] = sys.executable  # the reader's own Python makes the venv
+        else:
+            found = shutil.which(words[0], path=env["PATH"])
+            assert found, f"{words[0]} is not on the PATH of: {command}"
+            assert Path(found).parent == self.bin, f"{command} runs {found}, not the venv's"
+            words[0] = found
+        return subprocess.run(
+            words,
+            cwd=self.work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PIP_TIMEOUT if words[0].endswith(("pip", "pip.exe")) else TIMEOUT,
+            check=False,
+        )
+
+    def python(self, code: str) -> str:
+        """What the venv's Python prints for ``code``."""
+        return succeeded(
+            subprocess.run(
+                [str(self.bin / "python"), "-c", code],
+                cwd=self.work,
+                env=self.env(),
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                check=False,
+            )
+        ).strip()
+
+
+WHERE_COHERIQ_IS = """
+import importlib.util, json
+from importlib.metadata import PackageNotFoundError, distribution
+if importlib.util.find_spec("coheriq") is None:
+    print("none")
+else:
+    import coheriq
+    try:
+        url = json.loads(distribution("coheriq").read_text("direct_url.json") or "{}")
+    except PackageNotFoundError:
+        url = {}
+    print(json.dumps([coheriq.__file__, coheriq.__version__, url.get("url")]))
+"""
+
+
+def test_a_newcomer_follows_the_pages_in_a_new_virtual_environment(tmp_path):
+    """Both pages, in order, as written: a new venv, coheriq from the clone, pip builds."""
+    import coheriq
+
+    reader = Reader(tmp_path)
+    # The files the reader writes (the pages show each of them).
+    for project in ("mylib", "mylib-fast"):
+        shutil.copytree(
+            WALKTHROUGH / project,
+            reader.work / project,
+            ignore=shutil.ignore_patterns("__pycache__", "*.out"),
+        )
+    for program in ("app.py", "switch.py"):
+        shutil.copy(WALKTHROUGH / "user" / program, reader.work / program)
+
+    for page, command, shows in READER:
+        if command.startswith("source "):
+            reader.activated = True
+            # A new environment: no coheriq in it, from anywhere, before the reader installs it.
+            config = (reader.work / ".venv" / "pyvenv.cfg").read_text()
+            assert "include-system-site-packages = false" in config, config
+            assert reader.python(WHERE_COHERIQ_IS) == "none"
+            continue
+        done = reader.run(command)
+        output = done.stdout + done.stderr
+        if done.returncode != 0 and command.startswith("python -m venv"):
+            pytest.skip(f"{command} failed here (no ensurepip?): {output[-500:]}")
+        no_index = [line for line in output.splitlines() if any(s in line for s in NO_INDEX)]
+        if done.returncode != 0 and command.startswith("pip ") and no_index:
+            pytest.skip(
+                f"pip cannot reach the package index here ({command}): {no_index[0].strip()}"
+            )
+        assert done.returncode == 0, f"{page}: {command}\n{output}"
+        if command.startswith("pip "):
+            # coheriq is the clone's, installed from it: pip met the packages'
+            # coheriq>=0.1 with it, and took nothing from the index instead.
+            where, version, url = json.loads(reader.python(WHERE_COHERIQ_IS))
+            assert Path(where).resolve().is_relative_to((reader.work / ".venv").resolve()), where
+            assert version == coheriq.__version__
+            assert url == ROOT.as_uri(), url
+        if shows is None:
+            continue
+        if not shows.endswith(".out"):
+            assert shows in done.stdout, f"{page}: {command}\n{output}"
+        elif command.startswith("pytest"):
+            assert _matches(done.stdout, expected(shows)), f"{page}: {command}\n{output}"
+        else:
+            assert done.stdout == expected(shows), f"{page}: {command}\n{output}"

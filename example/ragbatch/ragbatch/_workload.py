@@ -55,6 +55,25 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return statistics.median(samples), result
 
 
+def timed_steadily(fn: Callable[[], Any], min_runs: int, min_seconds: float) -> tuple[float, Any]:
+    """The median seconds of a call of ``fn`` once it is warm, and its last result.
+
+    ``fn`` runs once untimed first (an engine's first call may compile, allocate or
+    start workers), then is timed call after call until there are at least
+    ``min_runs`` calls and they took ``min_seconds`` in all: a fast engine is timed
+    over many calls, so that its median does not move with the noise of a few.
+    """
+    wait_for(fn())  # the warm-up
+    samples: list[float] = []
+    result: Any = None
+    while len(samples) < max(1, min_runs) or sum(samples) < min_seconds:
+        start = time.perf_counter()
+        result = fn()
+        wait_for(result)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), result
+
+
 def wait_for(result: Any) -> None:
     """Wait until ``result`` (a batch, an array, or a tuple of them) is computed.
 
@@ -90,13 +109,23 @@ def max_relative_error(got: Sequence[float], want: Sequence[float]) -> float:
 
 
 class Progress:
-    """A one-line progress bar on standard error."""
+    """Progress on standard error: a one-line bar on a terminal, else a line per step.
+
+    The bar redraws itself with carriage returns, which a log or a pipe would keep
+    as one long line; there each step is written as a plain line instead.
+    """
 
     def __init__(self, total: int, width: int = 30) -> None:
         self.total, self.done, self.width = total, 0, width
+        isatty = getattr(sys.stderr, "isatty", None)
+        self.bar = bool(isatty and isatty())
 
     def step(self, label: str) -> None:
         self.done += 1
+        if not self.bar:
+            sys.stderr.write(f"{self.done}/{self.total} {label}\n")
+            sys.stderr.flush()
+            return
         filled = self.width * self.done // self.total
         bar = "#" * filled + "." * (self.width - filled)
         sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {label:<24}")
