@@ -11,6 +11,10 @@ the first of:
 
 from __future__ import annotations
 
+# The module collections.abc re-exports, loaded with every interpreter: an ordered
+# choice may be any sequence (a deque too), without importing collections.
+from _collections_abc import Sequence as _Sequence
+
 from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE, check_name
 from .choice import Settlement, live_scope
@@ -32,7 +36,7 @@ from .proxy import candidate_of
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from types import TracebackType
-    from typing import Any, TypeAlias, TypeVar
+    from typing import Any, TypeAlias, TypeGuard, TypeVar
 
     from .ordered import Tried
 
@@ -89,7 +93,7 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
     """
     found = lookup_domain(domain)
     tried: Tried = ()
-    if isinstance(engine, (list, tuple)):
+    if _is_engine_list(engine):
         named_by = " (named by enable_engine)"
         cls, tried = first_that_starts(
             found.engines, _engine_list(found, engine), named_by=named_by
@@ -99,6 +103,11 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
     settled = found.choice.settle_on(cls, "enable_engine", tried=tried)
     if settled.engine_class is not cls:
         raise CoheriqEngineSettledError(_settled_message(found, settled, cls.__coheriq_name__))
+
+
+def _is_engine_list(engine: object) -> TypeGuard[Sequence[Any]]:
+    """Whether ``engine`` is an ordered choice: a sequence (list, tuple, deque), not a name."""
+    return isinstance(engine, _Sequence) and not isinstance(engine, str)
 
 
 def _engine_list(domain: AccelerationDomain, engines: Sequence[object]) -> list[str | EngineMeta]:
@@ -206,7 +215,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
     def __init__(self, domain: AccelerationDomain | str, engine: EngineChoice) -> None:
         if not isinstance(domain, (AccelerationDomain, str)):
             lookup_domain(domain)  # raises the error that explains what a domain is
-        engines = engine if isinstance(engine, (list, tuple)) else [engine]
+        engines = engine if _is_engine_list(engine) else [engine]
         for one in engines:
             if not isinstance(one, (str, AccelerationEngine, EngineMeta)):
                 raise CoheriqTypeError(
@@ -236,7 +245,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
     def _resolve(self, found: AccelerationDomain) -> tuple[EngineMeta, Tried]:
         engine = self.engine
-        if isinstance(engine, (list, tuple)):
+        if _is_engine_list(engine):
             engines = _engine_list(found, engine)
             return first_that_starts(found.engines, engines, named_by=" (named by using_engine)")
         return resolve_engine(found, engine), ()

@@ -278,7 +278,9 @@ def _print_explanation(text: str) -> None:
 def _explain(args: argparse.Namespace) -> int:
     subject = _subject(args)
     report = explain(subject)
-    if not report.settled and report.engine != REFERENCE and not report.tried:
+    domain_of = import_domain(report.domain)
+    listed = "," in domain_of.choice.env_value()  # an ordered list: explain tried it already
+    if not report.settled and report.engine != REFERENCE and not report.tried and not listed:
         # Do what the first call would, choosing nothing: find the engine that the
         # environment names (importing it) and start it, so that a name matching no
         # engine, or an engine that cannot start here, is reported now, and the
@@ -289,7 +291,8 @@ def _explain(args: argparse.Namespace) -> int:
         domain.engines.members_of(cls)
         report = explain(subject)
     if report.engine is None:  # an ordered list of which nothing can run here
-        raise CoheriqError(f"Domain {report.domain!r} cannot run here: {report.reason}.")
+        reason = report.reason.rstrip(".")  # it may end a sentence of its own
+        raise CoheriqError(f"Domain {report.domain!r} cannot run here: {reason}.")
     if args.json:
         _json(report.as_dict())
     else:
@@ -430,9 +433,49 @@ def _fail(error: BaseException, as_json: bool) -> int:
     return 2
 
 
+class _ReaderMayLeave:
+    """The command's standard output, where a reader that has gone ends the output only.
+
+    ``coheriq check | head -1``: once ``head`` has its line and exits, writing
+    raises :class:`BrokenPipeError`, early or late (at the last flush) as the
+    timing falls. The rest of the output goes nowhere, and the command ends
+    with the exit status it would have had, not one that depends on the timing.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return int(self._stream.write(text))
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self._gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())  # so that the interpreter's flush is silent
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, ...
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return its exit code."""
     argv = sys.argv[1:] if argv is None else argv
+    stdout = sys.stdout
+    sys.stdout = _ReaderMayLeave(stdout)
     try:
         args = _parser().parse_args(argv)
         return int(args.run(args))
@@ -440,7 +483,6 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(error, "--json" in argv)
     except (CoheriqError, ImportError) as error:  # ImportError: a library's own, unwrapped
         return _fail(error, args.json)
-    except BrokenPipeError:  # `coheriq list | head -1`: the reader has gone, say nothing
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's flush is silent
-        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout

@@ -389,9 +389,7 @@ class AccelerationDomain:
                 f"{other.name!r} is already candidate {other.name!r} of domain "
                 f"{other.domain.name!r}; mark the original function or class only once."
             )
-        if name is None:
-            name = getattr(target, "__name__", None)
-        name = check_candidate_name(name)
+        name = self._candidate_name(target, name)
         marker = caller_outside_coheriq()
         module = "?" if marker is None else marker.f_globals.get("__name__", "?")
         run = None if marker is None else registry.run_of(marker)
@@ -429,6 +427,32 @@ class AccelerationDomain:
             if self._reference is not None:
                 late_candidates.publish(self, info)
         return info.proxy
+
+    def _candidate_name(self, target: Any, given: str | None) -> str:
+        """The name ``target`` is marked under: ``given``, else its ``__name__``.
+
+        Raises:
+            CoheriqDomainError: The domain is materialized, and no declared or
+                redefined candidate can have this name.
+            CoheriqTypeError: The name is missing or not usable.
+        """
+        name = given if given is not None else getattr(target, "__name__", None)
+        try:
+            return check_candidate_name(name)
+        except CoheriqTypeError:
+            if self.materialized:  # what is wrong first: no name would do now
+                raise CoheriqDomainError(
+                    f"Cannot mark {target!r} as a candidate of domain {self.name!r}: the "
+                    "domain is materialized already. Mark every candidate before calling "
+                    "materialize()."
+                ) from None
+            if name is None:
+                raise CoheriqTypeError(
+                    f"Domain {self.name!r} cannot tell the name of candidate {target!r}: a "
+                    f"{type(target).__name__} has no __name__. Give it one with "
+                    "acceleration_candidate(name='...')."
+                ) from None
+            raise
 
     def materialize(self) -> EngineMeta:
         """Build the domain's reference class; call once, after the last candidate.
@@ -498,9 +522,9 @@ class AccelerationDomain:
         reference = self._reference
         if reference is None:
             raise error(
-                f"Cannot {action}: domain {self.name!r} is not materialized yet. The library "
-                "that creates it must call materialize() after marking its candidates; if "
-                "it does, import the library completely first."
+                f"Cannot {action}: domain {self.name!r} is not materialized yet, and must be "
+                "materialized first. The library that creates it must call materialize() after "
+                "marking its candidates; if it does, import the library completely first."
             )
         return reference
 

@@ -119,6 +119,12 @@ def resolve_engine(domain: AccelerationDomain, engine: object) -> EngineMeta:
         )
     owner = cls.__coheriq_domain__
     if owner is not domain:
+        if owner.name == domain.name:  # two copies of one library's domain
+            raise CoheriqTypeError(
+                f"{cls!r} was defined for an earlier copy of domain {domain.name!r}, before "
+                "its library's module ran again (a reload): pass the engine by name, which "
+                "loads it for the copy in use."
+            )
         raise CoheriqTypeError(
             f"{cls!r} belongs to domain {owner.name!r}, not to {domain.name!r}; pass an engine "
             f"of domain {domain.name!r}."
@@ -227,7 +233,15 @@ class AccelerationEngine:
                 f"Engine {self.name!r} of domain {self.domain.name!r} can only override with "
                 f"functions and classes, not {type(target).__name__} {target!r}."
             )
-        name = check_candidate_name(name if name is not None else getattr(target, "__name__", None))
+        if name is None:
+            name = getattr(target, "__name__", None)
+            if name is None:
+                raise CoheriqTypeError(
+                    f"Engine {self.name!r} of domain {self.domain.name!r} cannot tell which "
+                    f"candidate {target!r} overrides: a {type(target).__name__} has no "
+                    "__name__. Name it with override(name='...')."
+                )
+        name = check_candidate_name(name)
         kinds = self.domain.candidate_kinds
         if self._class is not None:
             raise CoheriqEngineError(

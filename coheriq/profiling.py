@@ -24,6 +24,7 @@ from . import registry
 from . import scopes as _scopes
 from ._stdlib import TYPE_CHECKING
 from .domain import AccelerationDomain
+from .exceptions import CoheriqScopeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -74,6 +75,7 @@ class Profile:
     def __init__(self) -> None:
         self._stats: dict[tuple[str, str, str], list[int]] = {}
         self._lock = _thread.RLock()
+        self._open_entries = 0  # entered and not exited yet, in any thread
         _profiles.add(self)
 
     @property
@@ -92,6 +94,8 @@ class Profile:
 
     def __enter__(self) -> Profile:
         global _open
+        with self._lock:
+            self._open_entries += 1
         _active.set((*_active.get(), self))
         with _lock:
             _open += 1
@@ -108,6 +112,14 @@ class Profile:
         tb: TracebackType | None,
     ) -> None:
         global _open
+        with self._lock:
+            if self._open_entries == 0:
+                raise CoheriqScopeError(
+                    "A coheriq.profile() block was exited more often than it was entered: "
+                    "each `with` block, or __exit__ call, ends one __enter__. Nothing was "
+                    "changed; remove the extra __exit__ call."
+                )
+            self._open_entries -= 1
         chain = _active.get()
         if self in chain:  # the innermost entry of this profile in this context ends
             last = len(chain) - 1 - chain[::-1].index(self)

@@ -133,13 +133,21 @@ def _mark_coroutine_function(proxy: Callable[..., Any]) -> None:
 
     The proxy itself is a plain function that returns the implementation's
     coroutine (so the engine is chosen when the call is made, not when it is
-    awaited). Python 3.12 added a way to say so; older versions cannot be told.
+    awaited). Python 3.12 added a way to tell ``inspect``; before it, only
+    :func:`asyncio.iscoroutinefunction` can be told (by asyncio's marker), and
+    ``inspect.iscoroutinefunction`` reads the code's flags alone.
     """
     import inspect  # only for async candidates, at the library's import
 
     mark = getattr(inspect, "markcoroutinefunction", None)
     if mark is not None:
         mark(proxy)
+        return
+    import asyncio.coroutines  # a library with async candidates runs asyncio anyway
+
+    marker = getattr(asyncio.coroutines, "_is_coroutine", None)
+    if marker is not None:
+        proxy._is_coroutine = marker  # type: ignore[attr-defined]
 
 
 class Switchboard:
@@ -238,7 +246,14 @@ class Switchboard:
         exact = parameter_lists(signature_of)
         params, args = exact or ("*args, **kwargs", "*args, **kwargs")
         if receiver is not None:
-            params = f"{receiver}, {params}" if params else receiver
+            # Positional-only, so that a keyword argument of the same name, taken by
+            # the candidate's **kwargs, reaches the candidate.
+            if not params:
+                params = f"{receiver}, /"
+            elif "/" in params.split(", "):
+                params = f"{receiver}, {params}"  # the candidate's own / covers it
+            else:
+                params = f"{receiver}, /, {params}"
         filename = getattr(where, "co_filename", f"<coheriq proxy of {candidate}>")
         source = (
             f"def {defname}({params}):\n"

@@ -207,7 +207,13 @@ class GlobalChoice:
             )
         variable, value = domain.env_var, self.env_value()
         if not value or value == REFERENCE:
-            why = f"{variable} is {value!r}" if value else "no enable_engine and no variable set"
+            raw = os.environ.get(variable) if variable else None
+            if value:
+                why = f"{variable} is {value!r}"
+            elif raw:  # set, to blanks only
+                why = f"{variable} is set to {raw!r}, which names no engine"
+            else:
+                why = "no enable_engine and no variable set"
             return (
                 REFERENCE,
                 f"the reference by default ({why}); not settled yet",
