@@ -299,8 +299,11 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         import functools  # here, not at the top: it imports collections (see _stdlib)
 
         domain, engine = self.domain, self.engine
-        code = getattr(fn, "__code__", None)
-        flags = getattr(code, "co_flags", 0)
+        # A candidate's proxy is a plain function whatever its candidate is: what
+        # it returns (a coroutine, a generator) is what the candidate's code says.
+        info = candidate_of(fn)
+        source = info.reference if info is not None and not info.is_class else fn
+        flags = getattr(getattr(source, "__code__", None), "co_flags", 0)
         if flags & _CO_GENERATOR:
 
             @functools.wraps(fn)

@@ -427,7 +427,10 @@ class Engines:
                 "the engine's set-up or choose another engine."
             ) from exc
         finally:
-            scopes.close(starting)
+            # exit, not only close: a task or context copied during the start (an
+            # asyncio task created by __init__) then falls through to the context
+            # around the start instead of finding the start for ever.
+            scopes.exit(starting)
         return instance
 
     def _members_from(self, cls: EngineMeta, instance: Any) -> dict[str, Any]:

@@ -100,7 +100,9 @@ class Lineage:
         # through one copy is the program's choice for all of them.
         self.scope: ContextVar[Any] = ContextVar(f"coheriq:{name}", default=None)
         self.open_scopes = 0  # blocks open anywhere, in any thread or task
-        self.lock = _thread.allocate_lock()  # guards open_scopes
+        # Guards open_scopes. Re-entrant: a signal handler that enters a block may
+        # interrupt this thread while it holds the lock to enter or leave one.
+        self.lock = _thread.RLock()
         self._older: list[Callable[[], Any]] = []
 
     def add(self, generation: Any) -> None:
@@ -271,4 +273,4 @@ def reinit_locks_in_child() -> None:
     global _lock
     _lock = _thread.allocate_lock()
     for lineage in _lineages.values():
-        lineage.lock = _thread.allocate_lock()
+        lineage.lock = _thread.RLock()

@@ -183,3 +183,112 @@ def test_24_a_closed_pipe_is_not_a_failure(command, status):
         errors = process.stderr.read().decode()
         assert process.wait(timeout=120) == status, errors
         assert "Traceback" not in errors and "BrokenPipe" not in errors
+
+
+# -- 1: a signal handler entering a block while this thread enters or leaves one ----------
+
+
+def test_01_a_signal_handler_that_enters_a_block_never_deadlocks():
+    import subprocess
+
+    program = """
+import signal, coheriq
+
+domain = coheriq.AccelerationDomain("sig")
+
+@domain.acceleration_candidate
+def f(x):
+    return x
+
+domain.materialize()
+
+class Fast(coheriq.engine_class("sig"), name="fast"):
+    def f(self, x):
+        return -x
+
+handled, busy = 0, False
+
+def handler(signum, frame):
+    global handled, busy
+    if busy:  # a signal during the handler itself: not the case under test
+        return
+    busy = True
+    with coheriq.using_engine("sig", "fast"):
+        assert f(1) == -1
+    handled += 1
+    busy = False
+
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
+while handled < 3000:
+    with coheriq.using_engine("sig", "reference"):
+        f(1)
+signal.setitimer(signal.ITIMER_REAL, 0)
+signal.signal(signal.SIGALRM, signal.SIG_IGN)
+print("done", handled)
+"""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the program deadlocked")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("done")
+
+
+# -- 3: using_engine as a decorator on an async candidate scopes the coroutine -------------
+
+
+def test_03_using_engine_decorates_an_async_candidate(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        async def which():
+            await asyncio.sleep(0)
+            return "reference"
+
+        domain.materialize()
+
+        class Fast(cq.engine_class(domain), name="fast"):
+            async def which(self):
+                await asyncio.sleep(0)
+                return cq.active_implementation(domain)
+
+        scoped = cq.using_engine(domain, "fast")(which)
+        assert asyncio.run(scoped()) == "fast"
+        assert asyncio.run(which()) == "reference"
+
+
+# -- 5: a task created by an engine's __init__ does not keep the start's block -------------
+
+
+def test_05_a_task_made_while_an_engine_starts_later_runs_on_the_programs_choice(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        def f(x):
+            return ("reference", x)
+
+        domain.materialize()
+        tasks = []
+
+        class Live(cq.engine_class(domain), name="live"):
+            def __init__(self):
+                async def refresh():
+                    await asyncio.sleep(0.01)  # long after the start
+                    return f(1)
+
+                tasks.append(asyncio.get_running_loop().create_task(refresh()))
+
+            def f(self, x):
+                return ("live", x)
+
+        async def main():
+            with cq.using_engine(domain, "live"):
+                assert f(2) == ("live", 2)
+            return await tasks[0]
+
+        assert asyncio.run(main()) == ("reference", 1)
