@@ -461,9 +461,13 @@ class Engines:
         For a candidate marked or redefined after engines were defined: warns, or
         raises in strict mode (see :func:`coheriq.signatures.check_override`).
         """
-        from .signatures import check_override  # as in EngineMeta: only when needed
+        # As in EngineMeta: only when needed.
+        from .signatures import check_exception_class, check_override
 
         for cls in list(self.classes):
+            if name in cls.__coheriq_overrides__ and isinstance(reference, type):
+                override = cls.__dict__[name]
+                check_exception_class(cls.__qualname__, name, override, reference, self.domain)
             if name in cls.__coheriq_overrides__:
                 check_override(
                     domain=self.domain,

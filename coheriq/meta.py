@@ -294,6 +294,9 @@ def _checked_override(cls_name: str, attr: str, value: Any, domain: _Domain, is_
                 f"{domain.name!r} with {type(value).__name__} {value!r}; a class candidate "
                 "must be overridden by a class."
             )
+        from .signatures import check_exception_class  # only when defining an engine
+
+        check_exception_class(cls_name, attr, value, domain.engines.reference_of(attr), domain)
         return value
     if delegate is not None and not delegate.is_class and not isinstance(value, staticmethod):
         return staticmethod(value)  # a proxy is a plain function: do not bind it

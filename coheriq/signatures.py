@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from inspect import Signature
     from typing import Any
 
-__all__ = ["check_override", "incompatibilities"]
+__all__ = ["check_exception_class", "check_override", "incompatibilities"]
 
 STRICT_ENV = "COHERIQ_STRICT"
 _COROUTINE = 0x80  # inspect.CO_COROUTINE
@@ -391,3 +391,30 @@ def bypassed_classes(domain: Any, cls: Any) -> list[str]:
                     "neither."
                 )
     return warnings
+
+
+def check_exception_class(
+    engine: str, candidate: str, value: type, library: Any, domain: Any
+) -> None:
+    """Refuse an engine's class for an exception candidate that does not derive from it.
+
+    ``except ParseError`` matches by the real MRO, not by ``isinstance``: an
+    engine's error that is no subclass of the library's would escape every
+    handler written for it.
+
+    Raises:
+        CoheriqEngineError: The library's class is an exception and ``value``
+            does not derive from it.
+    """
+    if (
+        isinstance(library, type)
+        and issubclass(library, BaseException)
+        and library not in value.__mro__
+    ):
+        raise CoheriqEngineError(
+            f"Engine {engine!r} overrides exception class {candidate!r} of domain "
+            f"{domain.name!r} with {value.__qualname__!r}, which does not derive from it: "
+            f"`except {candidate}` would not catch the engine's errors (except follows the "
+            f"MRO, not isinstance). Derive the engine's class from the library's "
+            f"{candidate}."
+        )

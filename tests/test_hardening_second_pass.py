@@ -292,3 +292,33 @@ def test_05_a_task_made_while_an_engine_starts_later_runs_on_the_programs_choice
             return await tasks[0]
 
         assert asyncio.run(main()) == ("reference", 1)
+
+
+# -- 8: an engine's class for an exception candidate derives from it -------------------------
+
+
+def test_08_an_exception_candidate_needs_a_derived_engine_class(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        class ParseError(ValueError):
+            pass
+
+        domain.materialize()
+        library = ParseError
+        with pytest.raises(cq.CoheriqEngineError, match=r"except ParseError.*Derive"):
+
+            class Loose(cq.engine_class(domain), name="loose"):
+                class ParseError(Exception):
+                    pass
+
+        class Tight(cq.engine_class(domain), name="tight"):
+            class ParseError(library):
+                pass
+
+        with cq.using_engine(domain, "tight"):
+            try:
+                raise ParseError("x")
+            except library as error:
+                assert type(error).__qualname__.endswith("Tight.ParseError")
