@@ -104,19 +104,14 @@ def _distribution(ep: object) -> dict[str, str | None]:
 
 def _installed() -> dict[str, dict[str, Any]]:
     """Advertised domains and engines, from package metadata only (nothing is imported)."""
-    from importlib.metadata import distributions
-
     domains: dict[str, dict[str, Any]] = {}
     for name, advertised in discovery.advertised_domains().items():
         domains[name] = {"module": advertised.value, **_distribution(advertised), "engines": {}}
-    prefix = discovery.group_of("")
-    every = (ep for dist in distributions() for ep in dist.entry_points)
-    for ep in every:
-        if ep.group.startswith(prefix):
-            domain = ep.group[len(prefix) :]
-            entry = domains.setdefault(
-                domain, {"module": None, "distribution": None, "version": None, "engines": {}}
-            )
+    for domain, engines in discovery.engine_groups().items():
+        entry = domains.setdefault(
+            domain, {"module": None, "distribution": None, "version": None, "engines": {}}
+        )
+        for ep in engines:
             # "module", as for a domain: the entry point's value, which names the module.
             entry["engines"].setdefault(ep.name, {"module": ep.value, **_distribution(ep)})
     for entry in domains.values():

@@ -28,6 +28,7 @@ __all__ = [
     "advertised_domains",
     "clear_cache",
     "describe",
+    "engine_groups",
     "group_of",
     "load",
     "module_of",
@@ -96,8 +97,38 @@ def _read(group: str) -> dict[str, EntryPoint]:
     return found
 
 
-def _read_leniently(dist: Any, group: str) -> list[EntryPoint]:
-    """The entry points of ``group`` in ``dist``'s ``entry_points.txt``, values unchecked."""
+def engine_groups() -> dict[str, list[EntryPoint]]:
+    """Every ``coheriq.engines.<domain>`` group advertised: domain name -> its entry points.
+
+    Read as :func:`advertised` reads one group: a distribution whose entry
+    points the metadata reader refuses is read leniently, and one whose
+    metadata cannot be read is skipped. The first distribution found on
+    ``sys.path`` comes first.
+    """
+    from importlib.metadata import distributions
+
+    prefix = group_of("")
+    groups: dict[str, list[EntryPoint]] = {}
+    for dist in distributions():
+        try:
+            try:
+                every = list(dist.entry_points)
+            except Exception:  # a value the reader refuses
+                every = _read_leniently(dist, None)
+        except Exception:  # unreadable metadata: not ours to fail on
+            continue
+        for ep in every:
+            if ep.group.startswith(prefix):
+                groups.setdefault(ep.group[len(prefix) :], []).append(ep)
+    return groups
+
+
+def _read_leniently(dist: Any, group: str | None) -> list[EntryPoint]:
+    """The entry points of ``group`` (None: of every group) in ``dist``'s ``entry_points.txt``.
+
+    Values are taken as written, unchecked; a line the format does not allow
+    is left out.
+    """
     from importlib.metadata import EntryPoint
 
     found, section = [], None
@@ -107,9 +138,9 @@ def _read_leniently(dist: Any, group: str) -> list[EntryPoint]:
             continue
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1].strip()
-        elif section == group and "=" in line:
+        elif section is not None and group in (None, section) and "=" in line:
             name, _, value = line.partition("=")
-            ep = EntryPoint(name.strip(), value.strip(), group)
+            ep = EntryPoint(name.strip(), value.strip(), section)
             attach = getattr(ep, "_for", None)  # how importlib.metadata ties it to dist
             found.append(attach(dist) if attach is not None else ep)
     return found

@@ -322,3 +322,33 @@ def test_08_an_exception_candidate_needs_a_derived_engine_class(unique):
                 raise ParseError("x")
             except library as error:
                 assert type(error).__qualname__.endswith("Tight.ParseError")
+
+
+# -- 19: one malformed entry_points.txt does not break coheriq list --------------------------
+
+
+def test_19_list_copes_with_a_malformed_entry_points_file(make_dist):
+    import json
+    import os
+    import subprocess
+
+    site = make_dist(
+        "fine_dist", {"fine_engine": "pass\n"}, {"coheriq.engines.fine": {"fast": "fine_engine"}}
+    )
+    broken = make_dist("broken_dist", {}, {})
+    (broken / "broken_dist-1.0.dist-info" / "entry_points.txt").write_text(
+        "[coheriq.engines.fine]\nthis line has no equals sign\nslow = broken_engine\n[oops\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    for json_first in ([], ["--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "coheriq", *json_first, "list"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+    engines = json.loads(done.stdout)["domains"]["fine"]["engines"]
+    assert engines["fast"]["module"] == "fine_engine"
