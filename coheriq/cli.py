@@ -174,15 +174,26 @@ def _subject(args: argparse.Namespace) -> object:
         module, dot, name = args.domain.rpartition(".")
         if not dot:
             raise
+        neither = CoheriqError(
+            f"{args.domain!r} is neither a coheriq domain nor a candidate that "
+            f"module {module!r} defines. Name a domain (coheriq list shows them) or a "
+            "candidate as MODULE.NAME, e.g. ragbatch.softmax."
+        )
+        if not all(part.isidentifier() for part in module.split(".")):  # ".x", "a..b"
+            raise neither from None
         try:
-            found = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
+            imported = importlib.import_module(module)
+        except ImportError:
+            raise neither from None
+        except Exception as error:  # the module itself failed while being imported
             raise CoheriqError(
-                f"{args.domain!r} is neither a coheriq domain nor a candidate that "
-                f"module {module!r} defines. Name a domain (coheriq list shows them) or a "
-                "candidate as MODULE.NAME, e.g. ragbatch.softmax."
-            ) from None
-        return found
+                f"Importing module {module!r}, to find candidate {name!r}, raised "
+                f"{type(error).__name__}: {error}. Fix the module, or name the domain instead."
+            ) from error
+        try:
+            return getattr(imported, name)
+        except AttributeError:
+            raise neither from None
 
 
 # -- show ---------------------------------------------------------------------------------

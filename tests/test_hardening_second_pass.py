@@ -352,3 +352,37 @@ def test_19_list_copes_with_a_malformed_entry_points_file(make_dist):
         assert "Traceback" not in done.stderr
     engines = json.loads(done.stdout)["domains"]["fine"]["engines"]
     assert engines["fast"]["module"] == "fine_engine"
+
+
+# -- 18: coheriq explain MODULE.NAME says what went wrong in one line, JSON too -------------
+
+
+@pytest.mark.parametrize(
+    ("subject", "said"),
+    [
+        ("raising_lib.f", "Importing module 'raising_lib', to find candidate 'f', raised"),
+        (".x", "is neither a coheriq domain nor a candidate"),
+        ("..x", "is neither a coheriq domain nor a candidate"),
+    ],
+)
+def test_18_explain_of_a_bad_subject_is_one_line_and_json(make_dist, subject, said):
+    import json
+    import os
+    import subprocess
+
+    site = make_dist("raising_dist", {"raising_lib": "raise RuntimeError('boom')\n"}, {})
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    for json_flag in ([], ["--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "coheriq", *json_flag, "explain", subject],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        if json_flag:
+            assert said in json.loads(done.stdout or done.stderr)["error"]
+        else:
+            assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1
