@@ -107,8 +107,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "coheriq_xfail(domain, engine, reason='', strict=False): expect the test to fail "
-        "when it runs on that engine of the coheriq domain.",
+        "coheriq_xfail(domain, engine, reason='', strict=xfail_strict): expect the test to "
+        "fail when it runs on that engine of the coheriq domain.",
     )
     specs = [_parse(text, OPTION) for text in config.getoption("coheriq_engine")]
     specs += [_parse(text, ENV) for text in _env_specs(os.environ.get(ENV, ""))]
@@ -381,7 +381,7 @@ def pytest_runtest_setup_xfail(item: pytest.Item) -> None:
     # A second pytest_runtest_setup (pytest reads only names starting with "pytest_"),
     # trylast: it runs after the fixtures are set up, inside the case's engine scope.
     for marker in item.iter_markers("coheriq_xfail"):
-        domain, engines = marker.args[0], marker.args[1]
+        domain, engines = _xfail_target(item, marker)
         names = {engines} if isinstance(engines, str) else set(engines)
         if domain not in {d.name for d in all_domains()}:
             continue  # nothing of that domain can run here
@@ -390,6 +390,20 @@ def pytest_runtest_setup_xfail(item: pytest.Item) -> None:
             running = lookup_domain(domain).choice.settle().engine
         if running in names:
             reason = marker.kwargs.get("reason", "") or f"known to fail on {running!r}"
-            item.add_marker(
-                pytest.mark.xfail(reason=reason, strict=marker.kwargs.get("strict", False))
-            )
+            # Without strict=, the project's xfail_strict setting decides, as for xfail.
+            strict = {"strict": marker.kwargs["strict"]} if "strict" in marker.kwargs else {}
+            item.add_marker(pytest.mark.xfail(reason=reason, **strict))
+
+
+def _xfail_target(item: pytest.Item, marker: pytest.Mark) -> tuple[str, Any]:
+    """The domain and engine(s) a coheriq_xfail marker names, positionally or by keyword."""
+    args, kwargs = marker.args, marker.kwargs
+    domain = args[0] if args else kwargs.get("domain")
+    engines = args[1] if len(args) > 1 else kwargs.get("engine", kwargs.get("engines"))
+    if not isinstance(domain, str) or engines is None:
+        raise pytest.UsageError(
+            f"{item.nodeid}: coheriq_xfail names a domain and an engine (or a list of "
+            "engines): @pytest.mark.coheriq_xfail('mylib', 'fast', reason='...'), or "
+            "domain= and engine= as keywords."
+        )
+    return domain, engines

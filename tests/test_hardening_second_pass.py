@@ -386,3 +386,41 @@ def test_18_explain_of_a_bad_subject_is_one_line_and_json(make_dist, subject, sa
             assert said in json.loads(done.stdout or done.stderr)["error"]
         else:
             assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# -- 21: the pytest plugin's coheriq_xfail as pytest's xfail --------------------------------
+
+
+def test_21_coheriq_xfail_by_keyword_and_under_xfail_strict(pytester, unique):
+    name = unique("xfaildom")
+    pytester.makeini("[pytest]\nxfail_strict = true\n")
+    pytester.makepyfile(
+        f"""
+        import pytest, coheriq
+
+        domain = coheriq.AccelerationDomain({name!r})
+
+        @domain.acceleration_candidate
+        def f():
+            return 1
+
+        domain.materialize()
+
+        @pytest.mark.coheriq_xfail(domain={name!r}, engine="reference", reason="known")
+        def test_keyword():
+            assert f() == 2
+
+        @pytest.mark.coheriq_xfail({name!r}, "reference")
+        def test_passes_unexpectedly():
+            assert f() == 1  # strict by the project's xfail_strict: a failure
+
+        @pytest.mark.coheriq_xfail({name!r})
+        def test_malformed():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(xfailed=1, failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*XPASS(strict)*"])
+    result.stdout.fnmatch_lines(["*coheriq_xfail names a domain and an engine*"])
+    assert "IndexError" not in result.stdout.str()
