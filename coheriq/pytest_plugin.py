@@ -112,9 +112,23 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     specs = [_parse(text, OPTION) for text in config.getoption("coheriq_engine")]
     specs += [_parse(text, ENV) for text in _env_specs(os.environ.get(ENV, ""))]
+    _refuse_two_engines_for_one_domain(specs)
     config.stash[_chosen] = {
         domain: (_enable(domain, engine, source), source) for domain, engine, source in specs
     }
+
+
+def _refuse_two_engines_for_one_domain(specs: list[tuple[str, str, str]]) -> None:
+    """Raise a usage error where the command line and environment name two engines of a domain."""
+    first: dict[str, tuple[str, str]] = {}
+    for domain, engine, source in specs:
+        earlier = first.setdefault(domain, (engine, source))
+        if earlier[0] != engine:
+            raise pytest.UsageError(
+                f"{earlier[1]} names engine {earlier[0]!r} of domain {domain!r}, and {source} "
+                f"names {engine!r}: a run has one global engine per domain. Name one of them "
+                "(coheriq_engines cases still run on every engine)."
+            )
 
 
 def _env_specs(value: str) -> list[str]:
@@ -146,6 +160,11 @@ def _enable(domain: str, engine: str, source: str) -> str:
         raise pytest.UsageError(_no_such_domain(domain, given, error)) from None
     except CoheriqError as error:
         raise pytest.UsageError(f"{given}: {error}") from None
+    except Exception as error:  # the library itself raised while being imported
+        raise pytest.UsageError(
+            f"{given}: importing the library of domain {domain!r} raised "
+            f"{type(error).__name__}: {error}. Fix the library, or name another domain."
+        ) from None
     try:
         if "," in engine:  # an ordered choice: the first of them that starts here
             enable_engine(domain, parse_engine_list(engine, f" (given as {domain}:{engine})"))

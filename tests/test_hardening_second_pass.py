@@ -424,3 +424,29 @@ def test_21_coheriq_xfail_by_keyword_and_under_xfail_strict(pytester, unique):
     result.stdout.fnmatch_lines(["*XPASS(strict)*"])
     result.stdout.fnmatch_lines(["*coheriq_xfail names a domain and an engine*"])
     assert "IndexError" not in result.stdout.str()
+
+
+def test_21_two_engines_for_a_domain_and_a_raising_library_are_usage_errors(pytester, unique):
+    name = unique("twoeng")
+    pytester.makepyfile(
+        **{
+            name: """
+                import coheriq
+                domain = coheriq.AccelerationDomain(__name__)
+                domain.materialize()
+                """,
+            "raising_library": "raise RuntimeError('boom at import')\n",
+            "test_nothing": "def test_nothing():\n    pass\n",
+        }
+    )
+    twice = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--coheriq-engine={name}:a", f"--coheriq-engine={name}:b"
+    )
+    assert twice.ret == pytest.ExitCode.USAGE_ERROR
+    twice.stderr.fnmatch_lines([f"*names engine 'a' of domain '{name}'*names 'b'*"])
+    raising = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--coheriq-engine=raising_library:fast"
+    )
+    assert raising.ret == pytest.ExitCode.USAGE_ERROR
+    raising.stderr.fnmatch_lines(["*raised RuntimeError: boom at import*"])
+    assert "INTERNALERROR" not in raising.stdout.str() + raising.stderr.str()
