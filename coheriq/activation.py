@@ -107,7 +107,7 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
 
 def _is_engine_list(engine: object) -> TypeGuard[Sequence[Any]]:
     """Whether ``engine`` is an ordered choice: a sequence (list, tuple, deque), not a name."""
-    return isinstance(engine, _Sequence) and not isinstance(engine, str)
+    return isinstance(engine, _Sequence) and not isinstance(engine, (str, bytes, bytearray))
 
 
 def _engine_list(domain: AccelerationDomain, engines: Sequence[object]) -> list[str | EngineMeta]:

@@ -145,15 +145,20 @@ def register(domain: Any) -> tuple[Lineage, int] | None:
     lineage if the module that creates it runs again: a module of the same name,
     whose earlier run (see :func:`run_of`) has ended, however it ended (a reload,
     a fresh import, a retry after a failed import, a notebook cell run again).
-    A domain of that name made while the earlier run still runs, or by another
-    module, is a second domain of the same name.
+    A domain of that name made while the earlier run still runs, by another
+    module, or by a function that no run of the module's body is running (a
+    helper called after the import), is a second domain of the same name.
     """
     with _lock:
         lineage = _lineages.get(domain.name)
         if lineage is None:
             lineage = _lineages[domain.name] = Lineage(domain.name, domain.module, domain)
             return lineage, 1
-        if lineage.module != domain.module or running(lineage.current._run):
+        if (
+            lineage.module != domain.module
+            or running(lineage.current._run)
+            or domain._run.f_code.co_name != "<module>"  # a function, not the module again
+        ):
             return None
         lineage.add(domain)
         return lineage, lineage.copies

@@ -218,7 +218,7 @@ def test_a_closed_pipe_is_no_traceback(installed):
     finally:
         os.close(write)
     assert done.stderr.decode() == ""
-    assert done.returncode == 1
+    assert done.returncode == 0  # as the command would have: a reader leaving is no failure
 
 
 def test_a_mistyped_domain_gets_a_did_you_mean_from_what_is_installed(installed):

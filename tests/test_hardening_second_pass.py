@@ -90,16 +90,19 @@ def test_22_an_engine_of_an_earlier_copy_is_named_as_such(unique):
 
     with cq.testing.isolated():
         name = unique()
+        source = (
+            "import coheriq\n"
+            f"domain = coheriq.AccelerationDomain({name!r})\n"
+            "@domain.acceleration_candidate\n"
+            "def f(x):\n"
+            "    return x\n"
+            "domain.materialize()\n"
+        )
 
-        def make():
-            domain = cq.AccelerationDomain(name)
-
-            @domain.acceleration_candidate
-            def f(x):
-                return x
-
-            domain.materialize()
-            return domain
+        def make():  # a module's body, run again in a new module object: a copy
+            namespace = {"__name__": "copied_module"}
+            exec(compile(source, "copied_module.py", "exec"), namespace)
+            return namespace["domain"]
 
         first = make()
 
@@ -107,7 +110,7 @@ def test_22_an_engine_of_an_earlier_copy_is_named_as_such(unique):
             def f(self, x):
                 return -x
 
-        second = make()  # the same function runs again: a copy of the domain
+        second = make()  # the module runs again: a copy of the domain
         with pytest.raises(cq.CoheriqTypeError, match="earlier copy of domain"):
             cq.using_engine(second, Fast).__enter__()
 
@@ -450,3 +453,24 @@ def test_21_two_engines_for_a_domain_and_a_raising_library_are_usage_errors(pyte
     assert raising.ret == pytest.ExitCode.USAGE_ERROR
     raising.stderr.fnmatch_lines(["*raised RuntimeError: boom at import*"])
     assert "INTERNALERROR" not in raising.stdout.str() + raising.stderr.str()
+
+
+# -- 4: a second domain of a taken name, made by a function, is refused ---------------------
+
+
+def test_04_a_helper_function_making_a_taken_domain_is_refused_not_copied(unique):
+    with cq.testing.isolated():
+        name = unique()
+        source = (
+            "import coheriq\n"
+            "def make(name):\n"
+            "    return coheriq.AccelerationDomain(name)\n"
+            "first = make(" + repr(name) + ")\n"
+            "first.materialize()\n"
+        )
+        namespace = {"__name__": "helper_module"}
+        exec(compile(source, "helper_module.py", "exec"), namespace)
+        with pytest.raises(cq.CoheriqDomainError, match="exists already"):
+            namespace["make"](name)  # after the import: not a re-run of the module
+        assert cq.explain(name).domain == name
+        assert namespace["first"].materialized
