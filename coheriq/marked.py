@@ -75,14 +75,17 @@ class CandidateClassMeta(type):
     constructs, and checks ``isinstance``, as the original metaclass does.
     """
 
-    __coheriq_candidate__: CandidateInfo
-    _coheriq_root: type  # the class's own metaclass
-    _coheriq_implementations: Container[type]
-    _coheriq_signature: Any  # what inspect.signature gave unmarked, or None
-    _coheriq_for_subclasses: type
-    _coheriq_dispatch: Callable[..., Any]
-    _coheriq_construct: Callable[..., Any]
-    _coheriq_member: Callable[[], Any]  # what a call of the class here runs
+    # For the type checker only: annotations in a metaclass's body would be what
+    # a marked class without annotations of its own reports as __annotations__.
+    if TYPE_CHECKING:
+        __coheriq_candidate__: CandidateInfo
+        _coheriq_root: type  # the class's own metaclass
+        _coheriq_implementations: Container[type]
+        _coheriq_signature: Any  # what inspect.signature gave unmarked, or None
+        _coheriq_for_subclasses: type
+        _coheriq_dispatch: Callable[..., Any]
+        _coheriq_construct: Callable[..., Any]
+        _coheriq_member: Callable[[], Any]  # what a call of the class here runs
 
     def __new__(
         mcls, cls_name: str, bases: tuple[type, ...], namespace: dict[str, Any], /, **kwargs: Any
