@@ -260,16 +260,22 @@ def _derive_metaclass(
     so what it inherits from the line changes nothing.
     """
     root = own.__dict__.get("_coheriq_root", own)  # own may be a subclasses' metaclass
+    qualname = original.__qualname__  # not the class: the unmarked class must not be kept
+
+    def dispatcher_for(cls: type) -> Any:
+        """The generated ``__call__``, with the parameters ``cls``'s constructor has now."""
+        constructor = _constructor(cls)
+        return switchboard.dispatcher(
+            info.name,
+            defname="__call__",
+            signature_of=constructor,
+            where=getattr(getattr(constructor, "function", None), "__code__", None),
+            qualname=f"{qualname}.__call__",
+            receiver="_coheriq_cls",
+        )
+
     constructor = _constructor(original)
-    where = getattr(getattr(constructor, "function", None), "__code__", None)
-    call = switchboard.dispatcher(
-        info.name,
-        defname="__call__",
-        signature_of=constructor,
-        where=where,
-        qualname=f"{original.__qualname__}.__call__",
-        receiver="_coheriq_cls",
-    )
+    call = dispatcher_for(original)
     # Named like the class's own metaclass, so that help() reads as before (it
     # names the metaclass where it lists classmethods); the qualified name, which
     # repr() shows, says what it is.
@@ -294,6 +300,8 @@ def _derive_metaclass(
                     "_coheriq_construct": root.__call__,
                     "_coheriq_redirects": False,  # see construct_directly
                     "__setattr__": _set_class_attribute,
+                    "__delattr__": _delete_class_attribute,
+                    "_coheriq_dispatcher_for": staticmethod(dispatcher_for),
                     "_coheriq_member": staticmethod(lambda: switchboard.member(info.name)),
                     "__coheriq_candidate__": info,
                     "_coheriq_implementations": implementations,
@@ -483,10 +491,14 @@ class AlternateConstructor:
 def _set_class_attribute(cls: Any, name: str, value: Any) -> None:
     """``setattr`` on a marked class: a classmethod or staticmethod added is redirected too.
 
-    (One the class had is redirected already; see :func:`construct_directly`.)
+    (One the class had is redirected already; see :func:`construct_directly`.) A
+    new ``__init__`` or ``__new__`` (``mock.patch.object``) gets a dispatching
+    ``__call__`` with its parameters.
     """
     type.__setattr__(cls, name, value)
     meta = type(cls)
+    if name in ("__init__", "__new__"):
+        _constructor_changed(cls)
     if (
         isinstance(value, (classmethod, staticmethod))
         and meta.__dict__.get("_coheriq_redirects")  # the marked class, dispatching now
@@ -496,6 +508,26 @@ def _set_class_attribute(cls: Any, name: str, value: Any) -> None:
     ):
         with _switch_lock:
             type.__setattr__(meta, name, AlternateConstructor(name, cls))
+
+
+def _delete_class_attribute(cls: Any, name: str) -> None:
+    """``delattr`` on a marked class (``mock.patch`` undoing its ``__init__``)."""
+    type.__delattr__(cls, name)
+    if name in ("__init__", "__new__"):
+        _constructor_changed(cls)
+
+
+def _constructor_changed(cls: Any) -> None:
+    """Regenerate the marked class's dispatching ``__call__`` for its constructor now."""
+    meta = type(cls)
+    if meta.__dict__.get("__coheriq_candidate__") is None:
+        return  # a subclass: its metaclass's __call__ is the original one
+    call = meta._coheriq_dispatcher_for(cls)
+    with _switch_lock:
+        dispatching = meta.__dict__["__call__"] is meta._coheriq_dispatch
+        meta._coheriq_dispatch = call
+        if dispatching:
+            meta.__call__ = call
 
 
 def _read_as_ever(cls: type, name: str) -> Any:

@@ -517,3 +517,34 @@ def test_07_annotations_are_the_classs_own(unique):
         assert isinstance(Square(), Shape)
         assert [f.name for f in dataclasses.fields(Point)] == ["x", "y"]
         assert typing.get_type_hints(Point) == {"x": int, "y": int}
+
+
+# -- 9: a constructor replaced after marking is dispatched with its own parameters ----------
+
+
+def test_09_a_patched_init_constructs_inside_blocks_and_profiles(unique):
+    from unittest import mock
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        class Box:
+            def __init__(self, x):
+                self.x = x
+
+        domain.materialize()
+
+        def patched(self, *values, scale=1):
+            self.x = sum(values) * scale
+
+        with mock.patch.object(Box, "__init__", patched):
+            assert Box(1, 2, scale=2).x == 6
+            with cq.using_engine(domain, cq.REFERENCE):
+                assert Box(1, 2, scale=2).x == 6
+            with cq.profile():
+                assert Box(4).x == 4
+        with cq.using_engine(domain, cq.REFERENCE):
+            assert Box(5).x == 5  # the original again, once the patch is undone
+            with pytest.raises(TypeError):
+                Box(1, 2)
