@@ -655,10 +655,11 @@ def _functions_in(values: Any) -> Iterator[Any]:
     """The Python functions in a class namespace, also inside the usual wrappers.
 
     Looks through ``classmethod``/``staticmethod`` (``__func__``), ``property``
-    (``fget``, ``fset``, ``fdel``), :mod:`functools`' wrappers (``func``),
-    ``__wrapped__`` chains and the closures of functions (a decorator's inner
-    function keeps the decorated one in a cell), and into nothing else (nested
-    classes included).
+    (``fget``, ``fset``, ``fdel``), any other wrapping object (see
+    :func:`_held_by`: functools' wrappers, another package's descriptor, a
+    decorator's object), ``__wrapped__`` chains and the closures of functions (a
+    decorator's inner function keeps the decorated one in a cell), and into
+    nothing else (nested classes included).
     """
     pending, seen = list(values), set()
     while pending:
@@ -673,8 +674,30 @@ def _functions_in(values: Any) -> Iterator[Any]:
             inner = [value.__func__]
         elif isinstance(value, property):
             inner = [value.fget, value.fset, value.fdel]
-        elif type(value).__module__ == "functools":  # partialmethod, cached_property, ...
-            inner = [getattr(value, "func", None)]
-        else:
-            continue
+        elif isinstance(value, type) or type(value).__module__ == "builtins":
+            continue  # a nested class, a number, a string: no function of the class's
+        else:  # functools' wrappers, another package's cached_property, a decorator's object
+            inner = _held_by(value)
         pending.extend(i for i in inner if i is not None)
+
+
+def _held_by(wrapper: Any) -> list[Any]:
+    """The functions an object that wraps one may hold: by the usual names, or its own.
+
+    ``func`` (functools' partialmethod, cached_property), ``__wrapped__``,
+    ``__func__``, ``fget``/``fset``/``fdel``, and the values of the object's own
+    ``__dict__`` that are functions or wrappers of one (a decorator class that
+    keeps the function under a name of its own).
+    """
+    held = []
+    for name in ("func", "__wrapped__", "__func__", "fget", "fset", "fdel"):
+        try:
+            held.append(getattr(wrapper, name, None))
+        except Exception:  # a descriptor whose attribute lookup misbehaves
+            continue
+    try:
+        own = vars(wrapper)
+    except TypeError:  # no __dict__ (slots)
+        own = {}
+    held += [v for v in own.values() if callable(v) and not isinstance(v, type)]
+    return held

@@ -548,3 +548,55 @@ def test_09_a_patched_init_constructs_inside_blocks_and_profiles(unique):
             assert Box(5).x == 5  # the original again, once the patch is undone
             with pytest.raises(TypeError):
                 Box(1, 2)
+
+
+# -- 6: zero-argument super() in methods behind any wrapper --------------------------------
+
+
+def test_06_super_works_behind_wrappers_that_are_not_functools(unique):
+    class cached:
+        def __init__(self, function):
+            self.function = function  # kept under a name of its own
+
+        def __set_name__(self, owner, name):
+            self.name = name
+
+        def __get__(self, obj, owner=None):
+            if obj is None:
+                return self
+            value = obj.__dict__[self.name] = self.function(obj)
+            return value
+
+    def traced(function):
+        class Wrapper:
+            def __init__(self):
+                self.__wrapped__ = function
+
+            def __get__(self, obj, owner=None):
+                return function.__get__(obj, owner)
+
+        return Wrapper()
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        class Base:
+            def size(self):
+                return 1
+
+            def name(self):
+                return "base"
+
+        @domain.acceleration_candidate
+        class Thing(Base):
+            @cached
+            def size(self):
+                return super().size() + 1
+
+            @traced
+            def name(self):
+                return "thing of " + super().name()
+
+        domain.materialize()
+        assert Thing().size == 2
+        assert Thing().name() == "thing of base"
