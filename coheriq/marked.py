@@ -637,7 +637,44 @@ def _rebuild(info: CandidateInfo, cls: type, meta: type) -> type:
                     cell.cell_contents = marked
             except ValueError:  # an empty cell
                 pass
+    _repoint_registries(cls, marked)
     return marked
+
+
+def _repoint_registries(cls: type, marked: type) -> None:
+    """Where the bases' hooks registered ``cls``, leave ``marked`` only.
+
+    A base's ``__init_subclass__`` (or metaclass) that appends each new class to
+    a list, a set or a dict ran for the class statement and again for the
+    rebuilt class: the registry would hold both. The lists, sets and dicts
+    looked at are those the bases, and the modules that define them, hold as
+    attributes; the class statement's class is replaced by ``marked``, or
+    dropped where ``marked`` is there already.
+    """
+    containers: dict[int, Any] = {}
+    for base in marked.__mro__[1:-1]:
+        module = sys.modules.get(base.__module__)
+        for owner in (base, module):
+            for value in list(getattr(owner, "__dict__", {}).values()):
+                if type(value) in (list, set, dict):
+                    containers.setdefault(id(value), value)
+    for container in containers.values():
+        if isinstance(container, list):
+            if any(item is cls for item in container):
+                has_marked = any(item is marked for item in container)
+                container[:] = [
+                    marked if item is cls else item
+                    for item in container
+                    if not (item is cls and has_marked)
+                ]
+        elif isinstance(container, set):
+            if cls in container:
+                container.discard(cls)
+                container.add(marked)
+        else:
+            for key, value in list(container.items()):
+                if value is cls:
+                    container[key] = marked
 
 
 def _cell_contents(function: Any) -> list[Any]:

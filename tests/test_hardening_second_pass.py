@@ -600,3 +600,32 @@ def test_06_super_works_behind_wrappers_that_are_not_functools(unique):
         domain.materialize()
         assert Thing().size == 2
         assert Thing().name() == "thing of base"
+
+
+# -- 10: a registry that appends each subclass holds the marked class once -----------------
+
+PLUGINS: list[type] = []  # a module-level registry, as plugin systems keep one
+
+
+def test_10_registries_of_the_bases_hold_the_marked_class_only(unique):
+    class Plugin:
+        registry: list[type] = []
+        names: set[type] = set()
+
+        def __init_subclass__(cls, **kwargs):
+            super().__init_subclass__(**kwargs)
+            Plugin.registry.append(cls)
+            Plugin.names.add(cls)
+            PLUGINS.append(cls)
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        class Csv(Plugin):
+            pass
+
+        domain.materialize()
+        assert Plugin.registry == [Csv] and Plugin.registry[0] is Csv
+        assert Plugin.names == {Csv}
+        assert [p for p in PLUGINS if p.__name__ == "Csv"] == [Csv]
