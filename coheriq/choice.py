@@ -99,7 +99,17 @@ class Scope:
     list of engines tried before this one was chosen (``()`` for one engine).
     """
 
-    __slots__ = ("domain", "elsewhere", "engine", "live", "members", "owner", "parent", "tried")
+    __slots__ = (
+        "domain",
+        "elsewhere",
+        "engine",
+        "live",
+        "members",
+        "owner",
+        "parent",
+        "token",
+        "tried",
+    )
 
     def __init__(
         self,
@@ -117,6 +127,7 @@ class Scope:
         self.live = True
         self.domain = domain
         self.owner = owner  # the using_engine object that entered it
+        self.token: Any = None  # what setting the context variable to it returned
         self.elsewhere: dict[Any, Scope | None] | None = None  # made when first needed
 
 

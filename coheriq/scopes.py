@@ -204,13 +204,26 @@ class Scopes:
     def open(self, scope: Scope) -> None:
         """Count ``scope`` as open and make it the innermost block of this context."""
         self._count_open(+1)
-        self.variable.set(scope)
+        scope.token = self.variable.set(scope)
 
     def close(self, scope: Scope) -> None:
-        """Mark ``scope`` exited, step the context out of it, and count it closed."""
+        """Mark ``scope`` exited, step the context out of it, and count it closed.
+
+        Where the block is left in the context that entered it, the variable is
+        reset with the token its entry got, so that leaving the outermost block
+        takes the variable out of the context again (a domain dropped later,
+        by ``coheriq.testing.isolated``, leaves nothing behind in it).
+        """
         scope.live = False
         if self.variable.get() is scope:
-            self.variable.set(live_scope(scope.parent))
+            try:
+                self.variable.reset(scope.token)
+            except (ValueError, RuntimeError):  # another context, or reset already
+                pass
+            current = self.variable.get()
+            if current is scope or (current is not None and not current.live):
+                self.variable.set(live_scope(scope.parent))
+        scope.token = None
         self._count_open(-1)
 
     def _count_open(self, change: int) -> None:

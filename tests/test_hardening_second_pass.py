@@ -629,3 +629,26 @@ def test_10_registries_of_the_bases_hold_the_marked_class_only(unique):
         assert Plugin.registry == [Csv] and Plugin.registry[0] is Csv
         assert Plugin.names == {Csv}
         assert [p for p in PLUGINS if p.__name__ == "Csv"] == [Csv]
+
+
+# -- 15: leaving a block takes the domain's variable out of the context ---------------------
+
+
+def test_15_blocks_leave_nothing_in_the_context(unique):
+    import contextvars
+
+    before = len(contextvars.copy_context())
+    for _ in range(20):
+        with cq.testing.isolated():
+            domain = cq.AccelerationDomain(unique())
+
+            @domain.acceleration_candidate
+            def f(x):
+                return x
+
+            domain.materialize()
+            with cq.using_engine(domain, cq.REFERENCE):
+                with cq.using_engine(domain, cq.REFERENCE):
+                    f(1)
+            f(2)
+    assert len(contextvars.copy_context()) <= before + 1  # not one per domain
