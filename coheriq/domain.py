@@ -203,6 +203,7 @@ class AccelerationDomain:
             for other in self._lineage.generations():
                 if other is not self:
                     with other._lock:
+                        other.scopes.always_look = True
                         other.scopes.refresh_dispatch()
 
     def _declared_as(self, name: str, module: str, is_class: bool) -> bool:

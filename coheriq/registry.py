@@ -125,6 +125,8 @@ class Lineage:
         if not self._older:
             return self.current
         namespace = getattr(sys.modules.get(self.module), "__dict__", None)
+        if self.current._globals is namespace:  # the usual case, without a walk
+            return self.current
         for generation in reversed(self.generations()):
             if generation._globals is namespace:
                 return generation

@@ -58,6 +58,10 @@ class Scopes:
         self.domain = domain
         self.variable = variable
         self._profiling: Callable[[], Any] | None = None
+        # Set for a copy of the domain once a newer copy exists: its proxies look
+        # at the context on every call, so that blocks opening and closing need
+        # not tell it (a block's cost does not grow with the number of copies).
+        self.always_look = False
 
     # -- what a call runs here -----------------------------------------------------------
 
@@ -165,7 +169,12 @@ class Scopes:
         """
         domain = self.domain
         settled = domain.choice.settled
-        looking = settled is None or domain._lineage.open_scopes > 0 or self._profiling is not None
+        looking = (
+            self.always_look
+            or settled is None
+            or domain._lineage.open_scopes > 0
+            or self._profiling is not None
+        )
         for info in domain._class_candidates:
             directly = not looking and settled.members[info.name] is info.construct
             construct_directly(info.proxy, directly)
@@ -236,6 +245,8 @@ class Scopes:
         with lineage.lock:
             lineage.open_scopes += change
             if lineage.open_scopes == (1 if change > 0 else 0):
-                for copy in lineage.generations() if lineage.copies > 1 else (self.domain,):
-                    with copy._lock:
-                        copy.scopes.refresh_looking()
+                # The copies older than the newest look at the context always.
+                for copy in {id(c): c for c in (self.domain, lineage.current)}.values():
+                    if not copy.scopes.always_look:
+                        with copy._lock:
+                            copy.scopes.refresh_looking()
