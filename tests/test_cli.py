@@ -559,3 +559,51 @@ def test_check_warns_of_an_engine_class_the_librarys_new_bypasses(make_dist):
     assert "Override 'Shape' too" in " ".join(done.stdout.split())
     data = json.loads(coheriq(site, "check", "clishapes", "--json").stdout)
     assert "bypassing the engine's class" in data["engines"]["fast"]["warnings"][0]
+
+
+DEVICE_LIB = """
+import coheriq
+
+domain = coheriq.AccelerationDomain("devlib")
+
+
+@domain.acceleration_candidate
+def f(x):
+    return x
+
+
+domain.materialize()
+"""
+
+DEVICE_ENGINE = """
+import os
+
+import coheriq
+
+
+class Device(coheriq.engine_class("devlib"), name="device"):
+    def __init__(self):
+        if os.environ.get("DEVLIB_PLATFORM") != "device":
+            raise RuntimeError("no device here")
+
+    def f(self, x):
+        return x
+"""
+
+
+def test_command_output_is_the_same_wherever_the_docs_are_built(make_dist, tmp_path):
+    pytest.importorskip("sphinx")
+    site = make_dist(
+        "devlib_dist",
+        {"devlib_lib": DEVICE_LIB, "devlib_device": DEVICE_ENGINE},
+        {
+            "coheriq.domains": {"devlib": "devlib_lib"},
+            "coheriq.engines.devlib": {"device": "devlib_device"},
+        },
+    )
+    page = ".. command-output:: coheriq check devlib --start\n   :returncode: 1\n"
+    # A builder whose environment would let the engine start: the page still shows
+    # it failing, as on every other machine.
+    done, html = _build(tmp_path, page, site, env={"DEVLIB_PLATFORM": "device"})
+    assert done.returncode == 0, done.stderr
+    assert "no device here" in html

@@ -25,9 +25,12 @@ docs, so the coheriq and the packages installed beside it). Options:
     Seconds before the command is killed (default 120).
 
 The command runs as on a terminal 80 columns wide that is not one (``COLUMNS=80``,
-standard output and error captured together, in the order written), in the
-builder's environment less the variables that would choose engines behind the
-page's back (``*_ENGINE``, ``COHERIQ_*``): only what the page shows changes it.
+standard output and error captured together, in the order written), in a
+controlled environment: of the builder's, only where Python and its packages are,
+the locale and the temporary folders; nothing that chooses an engine or
+configures a device (``*_ENGINE``, ``COHERIQ_*``, ``RAGBATCH_GPU_PLATFORM``,
+``JAX_PLATFORMS``). Only what the page shows changes it, so the output is the
+same wherever the docs are built.
 
 The output is a literal block with the CSS class ``output`` (styled as output,
 not code: ``_static/coheriq.css``) in a container whose caption is the command,
@@ -63,13 +66,34 @@ def _env_pairs(text: str) -> dict[str, str]:
     return pairs
 
 
-def _environment(extra: dict[str, str]) -> dict[str, str]:
-    """The builder's environment, less what would choose engines, plus the page's own."""
-    kept = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.endswith("_ENGINE") and not name.startswith("COHERIQ_")
+# What the commands take from the builder's environment: where Python and its
+# packages are, and the locale and temporary folders. Nothing that configures an
+# engine or a device (RAGBATCH_GPU_PLATFORM, JAX_PLATFORMS, CUDA_VISIBLE_DEVICES)
+# gets through, so that a page's output is the same on every machine that builds it.
+_KEPT = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "VIRTUAL_ENV",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TMPDIR",
+        "TEMP",
+        "TMP",
+        "SYSTEMROOT",
+        "USERPROFILE",
+        "APPDATA",
+        "LOCALAPPDATA",
     }
+)
+
+
+def _environment(extra: dict[str, str]) -> dict[str, str]:
+    """A controlled environment: what :data:`_KEPT` names of the builder's, plus the page's."""
+    kept = {name: value for name, value in os.environ.items() if name in _KEPT}
     # Unbuffered: standard output and error interleave as they were written.
     return {**kept, "COLUMNS": "80", "PYTHONUNBUFFERED": "1", **extra}
 
