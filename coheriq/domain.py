@@ -35,7 +35,7 @@ import sys
 
 from . import late_candidates, registry
 from . import scopes as _scopes
-from ._stdlib import TYPE_CHECKING, MappingProxyType, caller_outside_coheriq, outside_coheriq
+from ._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq
 from ._validate import check_candidate_name, check_name
 from .engines import Engines
 from .exceptions import (
@@ -172,7 +172,7 @@ class AccelerationDomain:
         # declared); read on every engine check.
         self._kinds: dict[str, bool] = {}
         self._declared: dict[str, str] = {}  # declared, not marked yet: name -> module
-        self._materialized_by: tuple[str, Any] | None = None  # (module, run), see materialize
+        self._materialized_by: Any = None  # the run that called materialize()
         self._class_candidates: list[CandidateInfo] = []
         self._reference: EngineMeta | None = None
         self._warned: set[object] = set()  # keys of the warnings given, each once
@@ -391,9 +391,8 @@ class AccelerationDomain:
                 f"{other.domain.name!r}; mark the original function or class only once."
             )
         name = self._candidate_name(target, name)
-        marker = caller_outside_coheriq()
-        module = "?" if marker is None else marker.f_globals.get("__name__", "?")
-        run = None if marker is None else registry.run_of(marker)
+        run = registry.caller_run()
+        module = "?" if run is None else run.f_globals.get("__name__", "?")
         with self._lock:
             earlier = self._candidates.get(name)
             if earlier is not None and late_candidates.runs_again(earlier, module, run):
@@ -475,14 +474,12 @@ class AccelerationDomain:
                 that materialized it, running again, gets the reference class,
                 kept up to date with the candidates redefined since.)
         """
-        marker = caller_outside_coheriq()
-        run = None if marker is None else registry.run_of(marker)
+        run = registry.caller_run()
         with self._lock:
-            made = self._materialized_by
-            if made is not None and registry.ran_before(made[1], made[0], run):
+            if registry.ran_before(self._materialized_by, run):
                 # The module that materialized the domain runs again (a reload):
                 # the reference class it made is kept up to date.
-                self._materialized_by = (made[0], run)
+                self._materialized_by = run
                 return self._reference  # type: ignore[return-value]
             if self._reference is not None:
                 raise CoheriqDomainError(
@@ -503,8 +500,7 @@ class AccelerationDomain:
                     declared = self._declared[name], self._kinds[name]
                     namespace[name] = late_candidates.Declared(self, name, *declared)
             self._reference = EngineMeta("reference", (), namespace)
-            where = self.module if run is None else run.f_globals.get("__name__", "?")
-            self._materialized_by = (where, run)
+            self._materialized_by = run
             return self._reference
 
     def require_reference(

@@ -464,20 +464,22 @@ class Engines:
         # As in EngineMeta: only when needed.
         from .signatures import check_exception_class, check_override
 
+        is_class = isinstance(reference, type)
         for cls in list(self.classes):
-            if name in cls.__coheriq_overrides__ and isinstance(reference, type):
-                override = cls.__dict__[name]
+            if name not in cls.__coheriq_overrides__:
+                continue
+            override = cls.__dict__[name]
+            if is_class:
                 check_exception_class(cls.__qualname__, name, override, reference, self.domain)
-            if name in cls.__coheriq_overrides__:
-                check_override(
-                    domain=self.domain,
-                    engine=cls.__coheriq_name__ or cls.__qualname__,
-                    mixin=cls.__coheriq_name__ is None,
-                    candidate=name,
-                    reference=reference,
-                    override=cls.__dict__[name],
-                    is_class=isinstance(reference, type),
-                )
+            check_override(
+                domain=self.domain,
+                engine=cls.__coheriq_name__ or cls.__qualname__,
+                mixin=cls.__coheriq_name__ is None,
+                candidate=name,
+                reference=reference,
+                override=override,
+                is_class=is_class,
+            )
 
     def candidate_changed(self, name: str) -> None:
         """Bring the engines up to date with candidate ``name``, new or redefined.

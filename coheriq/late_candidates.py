@@ -142,7 +142,7 @@ def runs_again(info: CandidateInfo, module: str, run: Any) -> bool:
     one run marks two candidates of one name, a function marks it twice, or
     another module takes the name.
     """
-    return info.module == module and registry.ran_before(info.run, module, run)
+    return info.module == module and registry.ran_before(info.run, run)
 
 
 def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
@@ -216,7 +216,7 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
     # The module runs again if a run of it that marked candidates has ended
     # (those it marked again since carry this run: their first run tells).
     if not domain.materialized or any(
-        info.module == module and registry.ran_before(info.first_run, module, run)
+        info.module == module and registry.ran_before(info.first_run, run)
         for info in domain._candidates.values()
     ):
         return

@@ -36,7 +36,7 @@ import _weakref
 import sys
 from _contextvars import ContextVar
 
-from ._stdlib import TYPE_CHECKING
+from ._stdlib import TYPE_CHECKING, caller_outside_coheriq
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Lineage",
+    "caller_run",
     "continuing",
     "done_loading",
     "generations",
@@ -209,18 +210,24 @@ def continuing(name: str, creator: Any) -> Any:
         return current
 
 
-def ran_before(run: Any, module: str, now: Any) -> bool:
-    """Whether ``now`` is ``module`` running again, ``run`` being an ended run of it.
+def caller_run() -> Any:
+    """The run (see :func:`run_of`) of the code that called into coheriq, or None."""
+    frame = caller_outside_coheriq()
+    return None if frame is None else run_of(frame)
 
-    Both must be runs of a module's body (``<module>``: an import, a reload, a
-    notebook cell), not calls of a function: a function that marks a candidate
+
+def ran_before(run: Any, now: Any) -> bool:
+    """Whether the run ``now`` is the module of the ended run ``run`` running again.
+
+    Both must be runs of one module's body (``<module>``: an import, a reload,
+    a notebook cell), not calls of a function: a function that marks a candidate
     twice marks it twice.
     """
     return (
         run is not None
         and now is not None
         and run.f_code.co_name == now.f_code.co_name == "<module>"
-        and run.f_globals.get("__name__") == module
+        and run.f_globals.get("__name__") == now.f_globals.get("__name__")
         and not running(run)
     )
 
