@@ -57,6 +57,14 @@ def run(*args, timeout=240, env=ON_THE_CPU):
     )
 
 
+def demo(values, rows, env=ON_THE_CPU):
+    """The demo on a small batch, each engine timed once: these tests read what it says."""
+    return run(
+        "-m", "ragbatch.demo", "--values", str(values), "--rows", str(rows),
+        "--repeat", "1", "--min-time", "0", env=env,
+    )  # fmt: skip
+
+
 def test_every_installed_example_engine_is_advertised():
     done = run("-c", "import coheriq, ragbatch; print(coheriq.available_engines('ragbatch'))")
     assert done.stdout.strip() == str(tuple(sorted(ENGINES[1:]))), done.stderr
@@ -81,18 +89,7 @@ def test_invariant_suite_passes_on(engine):
 
 
 def test_demo_runs_every_engine():
-    done = run(
-        "-m",
-        "ragbatch.demo",
-        "--values",
-        "20000",
-        "--rows",
-        "200",
-        "--repeat",
-        "1",
-        "--min-time",
-        "0",
-    )
+    done = demo(20000, 200)
     assert done.returncode == 0, done.stderr
     table = done.stdout.splitlines()
     for engine in ENGINES:
@@ -106,19 +103,7 @@ def test_demo_runs_every_engine():
 def test_demo_lists_an_engine_that_cannot_start_here_as_skipped():
     # No JAX device of a platform that does not exist: the gpu engine cannot start.
     env = {**os.environ, "RAGBATCH_GPU_PLATFORM": "nowhere"}
-    done = run(
-        "-m",
-        "ragbatch.demo",
-        "--values",
-        "2000",
-        "--rows",
-        "20",
-        "--repeat",
-        "1",
-        "--min-time",
-        "0",
-        env=env,
-    )
+    done = demo(2000, 20, env=env)
     assert done.returncode == 0, done.stderr
     (line,) = [row for row in done.stdout.splitlines() if row.startswith("gpu ")]
     assert "skipped: JAX finds no nowhere device" in line
@@ -135,19 +120,7 @@ def test_benchmark_runs():
 @needs("compiled")
 def test_demo_says_what_an_ordered_choice_chose_and_passed_over():
     env = {**ON_THE_CPU, "RAGBATCH_ENGINE": "tpu,compiled"}
-    done = run(
-        "-m",
-        "ragbatch.demo",
-        "--values",
-        "2000",
-        "--rows",
-        "20",
-        "--repeat",
-        "1",
-        "--min-time",
-        "0",
-        env=env,
-    )
+    done = demo(2000, 20, env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "outside the blocks, this program runs on 'compiled'" in lines[-3]

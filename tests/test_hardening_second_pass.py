@@ -8,12 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import os
+import subprocess
 import sys
 from contextlib import nullcontext
 
 import pytest
 
 import coheriq as cq
+
+
+def coheriq_command(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m coheriq ARGS`` with this environment plus ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "coheriq", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
 
 # -- 12: a marked class taking **options receives any option name ---------------------------
 
@@ -150,16 +165,7 @@ def test_23_what_is_wrong_first_is_said_first(unique):
     ],
 )
 def test_20_explain_reads_the_variable_as_the_first_call_does(value, said):
-    import os
-    import subprocess
-
-    done = subprocess.run(
-        [sys.executable, "-m", "coheriq", "explain", "ragbatch"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "RAGBATCH_ENGINE": value},
-    )
+    done = coheriq_command("explain", "ragbatch", RAGBATCH_ENGINE=value)
     out = " ".join((done.stdout + done.stderr).split())
     assert said in out, out
     assert "that is not a valid engine name" not in out and ".." not in out
@@ -171,8 +177,6 @@ def test_20_explain_reads_the_variable_as_the_first_call_does(value, said):
 
 @pytest.mark.parametrize(("command", "status"), [(["list"], 0), (["show", "nosuchdomain"], 2)])
 def test_24_a_closed_pipe_is_not_a_failure(command, status):
-    import os
-    import subprocess
 
     for _ in range(5):  # early or late, as the timing falls
         process = subprocess.Popen(
@@ -192,7 +196,6 @@ def test_24_a_closed_pipe_is_not_a_failure(command, status):
 
 
 def test_01_a_signal_handler_that_enters_a_block_never_deadlocks():
-    import subprocess
 
     program = """
 import signal, coheriq
@@ -331,9 +334,6 @@ def test_08_an_exception_candidate_needs_a_derived_engine_class(unique):
 
 
 def test_19_list_copes_with_a_malformed_entry_points_file(make_dist):
-    import json
-    import os
-    import subprocess
 
     site = make_dist(
         "fine_dist", {"fine_engine": "pass\n"}, {"coheriq.engines.fine": {"fast": "fine_engine"}}
@@ -342,15 +342,8 @@ def test_19_list_copes_with_a_malformed_entry_points_file(make_dist):
     (broken / "broken_dist-1.0.dist-info" / "entry_points.txt").write_text(
         "[coheriq.engines.fine]\nthis line has no equals sign\nslow = broken_engine\n[oops\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(site)}
     for json_first in ([], ["--json"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "coheriq", *json_first, "list"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        done = coheriq_command(*json_first, "list", PYTHONPATH=str(site))
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr
     engines = json.loads(done.stdout)["domains"]["fine"]["engines"]
@@ -369,20 +362,9 @@ def test_19_list_copes_with_a_malformed_entry_points_file(make_dist):
     ],
 )
 def test_18_explain_of_a_bad_subject_is_one_line_and_json(make_dist, subject, said):
-    import json
-    import os
-    import subprocess
-
     site = make_dist("raising_dist", {"raising_lib": "raise RuntimeError('boom')\n"}, {})
-    env = {**os.environ, "PYTHONPATH": str(site)}
     for json_flag in ([], ["--json"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "coheriq", *json_flag, "explain", subject],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        done = coheriq_command(*json_flag, "explain", subject, PYTHONPATH=str(site))
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr
         if json_flag:

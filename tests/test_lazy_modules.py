@@ -21,7 +21,19 @@ import coheriq
 
 # A module __getattr__ that imports a submodule on first use, as lazy_loader's
 # attach() writes it.
-INIT = '''
+LAZY_ATTRIBUTES = """
+_lazy = {{"fit": "{name}.heavy", "Model": "{name}.heavy", "heavy": "{name}.heavy"}}
+
+
+def __getattr__(attr):
+    if attr in _lazy:
+        module = importlib.import_module(_lazy[attr])
+        return module if attr == "heavy" else getattr(module, attr)
+    raise AttributeError(f"module {{__name__!r}} has no attribute {{attr!r}}")
+"""
+
+INIT = (
+    '''
 """{name}: light functions, and heavy ones imported on first use."""
 import importlib
 
@@ -33,32 +45,19 @@ domain.declare("{name}.heavy", functions=["fit"], classes=["Model"])
 from {name}.light import smooth
 
 domain.materialize()
-
-_lazy = {{"fit": "{name}.heavy", "Model": "{name}.heavy", "heavy": "{name}.heavy"}}
-
-
-def __getattr__(attr):
-    if attr in _lazy:
-        module = importlib.import_module(_lazy[attr])
-        return module if attr == "heavy" else getattr(module, attr)
-    raise AttributeError(f"module {{__name__!r}} has no attribute {{attr!r}}")
 '''
+    + LAZY_ATTRIBUTES
+)
 
-PLAIN_INIT = '''
+PLAIN_INIT = (
+    '''
 """{name}: the same library, without coheriq."""
 import importlib
 
 from {name}.light import smooth
-
-_lazy = {{"fit": "{name}.heavy", "Model": "{name}.heavy", "heavy": "{name}.heavy"}}
-
-
-def __getattr__(attr):
-    if attr in _lazy:
-        module = importlib.import_module(_lazy[attr])
-        return module if attr == "heavy" else getattr(module, attr)
-    raise AttributeError(f"module {{__name__!r}} has no attribute {{attr!r}}")
 '''
+    + LAZY_ATTRIBUTES
+)
 
 LIGHT = """
 from {name} import domain
