@@ -476,7 +476,7 @@ class AccelerationDomain:
         """
         run = registry.caller_run()
         with self._lock:
-            if registry.ran_before(self._materialized_by, run):
+            if registry.reran(self._materialized_by, run):
                 # The module that materialized the domain runs again (a reload):
                 # the reference class it made is kept up to date.
                 self._materialized_by = run

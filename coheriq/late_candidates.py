@@ -213,10 +213,10 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
                 f"module {module!r} marks {target!r}. Correct the declaration or the marking."
             )
         return
-    # The module runs again if a run of it that marked candidates has ended
-    # (those it marked again since carry this run: their first run tells).
+    # The module runs again if a run of its source that marked candidates has
+    # ended (those it marked again since carry this run: their first run tells).
     if not domain.materialized or any(
-        info.module == module and registry.ran_before(info.first_run, run)
+        info.module == module and registry.reran(info.first_run, run)
         for info in domain._candidates.values()
     ):
         return

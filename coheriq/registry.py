@@ -31,6 +31,7 @@ from __future__ import annotations
 
 # _thread rather than threading, _weakref rather than weakref: the same objects,
 # without importing the Python modules at `import coheriq`.
+import _frozen_importlib
 import _thread
 import _weakref
 import sys
@@ -55,6 +56,7 @@ __all__ = [
     "ran_before",
     "register",
     "replace",
+    "reran",
     "run_of",
     "running",
 ]
@@ -230,6 +232,31 @@ def ran_before(run: Any, now: Any) -> bool:
         and run.f_globals.get("__name__") == now.f_globals.get("__name__")
         and not running(run)
     )
+
+
+def reran(run: Any, now: Any) -> bool:
+    """Whether the run ``now`` is an import running the module of the ended run ``run`` again.
+
+    That is :func:`ran_before` where the import system runs ``now``: a reload
+    or a retry of a failed import, not the next cell of a notebook or example
+    of a doctest, which run other code as the same module. New candidates, and
+    a second materialize(), are let through only then.
+    """
+    return ran_before(run, now) and _imported(now)
+
+
+def _imported(frame: Any) -> bool:
+    """Whether the import system runs ``frame`` (below it on the stack)."""
+    caller = frame.f_back
+    while caller is not None:
+        if caller.f_code.co_filename == _IMPORT_SYSTEM:
+            return True
+        caller = caller.f_back
+    return False
+
+
+# Where the import system's own frames come from (whichever loader runs the module).
+_IMPORT_SYSTEM: str = _frozen_importlib._exec.__code__.co_filename  # type: ignore[attr-defined]
 
 
 def running(frame: Any) -> bool:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import coheriq
+
 WALKTHROUGH = Path(__file__).parent.parent / "docs" / "examples" / "walkthrough"
 
 
@@ -169,6 +171,37 @@ def test_a_second_domain_or_candidate_in_one_run_is_still_an_error(site):
     )
     assert "has a candidate named 'mean' already" in out
     assert "A coheriq domain named 'mylib' exists already" in out
+
+
+@pytest.mark.parametrize("filename", ["<doctest default[{}]>", "<doctest default[0]>"])
+def test_the_next_cell_or_doctest_example_does_not_run_the_module_again(filename):
+    # Each example of a doctest, like each notebook cell, runs as a module body
+    # in the module's globals, from a file name of its own or, as Sphinx's
+    # testcode blocks do, all from one; only an import running the module again
+    # (a reload, a retry) may add candidates or materialize again.
+    namespace = {"__name__": "__main__"}
+
+    def run_example(number, source):
+        exec(compile(textwrap.dedent(source), filename.format(number), "exec"), namespace)
+
+    run_example(
+        0,
+        """
+        import coheriq
+        domain = coheriq.AccelerationDomain("cells")
+
+        @domain.acceleration_candidate
+        def first(xs):
+            return xs
+
+        domain.materialize()
+        """,
+    )
+    with pytest.raises(coheriq.CoheriqDomainError, match="materialized already"):
+        run_example(1, "@domain.acceleration_candidate\ndef late(xs):\n    return xs\n")
+    with pytest.raises(coheriq.CoheriqDomainError, match="materialized already"):
+        run_example(2, "domain.materialize()\n")
+    assert sorted(namespace["domain"].candidate_kinds) == ["first"]
 
 
 INIT_DOMAIN = '''
