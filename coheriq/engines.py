@@ -28,6 +28,7 @@ from . import registry
 from ._stdlib import TYPE_CHECKING, caller_outside_coheriq
 from ._validate import REFERENCE, is_engine_name
 from .choice import Scope, Starting
+from .engine_start import EngineStart
 from .exceptions import (
     CoheriqEngineError,
     CoheriqEngineLoadError,
@@ -76,25 +77,6 @@ def _runs_no_code(cls: type) -> bool:
     return cls.__init__ is object.__init__ and cls.__new__ is object.__new__  # type: ignore[misc,comparison-overlap]
 
 
-class _Start:
-    """An engine being started by one thread; others wait for it on its lock."""
-
-    __slots__ = ("lock", "thread")
-
-    def __init__(self) -> None:
-        self.thread = _thread.get_ident()
-        self.lock = _thread.allocate_lock()
-        self.lock.acquire()
-
-    def wait(self) -> None:
-        """Return when the start has ended, however it ended."""
-        self.lock.acquire()
-        self.lock.release()
-
-    def finish(self) -> None:
-        self.lock.release()
-
-
 class Engines:
     """The engine classes of one copy of a domain, and the one instance of each.
 
@@ -116,7 +98,7 @@ class Engines:
         self.implementations: dict[str, dict[type, EngineMeta | None]] = {}
         self._instances: dict[EngineMeta, dict[str, Any]] = {}  # the members of each
         self._started: dict[EngineMeta, Any] = {}  # the instance of each
-        self._starting: dict[EngineMeta, _Start] = {}  # engines whose __init__ runs now
+        self._starting: dict[EngineMeta, EngineStart] = {}  # engines whose __init__ runs now
 
     # -- the seam EngineMeta uses -----------------------------------------------------
 
@@ -370,7 +352,9 @@ class Engines:
                     return members
                 start = self._starting.get(cls)
                 if start is None:
-                    start = self._starting[cls] = _Start()
+                    reference = self.domain.require_reference("start an engine")
+                    start = EngineStart(cls, reference, self.domain.name)
+                    self._starting[cls] = start
                     break  # this thread starts the engine
             if start.thread == _thread.get_ident():
                 if _runs_no_code(cls):

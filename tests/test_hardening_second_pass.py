@@ -243,6 +243,114 @@ print("done", handled)
     assert done.stdout.startswith("done")
 
 
+# -- 2: an engine whose __init__ waits for a thread that calls the library ---------------
+
+WARMING_LIBRARY = """
+import os, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
+import coheriq
+
+domain = coheriq.AccelerationDomain("warmlib", env_prefix="WARMLIB")
+
+@domain.acceleration_candidate
+def f(x):
+    return x + 1
+
+domain.materialize()
+refused = []
+
+def calling_the_library():
+    try:
+        f(1)
+    except coheriq.CoheriqEngineError as error:
+        refused.append(str(error))
+
+class Warm(coheriq.engine_class("warmlib"), name="warm"):
+    def __init__(self):
+        how = os.environ["HOW"]
+        if how == "join":
+            worker = threading.Thread(target=calling_the_library)
+            worker.start()
+            worker.join()
+        elif how == "method":  # the thread runs the engine's method; __init__ waits on an event
+            self._done = threading.Event()
+            threading.Thread(target=self._warm).start()
+            self._done.wait()
+        elif how == "pool":
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(lambda x: calling_the_library(), range(3)))
+        elif how == "result":
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(f, 1).result()
+        elif how == "unrelated":  # a slow start, waiting on an event; a thread of the program's
+            ready = threading.Event()
+            threading.Timer(0.5, ready.set).start()
+            ready.wait()
+
+    def _warm(self):
+        calling_the_library()
+        self._done.set()
+
+    def f(self, x):
+        return x + 100
+"""
+
+WARMING_MAIN = """
+import os, threading, time
+import warmlib
+
+if os.environ["HOW"] == "unrelated":
+    results = []
+    starter = threading.Thread(target=lambda: results.append(warmlib.f(1)))
+    starter.start()
+    time.sleep(0.2)  # the start is under way: a thread made now waits for it
+    other = threading.Thread(target=lambda: results.append(warmlib.f(2)))
+    other.start()
+    starter.join()
+    other.join()
+    print(sorted(results), len(warmlib.refused))
+else:
+    try:
+        print(warmlib.f(1), len(warmlib.refused), *warmlib.refused)
+    except coheriq.CoheriqEngineStartError as error:
+        print("start failed:", error.__cause__)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "printed"),
+    [
+        ("join", "101 1"),
+        ("method", "101 1"),
+        ("pool", "101 3"),
+        ("result", "start failed: Engine 'warm' of domain 'warmlib' was asked for from a thread"),
+        ("unrelated", "[101, 102] 0"),
+    ],
+)
+def test_02_an_engine_waiting_for_a_thread_that_calls_the_library_never_hangs(
+    tmp_path, how, printed
+):
+    (tmp_path / "warmlib.py").write_text(WARMING_LIBRARY)
+    main = WARMING_MAIN.replace("import warmlib", "import coheriq, warmlib")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", main],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(tmp_path), "WARMLIB_ENGINE": "warm", "HOW": how},
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the program hung ({how})")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(printed), done.stdout
+    if how in ("join", "method", "pool"):  # each refusal said why, and what to do
+        assert done.stdout.count("In that thread, call the engine's own implementations") == int(
+            printed[-1]
+        )
+
+
 # -- 3: using_engine as a decorator on an async candidate scopes the coroutine -------------
 
 
