@@ -34,7 +34,7 @@ import sys
 
 from ._stdlib import TYPE_CHECKING, FunctionType, MemberDescriptorType
 from .exceptions import CoheriqTypeError
-from .proxy import Method, parameter_lists
+from .proxy import Method, bound_elsewhere, parameter_lists
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Iterator
@@ -225,6 +225,14 @@ def _refuse_unmarkable(info: CandidateInfo, cls: type) -> None:
         raise refuse(
             "it is implemented in C, and coheriq marks a class by rebuilding it from its "
             "class statement. Mark a Python class that wraps or derives from it."
+        )
+    if bound_elsewhere(cls, info.module):
+        raise refuse(
+            f"it is defined in module {cls.__module__!r}, which holds it, and module "
+            f"{info.module!r} marks it: the code of {cls.__module__!r} would go on "
+            "building the unmarked class, and pickle would find that one. Mark it where it "
+            "is defined: put @domain.acceleration_candidate above its class statement in "
+            f"module {cls.__module__!r}."
         )
     if type.__subclasses__(cls):
         names = ", ".join(sub.__qualname__ for sub in type.__subclasses__(cls))

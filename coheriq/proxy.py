@@ -48,7 +48,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-__all__ = ["CandidateInfo", "Method", "Switchboard", "candidate_of", "parameter_lists"]
+__all__ = [
+    "CandidateInfo",
+    "Method",
+    "Switchboard",
+    "bound_elsewhere",
+    "candidate_of",
+    "parameter_lists",
+]
 
 # Parameters named so could clash with the generated code's own names.
 _RESERVED_PREFIX = "_coheriq"
@@ -58,6 +65,24 @@ _RESERVED_PREFIX = "_coheriq"
 _CO_VARARGS = 0x04
 _CO_VARKEYWORDS = 0x08
 _CO_COROUTINE = 0x80
+
+
+def bound_elsewhere(obj: Any, module: str) -> bool:
+    """Whether ``obj``, marked by ``module``, belongs to another module, which holds it.
+
+    That is, ``obj.__module__`` is another module's name, and that module holds
+    ``obj`` itself under ``obj.__qualname__``: where pickle, ``help()`` and
+    that module's own code find it (``normalize = mark(_impl.normalize)``).
+    A decorator above a ``def`` or ``class`` statement marks an object that
+    is bound nowhere yet, wherever the decorator is written.
+    """
+    home = getattr(obj, "__module__", None)
+    if not isinstance(home, str) or home == module or module == "?":
+        return False
+    found: Any = sys.modules.get(home)
+    for part in str(getattr(obj, "__qualname__", "")).split("."):
+        found = getattr(found, part, None)  # "<locals>" finds nothing
+    return found is obj
 
 
 class CandidateInfo:
@@ -211,6 +236,12 @@ class Switchboard:
                         setattr(proxy, attr, getattr(fn, attr))
                     except AttributeError:
                         pass
+        if bound_elsewhere(fn, info.module):
+            # pickle finds a function by its __module__ and __qualname__, and
+            # there it would find fn: the proxy is the marking module's, under
+            # the candidate's name.
+            proxy.__module__ = info.module
+            proxy.__name__ = proxy.__qualname__ = info.name
         proxy.__annotations__ = dict(getattr(fn, "__annotations__", {}) or {})
         proxy.__wrapped__ = fn  # type: ignore[attr-defined]
         proxy.__coheriq_candidate__ = info  # type: ignore[attr-defined]

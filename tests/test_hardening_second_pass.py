@@ -30,6 +30,80 @@ def coheriq_command(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# -- 11: objects marked in another module than their own ----------------------------------
+
+IMPL = """
+def normalize(xs):
+    total = sum(xs)
+    return [x / total for x in xs]
+
+
+class Batch:
+    def __init__(self, xs):
+        self.xs = xs
+"""
+
+
+def test_11_a_function_marked_from_another_module_pickles_as_the_marking_modules(tmp_path):
+    (tmp_path / "picklib").mkdir()
+    (tmp_path / "picklib" / "_impl.py").write_text(IMPL)
+    (tmp_path / "picklib" / "__init__.py").write_text(
+        "import coheriq\n"
+        "from . import _impl\n"
+        'domain = coheriq.AccelerationDomain("picklib")\n'
+        "normalize = domain.acceleration_candidate(_impl.normalize)\n"
+        'scaled = domain.acceleration_candidate(_impl.normalize, name="scaled")\n'
+        "domain.materialize()\n"
+    )
+    program = """
+import pickle, subprocess, sys
+import picklib
+for proxy in (picklib.normalize, picklib.scaled):
+    print(proxy.__module__, proxy.__qualname__, pickle.loads(pickle.dumps(proxy)) is proxy)
+# and in another process, as a pool sends it
+check = "import pickle, sys; f = pickle.loads(sys.stdin.buffer.read()); print(f([1, 3]))"
+sent = subprocess.run([sys.executable, "-c", check], input=pickle.dumps(picklib.normalize),
+                      capture_output=True, check=True)
+print(sent.stdout.decode().strip())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == [
+        "picklib normalize True",
+        "picklib scaled True",
+        "[0.25, 0.75]",
+    ]
+
+
+def test_11_a_class_marked_from_another_module_is_refused_with_the_fix(tmp_path, monkeypatch):
+    module = tmp_path / "refusedimpl.py"
+    module.write_text(IMPL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "refusedimpl", raising=False)
+    import refusedimpl
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain("refusing")
+        with pytest.raises(cq.CoheriqTypeError) as refused:
+            domain.acceleration_candidate(refusedimpl.Batch)
+        assert (
+            "it is defined in module 'refusedimpl', which holds it, and module "
+            f"{__name__!r} marks it" in str(refused.value)
+        )
+        assert "above its class statement in module 'refusedimpl'" in str(refused.value)
+        assert domain.candidate_kinds == {}  # nothing was marked
+
+        # A decorator written in another module marks a class bound nowhere yet: fine.
+        exec("@mark\nclass Later:\n    pass\n", {"mark": domain.acceleration_candidate})
+        assert list(domain.candidate_kinds) == ["Later"]
+
+
 # -- 12: a marked class taking **options receives any option name ---------------------------
 
 
