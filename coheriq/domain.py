@@ -47,7 +47,7 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
-from .marked import mark_class
+from .marked import mark_class, release
 from .meta import EngineMeta
 from .proxy import CandidateInfo, Switchboard, candidate_of
 from .scopes import Scopes
@@ -201,10 +201,12 @@ class AccelerationDomain:
                 self.scopes.set_profiling(_scopes.profiling_current(self))
         if copy > 1:  # the copies made before now look at scopes through other copies
             for other in self._lineage.generations():
-                if other is not self:
+                if other is not self and not other._switchboard.retired:
+                    # Replaced: it looks at the context through every copy, and
+                    # is freed once nothing but this lineage holds it.
                     with other._lock:
-                        other.scopes.always_look = True
-                        other.scopes.refresh_dispatch()
+                        other.scopes.retire()
+                    release(info.reference for info in other._candidates.values() if info.is_class)
 
     def _declared_as(self, name: str, module: str, is_class: bool) -> bool:
         """Whether ``name`` is declared (or marked, once declared) so already."""

@@ -37,7 +37,7 @@ from .exceptions import CoheriqTypeError
 from .proxy import Method, bound_elsewhere, parameter_lists
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Container, Iterator
+    from collections.abc import Callable, Container, Iterable, Iterator
     from typing import Any
 
     from .proxy import CandidateInfo, Switchboard
@@ -341,6 +341,44 @@ def _derive_metaclass(
             },
         )
     return meta
+
+
+def release(marked: Iterable[type]) -> None:
+    """Take the marked classes ``marked``, which are dropped, out of their metaclasses' line.
+
+    Each new marked class's metaclass derives from the line of those made before
+    it (see :func:`_derive_metaclass`), which so holds every one of them, and,
+    through them, their domains. A dropped domain's classes (an isolated world
+    that ended, a copy of a library that a reload replaced) leave it: the
+    metaclasses made after theirs derive from those made before instead, and
+    theirs from the original metaclass alone. The classes work on as before,
+    and are freed when nothing else holds them; only a new class deriving from
+    one of them and from a marked class still in the line can no longer be made.
+    """
+    with _newest_lock:
+        for cls in marked:
+            meta = type(cls)
+            if meta.__dict__.get("__coheriq_candidate__") is None:
+                continue  # not a marked class, or released already
+            _leave_line(meta, meta.__dict__["_coheriq_for_subclasses"])
+
+
+def _leave_line(meta: type, for_subclasses: type) -> None:
+    """Take one marked class's pair of metaclasses out of the line; hold ``_newest_lock``."""
+    root = meta.__dict__["_coheriq_root"]
+    first = (CandidateClassMeta, root)
+    before = meta.__bases__
+    later: type
+    for later in type.__subclasses__(for_subclasses):
+        if later.__bases__ == (for_subclasses,) and "_coheriq_for_subclasses" in later.__dict__:
+            later.__bases__ = before  # the next pair of the line
+    if _newest.get(root) is for_subclasses:
+        if before == first:
+            del _newest[root]
+        else:
+            _newest[root] = before[0]
+    if before != first:
+        meta.__bases__ = first
 
 
 def check_implementations(cls: type, foreign: bool) -> None:

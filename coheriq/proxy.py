@@ -200,6 +200,7 @@ class Switchboard:
         self._scoped = f"_coheriq{tag}_scoped"
         self._current = f"_coheriq{tag}_current"
         self._slot_prefix = f"_coheriq{tag}_impl_"
+        self.retired = False  # see retire()
         # Until the domain settles there is no implementation to call directly:
         # every call looks at the context, which settles the domain.
         namespace[self._scoped] = True
@@ -321,16 +322,50 @@ class Switchboard:
 
     def connect(self, members: Mapping[str, Any]) -> None:
         """Point every candidate's slot at what a call runs now (the settled engine's)."""
+        if self.retired:
+            return
         for name, member in members.items():
             self.namespace[self._slot(name)] = member
 
     def set_current(self, current: Callable[[], Any]) -> None:
         """Replace the function that finds the current context's scope."""
-        self.namespace[self._current] = current
+        if not self.retired:
+            self.namespace[self._current] = current
 
     def set_scoped(self, scoped: bool) -> None:
         """Say whether proxies must look at the context before calling."""
-        self.namespace[self._scoped] = scoped
+        if not self.retired:
+            self.namespace[self._scoped] = scoped
+
+    def retire(self, current: Callable[[], Any]) -> None:
+        """From now on, look at the context on every call, through ``current`` alone.
+
+        For a copy of a domain that a later copy replaced: the namespace, which
+        the later copy's proxies keep, then holds nothing of this copy's but
+        ``current``, which must hold the copy weakly and never return ``None``
+        while the copy lives (its proxies hold it). So the copy is freed when
+        nothing else holds it. Later changes (connect, set_current, set_scoped)
+        are ignored.
+        """
+        namespace = self.namespace
+        for key in self._slots():
+            namespace[key] = None
+        namespace[self._current] = current
+        namespace[self._scoped] = True
+        self.retired = True
+
+    def forget(self, _: object = None) -> None:
+        """Take this copy's names out of the namespace: the copy was freed.
+
+        (A weak reference's callback: see :meth:`coheriq.scopes.Scopes.retire`.)
+        """
+        for key in [self._scoped, self._current, *self._slots()]:
+            self.namespace.pop(key, None)
+
+    def _slots(self) -> list[str]:
+        # list() first: a callback of the garbage collector may change the
+        # namespace (forget) while it is read.
+        return [key for key in list(self.namespace) if key.startswith(self._slot_prefix)]
 
     def _slot(self, name: str) -> str:
         return f"{self._slot_prefix}{name}"

@@ -14,6 +14,8 @@ engine's set-up.
 
 from __future__ import annotations
 
+import _weakref
+
 from ._stdlib import DEBUG, TYPE_CHECKING, log
 from ._validate import REFERENCE
 from .choice import Fallthrough, Scope, Starting, live_scope
@@ -144,6 +146,29 @@ class Scopes:
         with self.domain._lock:
             self._profiling = current
             self.refresh_dispatch()
+
+    def retire(self) -> None:
+        """This copy of the domain is replaced by a later one: hold it weakly.
+
+        Its proxies look at the context on every call from now on (a block
+        entered through any copy, else this copy's own choice), through a
+        finder that holds the copy weakly (see
+        :meth:`~coheriq.proxy.Switchboard.retire`).
+        """
+        self.always_look = True
+        # Once the copy is freed, its names leave the namespace.
+        copy = _weakref.ref(self.domain, self.domain._switchboard.forget)
+
+        def current() -> Any:
+            domain = copy()
+            if domain is None:  # no proxy of the copy is left to ask
+                return None
+            scopes = domain.scopes
+            scope = (scopes._profiling or scopes.here)()
+            return scope if scope is not None else domain.choice.settled
+
+        self.domain._switchboard.retire(current)
+        self.refresh_looking()
 
     def refresh_dispatch(self) -> None:
         """Tell the proxies how to find what a call runs, after any change.

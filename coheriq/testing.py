@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 
-from . import discovery, registry
+from . import discovery, marked, registry
 from ._stdlib import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -53,8 +53,19 @@ def isolated() -> Iterator[None]:
     finally:
         inner = registry.replace(outer_domains)
         discovery._replace_cache(outer_cache)
+        marked.release(_classes_marked_by(inner.values()))
         for module in _modules_that_defined(inner.values()) - before:
             sys.modules.pop(module, None)
+
+
+def _classes_marked_by(lineages: Iterable[registry.Lineage]) -> list[type]:
+    return [
+        info.reference
+        for lineage in lineages
+        for domain in lineage.generations()
+        for info in domain._candidates.values()
+        if info.is_class
+    ]
 
 
 def _modules_that_defined(lineages: Iterable[registry.Lineage]) -> set[str]:
