@@ -943,3 +943,44 @@ def test_15_blocks_leave_nothing_in_the_context(unique):
                     f(1)
             f(2)
     assert len(contextvars.copy_context()) <= before + 1  # not one per domain
+
+
+# -- 14: a block costs the same after many reloads ------------------------------------------
+
+
+def test_14_a_block_does_the_same_work_after_a_hundred_reloads(tmp_path, monkeypatch):
+    import importlib
+
+    (tmp_path / "reloadedblocks.py").write_text(RELOADED.replace('"reloaded"', '"blocks"'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "reloadedblocks", raising=False)
+
+    def calls_made_by_a_block(module):
+        """How many Python calls entering and leaving a block makes (not timed: counted)."""
+        with cq.using_engine("blocks", "fast"):  # the engine started, outside the count
+            module.f(1)
+        calls = 0
+
+        def count(frame, event, arg):
+            nonlocal calls
+            calls += event == "call"
+
+        sys.setprofile(count)
+        try:
+            with cq.using_engine("blocks", "fast"):
+                pass
+        finally:
+            sys.setprofile(None)
+        return calls
+
+    with cq.testing.isolated():
+        import reloadedblocks
+
+        held = [reloadedblocks.f]  # older copies still in use, as after real reloads
+        one_copy = calls_made_by_a_block(reloadedblocks)
+        for _ in range(100):
+            importlib.reload(reloadedblocks)
+            held.append(reloadedblocks.f)
+        assert calls_made_by_a_block(reloadedblocks) == one_copy
+        with cq.using_engine("blocks", "fast"):
+            assert [f(1) for f in held] == [-1] * 101
