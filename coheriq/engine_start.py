@@ -15,7 +15,9 @@ it finds, looking every :data:`POLL_SECONDS`, that:
 * what it waits for is this thread or the future this thread runs (a join, a
   ``result()``), or this thread runs code of the engine being started (a
   method of its class, a function defined in one), which only the start can
-  have set going.
+  have set going; or what it waits for is a thread that waits for another
+  start, and so on, back to this thread (two engines whose starts wait for
+  each other's warm-up threads).
 
 A thread of the program's own, one that a pool started while the engine was
 starting say, runs no code of the engine and is waited for by no start: it
@@ -74,60 +76,80 @@ class EngineStart:
         Raises:
             CoheriqEngineError: The start waits for this thread (see the module doc).
         """
-        while not self.lock.acquire(True, POLL_SECONDS):
-            if self._waits_for_this_thread():
-                name = getattr(self.engine_class, "__coheriq_name__", None) or "reference"
-                raise CoheriqEngineError(
-                    f"Engine {name!r} of domain {self.domain!r} was asked for from a thread "
-                    "that its __init__ set going and waits for, before the engine existed: "
-                    "the start would wait for the thread and the thread for the start. In "
-                    "that thread, call the engine's own implementations (self.name(...)) "
-                    "instead of the library, or start the thread after __init__."
-                )
+        me = _thread.get_ident()
+        _waiting[me] = self
+        try:
+            while not self.lock.acquire(True, POLL_SECONDS):
+                if self._waits_for(me):
+                    name = getattr(self.engine_class, "__coheriq_name__", None) or "reference"
+                    raise CoheriqEngineError(
+                        f"Engine {name!r} of domain {self.domain!r} was asked for from a "
+                        "thread that its __init__ set going and waits for (maybe through "
+                        "another engine's start), before the engine existed: the start "
+                        "would wait for the thread and the thread for the start. In that "
+                        "thread, call the engine's own implementations (self.name(...)) "
+                        "instead of the library, or start the thread after __init__."
+                    )
+        finally:
+            del _waiting[me]
         self.lock.release()
 
     def finish(self) -> None:
         """End the start: every waiting thread goes on."""
         self.lock.release()
 
-    def _waits_for_this_thread(self) -> bool:
-        """Whether the starting thread is blocked waiting for this one (see the module doc)."""
-        waited = self._waited_for()
-        if waited is None:
-            return False
-        mine = sys._getframe()
-        threading = sys.modules.get("threading")
-        me = None if threading is None else threading.current_thread()
-        if me is not None and any(obj is me for obj in waited):
-            return True
-        engine_code = self._own_code()
-        frame: FrameType | None = mine
-        while frame is not None:
-            work_item = _work_item(frame)
-            if work_item is not None and any(obj is work_item.future for obj in waited):
-                return True
-            if frame.f_code in engine_code:
-                return True
-            frame = frame.f_back
+    def _waits_for(self, me: int) -> bool:
+        """Whether this start waits for thread ``me``, directly or through other starts.
+
+        The threads a start waits for (see :meth:`_awaited`) may themselves wait
+        for a start, and so on: a chain that leads back to ``me`` never ends.
+        """
+        frames = sys._current_frames()
+        seen: set[int] = set()
+        starts = [self]
+        while starts:
+            start = starts.pop()
+            if start.thread in seen:
+                continue
+            seen.add(start.thread)
+            for thread in start._awaited(frames):
+                if thread == me:
+                    return True
+                further = _waiting.get(thread)
+                if further is not None:
+                    starts.append(further)
         return False
 
-    def _waited_for(self) -> list[Any] | None:
-        """What the starting thread waits for, or None where it is not blocked in a wait.
+    def _awaited(self, frames: dict[int, FrameType]) -> list[int]:
+        """The threads that the starting thread, blocked in a wait, waits for.
 
-        That is the ``self`` of each of its innermost frames in a waiting module
-        (the Thread of a join, the Future of a ``result()``, the Event...), and
-        the futures given to :func:`concurrent.futures.wait` or ``as_completed``.
+        That is, while it is blocked in a waiting module: a thread it joins, a
+        thread that runs a future it waits for, and a thread that runs code of
+        the engine being started.
         """
-        frame = sys._current_frames().get(self.thread)
-        waited: list[Any] = []
-        while frame is not None and frame.f_globals.get("__name__") in _WAITING_MODULES:
-            local = frame.f_locals
-            waited.append(local.get("self"))
-            futures = local.get("fs")
-            if isinstance(futures, (set, frozenset, list, tuple)):
-                waited.extend(futures)
-            frame = frame.f_back
-        return waited or None
+        waited = _waited_for(frames.get(self.thread))
+        if not waited:
+            return []
+        threading = sys.modules.get("threading")
+        awaited = [
+            obj.ident
+            for obj in waited
+            if threading is not None and isinstance(obj, threading.Thread) and obj.ident
+        ]
+        engine_code = self._own_code()
+        for thread, frame in frames.items():
+            if thread == self.thread:
+                continue
+            caller: FrameType | None = frame
+            while caller is not None:
+                work_item = _work_item(caller)
+                if caller.f_code in engine_code or (
+                    work_item is not None and any(obj is work_item.future for obj in waited)
+                ):
+                    awaited.append(thread)
+                    break
+                caller = caller.f_back
+        return awaited
 
     def _own_code(self) -> frozenset[CodeType]:
         """The code of the engine's own classes: their functions and the functions in those."""
@@ -138,6 +160,28 @@ class EngineStart:
                 code for klass in own for value in vars(klass).values() for code in _codes(value)
             )
         return self._engine_code
+
+
+# Thread -> the start it waits for now.
+_waiting: dict[int, EngineStart] = {}
+
+
+def _waited_for(frame: FrameType | None) -> list[Any]:
+    """What a thread whose innermost frame is ``frame`` is blocked waiting for, if it is.
+
+    That is the ``self`` of each of its innermost frames in a waiting module
+    (the Thread of a join, the Future of a ``result()``, the Event...), and the
+    futures given to :func:`concurrent.futures.wait` or ``as_completed``.
+    """
+    waited: list[Any] = []
+    while frame is not None and frame.f_globals.get("__name__") in _WAITING_MODULES:
+        local = frame.f_locals
+        waited.append(local.get("self"))
+        futures = local.get("fs")
+        if isinstance(futures, (set, frozenset, list, tuple)):
+            waited.extend(futures)
+        frame = frame.f_back
+    return waited
 
 
 def _work_item(frame: FrameType) -> Any:

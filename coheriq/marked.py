@@ -350,35 +350,54 @@ def release(marked: Iterable[type]) -> None:
     it (see :func:`_derive_metaclass`), which so holds every one of them, and,
     through them, their domains. A dropped domain's classes (an isolated world
     that ended, a copy of a library that a reload replaced) leave it: the
-    metaclasses made after theirs derive from those made before instead, and
-    theirs from the original metaclass alone. The classes work on as before,
-    and are freed when nothing else holds them; only a new class deriving from
-    one of them and from a marked class still in the line can no longer be made.
+    metaclasses made after theirs derive from those made before instead. Theirs
+    keep what they derive from, so the classes work on as before, combine with
+    each other and with classes marked before them, and are freed when nothing
+    else holds them; only a new class deriving from one of them and from a class
+    marked after them can no longer be made.
     """
     with _newest_lock:
+        leaving = []
         for cls in marked:
             meta = type(cls)
-            if meta.__dict__.get("__coheriq_candidate__") is None:
+            if meta.__dict__.get("__coheriq_candidate__") is None or meta.__dict__.get(
+                "_coheriq_released"
+            ):
                 continue  # not a marked class, or released already
-            _leave_line(meta, meta.__dict__["_coheriq_for_subclasses"])
+            meta._coheriq_released = True  # type: ignore[attr-defined]
+            leaving.append(meta)
+        for meta in leaving:  # all marked first: those released together stay related
+            _leave_line(meta)
 
 
-def _leave_line(meta: type, for_subclasses: type) -> None:
+def _leave_line(meta: type) -> None:
     """Take one marked class's pair of metaclasses out of the line; hold ``_newest_lock``."""
     root = meta.__dict__["_coheriq_root"]
-    first = (CandidateClassMeta, root)
-    before = meta.__bases__
+    for_subclasses = meta.__dict__["_coheriq_for_subclasses"]
+    before = _in_line(meta.__bases__, root)
     later: type
     for later in type.__subclasses__(for_subclasses):
-        if later.__bases__ == (for_subclasses,) and "_coheriq_for_subclasses" in later.__dict__:
+        if (
+            later.__bases__ == (for_subclasses,)
+            and "_coheriq_for_subclasses" in later.__dict__
+            and not later.__dict__.get("_coheriq_released")
+        ):
             later.__bases__ = before  # the next pair of the line
     if _newest.get(root) is for_subclasses:
-        if before == first:
+        if before == (CandidateClassMeta, root):
             del _newest[root]
         else:
             _newest[root] = before[0]
-    if before != first:
-        meta.__bases__ = first
+
+
+def _in_line(bases: tuple[type, ...], root: type) -> tuple[type, ...]:
+    """``bases`` of a pair of the line, or of the nearest pair before it still in the line."""
+    while bases != (CandidateClassMeta, root):
+        owner = bases[0].__bases__[0]  # the metaclass of the pair ``bases`` names
+        if not owner.__dict__.get("_coheriq_released"):
+            break
+        bases = owner.__bases__
+    return bases
 
 
 def check_implementations(cls: type, foreign: bool) -> None:

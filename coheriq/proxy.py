@@ -67,6 +67,23 @@ _CO_VARKEYWORDS = 0x08
 _CO_COROUTINE = 0x80
 
 
+# Switchboards of copies freed since the last Switchboard.retire() (see forget()).
+_freed: list[Switchboard] = []
+
+
+class _Forward:
+    """A replaced copy's slot: calls what its finder finds for the candidate ``name``."""
+
+    __slots__ = ("current", "name")
+
+    def __init__(self, current: Callable[[], Any], name: str) -> None:
+        self.current = current
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.current().members[self.name](*args, **kwargs)
+
+
 def bound_elsewhere(obj: Any, module: str) -> bool:
     """Whether ``obj``, marked by ``module``, belongs to another module, which holds it.
 
@@ -342,23 +359,33 @@ class Switchboard:
 
         For a copy of a domain that a later copy replaced: the namespace, which
         the later copy's proxies keep, then holds nothing of this copy's but
-        ``current``, which must hold the copy weakly and never return ``None``
-        while the copy lives (its proxies hold it). So the copy is freed when
-        nothing else holds it. Later changes (connect, set_current, set_scoped)
-        are ignored.
+        ``current``, which must hold the copy weakly and never return ``None``.
+        So the copy is freed when nothing else holds it. Each slot forwards to
+        what ``current`` finds, for a call that read the flag just before it
+        was set. Later changes (connect, set_current, set_scoped) are ignored.
         """
+        while _freed:  # the names of copies freed since the last retire() go now
+            try:
+                _freed.pop()._drop_names()
+            except IndexError:  # another thread took the last
+                break
         namespace = self.namespace
-        for key in self._slots():
-            namespace[key] = None
         namespace[self._current] = current
+        for key in self._slots():
+            namespace[key] = _Forward(current, key[len(self._slot_prefix) :])
         namespace[self._scoped] = True
         self.retired = True
 
     def forget(self, _: object = None) -> None:
-        """Take this copy's names out of the namespace: the copy was freed.
+        """The copy was freed: its names leave the namespace at the next :meth:`retire`.
 
         (A weak reference's callback: see :meth:`coheriq.scopes.Scopes.retire`.)
+        Not at once: the collector calls it before the finalizers (``__del__``)
+        of the same garbage, which may still call the copy's proxies.
         """
+        _freed.append(self)
+
+    def _drop_names(self) -> None:
         for key in [self._scoped, self._current, *self._slots()]:
             self.namespace.pop(key, None)
 

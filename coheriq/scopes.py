@@ -158,11 +158,14 @@ class Scopes:
         self.always_look = True
         # Once the copy is freed, its names leave the namespace.
         copy = _weakref.ref(self.domain, self.domain._switchboard.forget)
+        lineage = self.domain._lineage
 
         def current() -> Any:
+            # A copy being freed is still called by finalizers (__del__) of its
+            # own garbage, after its weak reference died: the newest copy runs those.
             domain = copy()
-            if domain is None:  # no proxy of the copy is left to ask
-                return None
+            if domain is None:
+                domain = lineage.current
             scopes = domain.scopes
             scope = (scopes._profiling or scopes.here)()
             return scope if scope is not None else domain.choice.settled

@@ -245,7 +245,7 @@ def test_16_a_copy_nobody_refers_to_is_freed_and_one_still_held_works(tmp_path, 
     with cq.testing.isolated():
         import reloaded
 
-        first_f, FirstA = reloaded.f, reloaded.A  # held: that copy must work on
+        first_f, FirstA, FirstB = reloaded.f, reloaded.A, reloaded.B  # held: must work on
         with cq.using_engine("reloaded", "fast"):
             assert first_f(1) == -1
         importlib.reload(reloaded)
@@ -266,13 +266,90 @@ def test_16_a_copy_nobody_refers_to_is_freed_and_one_still_held_works(tmp_path, 
         class Mine(FirstA):
             pass
 
-        assert Mine(3).x == 3
+        class OldBoth(FirstA, FirstB):  # classes of one copy combine, as ever
+            pass
+
+        assert Mine(3).x == 3 and OldBoth(5).x == 5
 
         # The newest copy's classes combine as bases, as ever.
         class Both(reloaded.A, reloaded.B):
             pass
 
         assert isinstance(Both(4), reloaded.A)
+
+
+def test_16_a_finalizer_calls_a_freed_copys_function(tmp_path, monkeypatch):
+    # The collector clears weak references before it runs the finalizers of the
+    # same garbage: the copy's function must still run from a __del__.
+    import gc
+    import importlib
+
+    (tmp_path / "finalized.py").write_text(RELOADED.replace('"reloaded"', '"finalized"'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "finalized", raising=False)
+    ran = []
+
+    class Buffer:
+        def __init__(self, function):
+            self.function = function
+            self.me = self  # a cycle: freed by the collector
+
+        def __del__(self):
+            ran.append(self.function(7))
+
+    with cq.testing.isolated():
+        import finalized
+
+        gc.collect()
+        gc.disable()
+        try:
+            Buffer(finalized.f)
+            importlib.reload(finalized)
+            gc.collect()
+        finally:
+            gc.enable()
+    assert ran == [7]
+
+
+def test_16_a_call_racing_a_reload_never_finds_an_empty_slot(tmp_path, monkeypatch):
+    import importlib
+    import threading
+
+    # Many candidates: a reload then takes long enough for the race to show.
+    source = 'import coheriq\n\ndomain = coheriq.AccelerationDomain("racing")\n' + "".join(
+        f"\n\n@domain.acceleration_candidate\ndef g{i}(x):\n    return x\n" for i in range(300)
+    )
+    source += "\n\ndomain.materialize()\n"
+    (tmp_path / "racing.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "racing", raising=False)
+    errors, current, stop = [], [], threading.Event()
+    interval = sys.getswitchinterval()
+    with cq.testing.isolated():
+        import racing
+
+        current.append(racing.g0)
+
+        def caller():
+            while not stop.is_set():
+                try:
+                    current[-1](1)
+                except Exception as error:  # what a caller would see
+                    errors.append(repr(error))
+
+        thread = threading.Thread(target=caller)
+        sys.setswitchinterval(1e-6)
+        thread.start()
+        try:
+            for _ in range(5):
+                current.append(racing.g0)
+                racing.g0(1)
+                importlib.reload(racing)
+        finally:
+            stop.set()
+            thread.join(60)
+            sys.setswitchinterval(interval)
+    assert errors == []
 
 
 # -- 17: an extra Profile.__exit__ is refused ----------------------------------------------
@@ -550,6 +627,62 @@ def test_02_an_engine_waiting_for_a_thread_that_calls_the_library_never_hangs(
         assert done.stdout.count("In that thread, call the engine's own implementations") == int(
             printed[-1]
         )
+
+
+def test_02_two_engines_whose_starts_wait_for_each_others_warm_up_never_hang():
+    program = """
+import threading, time, coheriq
+d = coheriq.AccelerationDomain("crossed")
+
+@d.acceleration_candidate
+def f(x):
+    return ("reference", x)
+
+d.materialize()
+
+def warm(engine, out):
+    try:
+        with coheriq.using_engine("crossed", engine):
+            out.append(f(0))
+    except coheriq.CoheriqEngineError as error:
+        out.append("refused")
+
+class A(coheriq.engine_class("crossed"), name="a"):
+    def __init__(self):
+        time.sleep(0.2)
+        worker = threading.Thread(target=warm, args=("b", []))
+        worker.start()
+        worker.join()
+
+    def f(self, x):
+        return ("a", x)
+
+class B(coheriq.engine_class("crossed"), name="b"):
+    def __init__(self):
+        time.sleep(0.2)
+        worker = threading.Thread(target=warm, args=("a", []))
+        worker.start()
+        worker.join()
+
+    def f(self, x):
+        return ("b", x)
+
+results = []
+starters = [threading.Thread(target=warm, args=(e, results)) for e in "ab"]
+for t in starters:
+    t.start()
+for t in starters:
+    t.join()
+print(sorted(results))
+"""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the two starts deadlocked")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[('a', 0), ('b', 0)]"
 
 
 # -- 3: using_engine as a decorator on an async candidate scopes the coroutine -------------
