@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import sys
 
-from ._stdlib import TYPE_CHECKING, FunctionType
+from ._stdlib import TYPE_CHECKING, FunctionType, caller_outside_coheriq
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -94,12 +94,39 @@ def bound_elsewhere(obj: Any, module: str) -> bool:
     is bound nowhere yet, wherever the decorator is written.
     """
     home = getattr(obj, "__module__", None)
-    if not isinstance(home, str) or home == module or module == "?":
-        return False
-    found: Any = sys.modules.get(home)
+    return isinstance(home, str) and home != module and module != "?" and _held_at_home(obj)
+
+
+def _held_at_home(obj: Any) -> bool:
+    """Whether ``obj``'s module holds ``obj`` itself under its qualified name."""
+    found: Any = sys.modules.get(getattr(obj, "__module__", None) or "")
     for part in str(getattr(obj, "__qualname__", "")).split("."):
         found = getattr(found, part, None)  # "<locals>" finds nothing
     return found is obj
+
+
+def _proxy_home(fn: Any, info: CandidateInfo) -> tuple[str, str] | None:
+    """Where the proxy of ``fn`` lives (module, qualified name), when not where ``fn`` does.
+
+    pickle finds a function by its ``__module__`` and ``__qualname__``. The
+    proxy keeps ``fn``'s where ``fn`` is bound nowhere yet (a decorator above
+    its ``def``). It is the marking module's, under the candidate's name (below
+    the class whose body marks it), where ``fn`` is held there already, so that
+    pickle would find ``fn`` (``normalize = mark(_impl.normalize)``, or
+    ``mark(_normalize, name="normalize")``), or where ``fn`` has no name pickle
+    could look up (a lambda, a :func:`functools.partial`, a callable object).
+    """
+    qualname = getattr(fn, "__qualname__", None)
+    named = isinstance(qualname, str) and "<lambda>" not in qualname
+    if info.module == "?" or (named and not _held_at_home(fn)):
+        return None
+    prefix = ""
+    frame = caller_outside_coheriq()
+    if frame is not None and frame.f_code.co_name != "<module>":
+        namespace = frame.f_locals  # a class body's names its class
+        if isinstance(namespace.get("__qualname__"), str) and "__module__" in namespace:
+            prefix = namespace["__qualname__"] + "."
+    return info.module, prefix + info.name
 
 
 class CandidateInfo:
@@ -254,12 +281,10 @@ class Switchboard:
                         setattr(proxy, attr, getattr(fn, attr))
                     except AttributeError:
                         pass
-        if bound_elsewhere(fn, info.module):
-            # pickle finds a function by its __module__ and __qualname__, and
-            # there it would find fn: the proxy is the marking module's, under
-            # the candidate's name.
-            proxy.__module__ = info.module
-            proxy.__name__ = proxy.__qualname__ = info.name
+        home = _proxy_home(fn, info)
+        if home is not None:  # so that pickle finds the proxy
+            proxy.__module__, proxy.__qualname__ = home
+            proxy.__name__ = info.name
         proxy.__annotations__ = dict(getattr(fn, "__annotations__", {}) or {})
         proxy.__wrapped__ = fn  # type: ignore[attr-defined]
         proxy.__coheriq_candidate__ = info  # type: ignore[attr-defined]

@@ -53,13 +53,23 @@ def test_11_a_function_marked_from_another_module_pickles_as_the_marking_modules
         'domain = coheriq.AccelerationDomain("picklib")\n'
         "normalize = domain.acceleration_candidate(_impl.normalize)\n"
         'scaled = domain.acceleration_candidate(_impl.normalize, name="scaled")\n'
+        # Held in its own module under another name; nameless callables; a class body.
+        "def _half(xs):\n    return [x / 2 for x in xs]\n"
+        'half = domain.acceleration_candidate(_half, name="half")\n'
+        "import functools\n"
+        'third = domain.acceleration_candidate(functools.partial(_half), name="third")\n'
+        'same = domain.acceleration_candidate(lambda xs: xs, name="same")\n'
+        "class Api:\n"
+        '    norm = staticmethod(domain.acceleration_candidate(_impl.normalize, name="norm"))\n'
         "domain.materialize()\n"
     )
     program = """
 import pickle, subprocess, sys
 import picklib
-for proxy in (picklib.normalize, picklib.scaled):
-    print(proxy.__module__, proxy.__qualname__, pickle.loads(pickle.dumps(proxy)) is proxy)
+for proxy in (picklib.normalize, picklib.scaled, picklib.half, picklib.third, picklib.same,
+              picklib.Api.norm):
+    print(proxy.__module__, proxy.__qualname__, pickle.loads(pickle.dumps(proxy)) is proxy,
+          pickle.loads(pickle.dumps(proxy, protocol=2)) is proxy)
 # and in another process, as a pool sends it
 check = "import pickle, sys; f = pickle.loads(sys.stdin.buffer.read()); print(f([1, 3]))"
 sent = subprocess.run([sys.executable, "-c", check], input=pickle.dumps(picklib.normalize),
@@ -74,9 +84,13 @@ print(sent.stdout.decode().strip())
         env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == [
-        "picklib normalize True",
-        "picklib scaled True",
+    assert done.stdout.split("\n")[:7] == [
+        "picklib normalize True True",
+        "picklib scaled True True",
+        "picklib half True True",
+        "picklib third True True",
+        "picklib same True True",
+        "picklib Api.norm True True",
         "[0.25, 0.75]",
     ]
 
