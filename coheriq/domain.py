@@ -206,7 +206,7 @@ class AccelerationDomain:
                     # is freed once nothing but this lineage holds it.
                     with other._lock:
                         other.scopes.retire()
-                    release(info.reference for info in other._candidates.values() if info.is_class)
+                    release(info.reference for info in other._class_candidates)
 
     def _declared_as(self, name: str, module: str, is_class: bool) -> bool:
         """Whether ``name`` is declared (or marked, once declared) so already."""

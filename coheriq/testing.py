@@ -63,8 +63,7 @@ def _classes_marked_by(lineages: Iterable[registry.Lineage]) -> list[type]:
         info.reference
         for lineage in lineages
         for domain in lineage.generations()
-        for info in domain._candidates.values()
-        if info.is_class
+        for info in domain._class_candidates
     ]
 
 
