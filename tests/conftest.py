@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import sys
 import textwrap
 import time
 from collections.abc import Callable
@@ -130,6 +131,22 @@ def two_engines(lib):
 
     slow.materialize()
     return Fast, slow
+
+
+@pytest.fixture
+def write_module(tmp_path, monkeypatch) -> Callable[[str, str], None]:
+    """``write_module(name, source)``: a module file that the next ``import name`` reads.
+
+    The file is written to ``tmp_path``, which goes first on ``sys.path``, and any
+    module of that name imported before is forgotten (until the test ends).
+    """
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(name: str, source: str) -> None:
+        (tmp_path / f"{name}.py").write_text(source)
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+    return write
 
 
 @pytest.fixture

@@ -95,11 +95,8 @@ print(sent.stdout.decode().strip())
     ]
 
 
-def test_11_a_class_marked_from_another_module_is_refused_with_the_fix(tmp_path, monkeypatch):
-    module = tmp_path / "refusedimpl.py"
-    module.write_text(IMPL)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "refusedimpl", raising=False)
+def test_11_a_class_marked_from_another_module_is_refused_with_the_fix(write_module):
+    write_module("refusedimpl", IMPL)
     import refusedimpl
 
     with cq.testing.isolated():
@@ -248,14 +245,12 @@ class Fast(coheriq.engine_class(domain), name="fast"):
 """
 
 
-def test_16_a_copy_nobody_refers_to_is_freed_and_one_still_held_works(tmp_path, monkeypatch):
+def test_16_a_copy_nobody_refers_to_is_freed_and_one_still_held_works(write_module):
     import gc
     import importlib
     import weakref
 
-    (tmp_path / "reloaded.py").write_text(RELOADED)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "reloaded", raising=False)
+    write_module("reloaded", RELOADED)
     with cq.testing.isolated():
         import reloaded
 
@@ -292,15 +287,13 @@ def test_16_a_copy_nobody_refers_to_is_freed_and_one_still_held_works(tmp_path, 
         assert isinstance(Both(4), reloaded.A)
 
 
-def test_16_a_finalizer_calls_a_freed_copys_function(tmp_path, monkeypatch):
+def test_16_a_finalizer_calls_a_freed_copys_function(write_module):
     # The collector clears weak references before it runs the finalizers of the
     # same garbage: the copy's function must still run from a __del__.
     import gc
     import importlib
 
-    (tmp_path / "finalized.py").write_text(RELOADED.replace('"reloaded"', '"finalized"'))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "finalized", raising=False)
+    write_module("finalized", RELOADED.replace('"reloaded"', '"finalized"'))
     ran = []
 
     class Buffer:
@@ -325,7 +318,7 @@ def test_16_a_finalizer_calls_a_freed_copys_function(tmp_path, monkeypatch):
     assert ran == [7]
 
 
-def test_16_a_call_racing_a_reload_never_finds_an_empty_slot(tmp_path, monkeypatch):
+def test_16_a_call_racing_a_reload_never_finds_an_empty_slot(write_module):
     import importlib
     import threading
 
@@ -334,9 +327,7 @@ def test_16_a_call_racing_a_reload_never_finds_an_empty_slot(tmp_path, monkeypat
         f"\n\n@domain.acceleration_candidate\ndef g{i}(x):\n    return x\n" for i in range(300)
     )
     source += "\n\ndomain.materialize()\n"
-    (tmp_path / "racing.py").write_text(source)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "racing", raising=False)
+    write_module("racing", source)
     errors, current, stop = [], [], threading.Event()
     interval = sys.getswitchinterval()
     with cq.testing.isolated():
@@ -1095,12 +1086,10 @@ def test_15_blocks_leave_nothing_in_the_context(unique):
 # -- 14: a block costs the same after many reloads ------------------------------------------
 
 
-def test_14_a_block_does_the_same_work_after_a_hundred_reloads(tmp_path, monkeypatch):
+def test_14_a_block_does_the_same_work_after_a_hundred_reloads(write_module):
     import importlib
 
-    (tmp_path / "reloadedblocks.py").write_text(RELOADED.replace('"reloaded"', '"blocks"'))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "reloadedblocks", raising=False)
+    write_module("reloadedblocks", RELOADED.replace('"reloaded"', '"blocks"'))
 
     def calls_made_by_a_block(module):
         """How many Python calls entering and leaving a block makes (not timed: counted)."""
