@@ -248,6 +248,11 @@ def bench_dispatch(plan: Plan) -> list[Row]:
     )
     leave.set()
     holder.join()
+    with coheriq.verify(domain, "fast", on_mismatch="record"):
+        names["f"](1)  # verified: run on "fast" and on the reference, and compared
+    rows.append(
+        ratio_row("call after a verification ended", 2.0, paired("f(1)", "impl(1)", names, plan))
+    )
     rows.append(micro_row("resolve_impl", 2.0, "coheriq.resolve_impl(f)", names, plan))
     rows.append(
         micro_row(

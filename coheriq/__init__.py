@@ -10,6 +10,8 @@ The tools for looking at a program (:func:`explain`, :func:`coverage`,
 accelerated library does not pay for them.
 """
 
+from os import environ as _environ
+
 from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE
 from .activation import (
@@ -50,6 +52,15 @@ if TYPE_CHECKING:
     from .introspection import Coverage, Explanation, coverage, explain
     from .profiling import Profile, profile
     from .propagation import Snapshot, snapshot
+    from .statements import EngineStatement, engine_statements
+    from .verification import (
+        CoheriqVerificationError,
+        CoheriqVerificationWarning,
+        Mismatch,
+        Verification,
+        VerificationRow,
+        verify,
+    )
 
 _ON_FIRST_USE = {
     "Coverage": "introspection",
@@ -60,6 +71,14 @@ _ON_FIRST_USE = {
     "profile": "profiling",
     "Snapshot": "propagation",
     "snapshot": "propagation",
+    "EngineStatement": "statements",
+    "engine_statements": "statements",
+    "CoheriqVerificationError": "verification",
+    "CoheriqVerificationWarning": "verification",
+    "Mismatch": "verification",
+    "Verification": "verification",
+    "VerificationRow": "verification",
+    "verify": "verification",
 }
 
 __all__ = [
@@ -85,26 +104,39 @@ __all__ = [
     "CoheriqSignatureWarning",
     "CoheriqTypeError",
     "CoheriqUserError",
+    "CoheriqVerificationError",
+    "CoheriqVerificationWarning",
     "Coverage",
     "EngineMeta",
+    "EngineStatement",
     "Explanation",
+    "Mismatch",
     "Profile",
     "Snapshot",
+    "Verification",
+    "VerificationRow",
     "active_implementation",
     "available_engines",
     "coverage",
     "enable_engine",
     "engine_class",
     "engine_of",
+    "engine_statements",
     "explain",
     "import_domain",
     "profile",
     "resolve_impl",
     "snapshot",
     "using_engine",
+    "verify",
 ]
 
 __version__ = "0.1.0"
+
+if any(name.endswith("_VERIFY") for name in _environ):
+    # A library's <PREFIX>_VERIFY may be set: the verification hooks in before any
+    # domain is materialized.
+    from . import verification as _verification  # noqa: F401
 
 
 def __getattr__(name: str) -> object:

@@ -1,10 +1,11 @@
-"""The ``coheriq`` command line: list, show, explain and check engines.
+"""The ``coheriq`` command line: list, show, explain and check engines; write statements.
 
-Exit codes: 0 when all is well; 1 when ``check`` found a problem or ``show`` a
-broken engine (the rest of the report is printed all the same); 2 when the
-command itself could not run (a usage error, an unknown domain, a library that
-fails at import, an engine that ``explain`` cannot load or start), with one
-line on standard error that says why.
+Exit codes: 0 when all is well; 1 when ``check`` found a problem (an engine's
+statement that disagrees with its class among them) or ``show`` a broken engine
+(the rest of the report is printed all the same); 2 when the command itself
+could not run (a usage error, an unknown domain, a library that fails at import,
+an engine that ``explain`` or ``statement`` cannot load or start), with one line
+on standard error that says why.
 
 Every command takes ``--json`` for tools: two-space indentation, engines by
 name in sorted order, an engine's state as ``{"ok": ..., "error": ...}`` in
@@ -23,6 +24,7 @@ import shutil
 import sys
 import textwrap
 import warnings
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from . import discovery
@@ -30,14 +32,17 @@ from ._validate import REFERENCE
 from .activation import available_engines, import_domain
 from .domain import AccelerationDomain
 from .engine import engine_class
-from .exceptions import CoheriqError, CoheriqSignatureWarning
+from .exceptions import CoheriqError, CoheriqSignatureWarning, did_you_mean
 from .introspection import Coverage, coverage, explain
 from .late_candidates import import_declared, not_imported_note
 from .signatures import STRICT_ENV, bypassed_classes
+from .statements import EngineStatement, compare, dumps, engine_statements, statement_of
 
 __all__ = ["main"]
 
 BROKEN = "broken"  # a coverage cell, and show's word, for an engine that cannot be loaded
+STATED = "stated"  # a coverage cell, for a candidate that a statement says its engine implements
+IMPORTED = "imported"  # show's word for an engine whose class was looked at
 
 
 # -- output -------------------------------------------------------------------------------
@@ -102,6 +107,21 @@ def _distribution(ep: object) -> dict[str, str | None]:
     }
 
 
+def _statement_state(statement: EngineStatement | None) -> dict[str, Any] | None:
+    """What ``list --json`` gives of an engine's statement: ``None`` where it has none."""
+    if statement is None:
+        return None
+    if statement.problem is not None:
+        return {"ok": False, "source": statement.source, "error": statement.problem}
+    said = {k: v for k, v in statement.as_dict().items() if k in ("description", "needs")}
+    return {
+        "ok": True,
+        "source": statement.source,
+        **said,
+        "implements": list(statement.implements),
+    }
+
+
 def _installed() -> dict[str, dict[str, Any]]:
     """Advertised domains and engines, from package metadata only (nothing is imported)."""
     domains: dict[str, dict[str, Any]] = {}
@@ -111,12 +131,29 @@ def _installed() -> dict[str, dict[str, Any]]:
         entry = domains.setdefault(
             domain, {"module": None, "distribution": None, "version": None, "engines": {}}
         )
+        stated = engine_statements(domain) if engines else {}
         for ep in engines:
             # "module", as for a domain: the entry point's value, which names the module.
-            entry["engines"].setdefault(ep.name, {"module": ep.value, **_distribution(ep)})
+            statement = _statement_state(stated.get(ep.name))
+            entry["engines"].setdefault(
+                ep.name, {"module": ep.value, **_distribution(ep), "statement": statement}
+            )
     for entry in domains.values():
         entry["engines"] = _sorted(entry["engines"])
     return dict(sorted(domains.items()))
+
+
+def _stated_lines(statement: dict[str, Any] | None, indent: str) -> list[str]:
+    """What ``list`` says of an engine's statement, under the engine's line."""
+    if statement is None:
+        return []
+    if not statement["ok"]:
+        return [f"{indent}{statement['error']}"]
+    count = len(statement["implements"])
+    needs = f"; needs {statement['needs']}" if statement["needs"] else ""
+    lines = [f"{indent}{statement['description']}"] if statement["description"] else []
+    lines.append(f"{indent}implements {count} candidate{'s' * (count != 1)} (stated){needs}")
+    return lines
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -135,6 +172,7 @@ def _list(args: argparse.Namespace) -> int:
         _say(f"domain {name}{where}")
         for engine, info in entry["engines"].items():
             _say(f"  engine {engine}: {info['module']} ({info['distribution']} {info['version']})")
+            _say(*_stated_lines(info["statement"], "    "))
         if not entry["engines"]:
             _say("  no engines advertised")
     return 0
@@ -199,15 +237,16 @@ def _subject(args: argparse.Namespace) -> object:
 # -- show ---------------------------------------------------------------------------------
 
 
-def _load_each(domain: AccelerationDomain) -> dict[str, str | None]:
+def _load_each(domain: AccelerationDomain, stated: Iterable[str] = ()) -> dict[str, str | None]:
     """Load every engine of ``domain`` on its own: name -> ``None``, or why it cannot be.
 
     One at a time, so that one broken engine (its module raises, its entry point
-    is wrong) is reported beside the others instead of hiding them.
+    is wrong) is reported beside the others instead of hiding them. The engines
+    named in ``stated`` are left alone: their statements stand for them.
     """
     engines = domain.engines
     # As coverage(advertised=True): an engine not materialized yet has no class.
-    names = [n for n in engines.names() if n not in engines.reserved]
+    names = [n for n in engines.names() if n not in engines.reserved and n not in stated]
     failures: dict[str, str | None] = {}
     for name in names:
         try:
@@ -225,16 +264,66 @@ def _with_broken(table: Coverage, broken: list[str]) -> Coverage:
     return Coverage(table.domain, engines, rows)
 
 
+def _with_stated(table: Coverage, stated: dict[str, EngineStatement]) -> Coverage:
+    """``table`` with a column for each engine in ``stated``, filled from its statement."""
+    engines = [REFERENCE, *sorted({*table.engines[1:], *stated})]
+
+    def cell(candidate: str, engine: str) -> str:
+        said = stated[engine].implements  # a name it states that is no candidate: not here
+        return STATED if candidate in said else REFERENCE
+
+    rows = {
+        c: {e: row[e] if e in row else cell(c, e) for e in engines} for c, row in table.rows.items()
+    }
+    return Coverage(table.domain, engines, rows)
+
+
+def _stated_unimported(
+    domain: AccelerationDomain,
+) -> tuple[dict[str, EngineStatement], dict[str, str]]:
+    """The statements that stand for engines not imported yet, and those that cannot.
+
+    Returns ``(stated, ignored)``: engine -> its statement, for the engines
+    whose class ``show`` need not import; engine -> the problem of a statement
+    that cannot be used (that engine is imported as if it stated nothing).
+    """
+    engines = domain.engines
+    advertised = set(engines.names())
+    stated, ignored = {}, {}
+    for name, statement in engine_statements(domain).items():
+        if name not in advertised or name in engines.by_name:
+            continue  # no such engine, or its class is at hand already
+        if statement.problem is None:
+            stated[name] = statement
+        else:
+            ignored[name] = statement.problem
+    return stated, ignored
+
+
 def _state(error: str | None, **more: Any) -> dict[str, Any]:
     """An engine's state as show and check give it in JSON."""
     return {"ok": True, **more} if error is None else {"ok": False, **more, "error": error}
 
 
+def _show_states(
+    failures: dict[str, str | None], stated: dict[str, Any], ignored: dict[str, str]
+) -> dict[str, Any]:
+    """Each engine's state in ``show --json``: loaded or not, and stated or imported."""
+    states = {n: _state(e, source=IMPORTED) for n, e in failures.items()}
+    states.update({n: _state(None, source=STATED) for n in stated})
+    for name, problem in ignored.items():
+        states[name]["statement_error"] = problem
+    return _sorted(states)
+
+
 def _show(args: argparse.Namespace) -> int:
     domain = _domain(args)
-    failures = _load_each(domain)
+    # An engine that states what it implements is not imported: its statement is
+    # read from its package (coheriq check imports it and compares the two).
+    stated, ignored = _stated_unimported(domain)
+    failures = _load_each(domain, stated)
     broken = [name for name, error in failures.items() if error is not None]
-    table = _with_broken(coverage(domain), broken)  # registered: all that loaded
+    table = _with_stated(_with_broken(coverage(domain), broken), stated)
     kinds = domain.candidate_kinds
     if args.json:
         _json(
@@ -243,7 +332,7 @@ def _show(args: argparse.Namespace) -> int:
                 "env_var": domain.env_var,
                 "candidates": {c: "class" if k else "function" for c, k in kinds.items()},
                 "not_imported": dict(domain.not_imported),
-                "engines": _sorted({n: _state(e) for n, e in failures.items()}),
+                "engines": _show_states(failures, stated, ignored),
                 "coverage": table.rows,
                 "problems": len(broken),
             }
@@ -264,10 +353,28 @@ def _show(args: argparse.Namespace) -> int:
     )
     print()
     print(table)  # a table: never wrapped, its columns must stay aligned
+    _say_stated(stated, ignored)
     if broken:
         print()
         _say(*(f"{name}: {BROKEN}: {failures[name]}" for name in sorted(broken)))
     return 1 if broken else 0
+
+
+def _say_stated(stated: dict[str, EngineStatement], ignored: dict[str, str]) -> None:
+    """Under show's table: which columns are statements, and statements ignored."""
+    if stated:
+        print()
+        _say(
+            f"{STATED}: implemented, as the engine's statement says (the engine is not "
+            "imported; coheriq check imports it and compares)."
+        )
+        for name, statement in _sorted(stated).items():
+            needs = f" Needs {statement.needs}." if statement.needs else ""
+            said = f" {statement.description}" if statement.description else ""
+            _say(f"{name}: {STATED}.{said}{needs}")
+    if ignored:
+        print()
+        _say(*(f"{name}: {IMPORTED}: {problem}" for name, problem in _sorted(ignored).items()))
 
 
 # -- explain ------------------------------------------------------------------------------
@@ -329,6 +436,39 @@ def _check_each(
     return results
 
 
+def _check_statements(
+    domain: AccelerationDomain, names: list[str], results: dict[str, str | None], every: bool
+) -> dict[str, dict[str, Any]]:
+    """Compare the statement of each engine that loaded with its class.
+
+    A statement that cannot be read, or that disagrees with the class, makes its
+    engine's problem (after any other: an engine that loads but cannot start
+    here is compared too); with ``every`` (no engine named on the command
+    line), so does a statement of an engine that does not exist. Returns each
+    compared statement's state for ``--json``.
+    """
+    statements = engine_statements(domain)
+    states: dict[str, dict[str, Any]] = {}
+    for name in names:
+        statement, cls = statements.get(name), domain.engines.by_name.get(name)
+        if statement is None or cls is None:
+            continue  # states nothing, or its class could not be loaded to compare
+        drift = None if statement.problem else compare(statement, cls)
+        problem = statement.problem or (drift.message if drift else None)
+        states[name] = _state(problem, **(drift.as_dict() if drift else {}))
+        if problem is not None:
+            earlier = results.get(name)
+            results[name] = problem if earlier is None else f"{earlier} {problem}"
+    for name in sorted(set(statements) - set(names)) if every else ():
+        results[f"statement {name}"] = (
+            f"Package metadata has a statement of engine {name!r} of domain {domain.name!r} "
+            f"({statements[name].source}), but there is no such engine.{did_you_mean(name, names)} "
+            f"Name the engine in group {discovery.statement_group_of(domain.name)!r} as it is "
+            f"advertised in group {discovery.group_of(domain.name)!r}."
+        )
+    return states
+
+
 def _check(args: argparse.Namespace) -> int:
     """Load engines with signature checks strict; report every problem."""
     os.environ[STRICT_ENV] = "1"  # engines defined from here on fail on a bad override
@@ -338,6 +478,7 @@ def _check(args: argparse.Namespace) -> int:
         notes: dict[str, list[str]] = {}
         names = args.engines or list(available_engines(domain))
         results = _check_each(domain, names, args.start, notes)
+        stated = _check_statements(domain, names, results, every=not args.engines)
         # The library's lazily imported modules too: their candidates are checked
         # against the engines as they are marked.
         for module, problem in import_declared(domain).items():
@@ -354,17 +495,150 @@ def _check(args: argparse.Namespace) -> int:
                 e,
                 **({"started": e is None} if args.start else {}),
                 **({"warnings": notes[n]} if notes.get(n) else {}),
+                **({"statement": stated[n]} if n in stated else {}),
             )
             for n, e in results.items()
         }
         _json({"domain": domain.name, "engines": engines, "problems": problems})
         return 1 if problems else 0
     ok = "ok, started" if args.start else "ok"
-    _say(*(f"{n}: {ok if e is None else 'error: ' + e}" for n, e in results.items()))
+    agrees = " (its statement agrees)"  # said where a statement was compared
+    _say(
+        *(
+            f"{n}: {ok + agrees * (n in stated) if e is None else 'error: ' + e}"
+            for n, e in results.items()
+        )
+    )
     _say(*(f"{n}: warning: {note}" for n, said in _sorted(notes).items() for note in said))
     checked = f"{len(results)} engine{'s' * (len(results) != 1)} checked"
     _say(f"{checked}, {problems} with {'a problem' if problems == 1 else 'problems'}")
     return 1 if problems else 0
+
+
+# -- statement ----------------------------------------------------------------------------
+
+
+def _first_line(text: str | None) -> str:
+    """The first line of a docstring that says something, or ``""``."""
+    lines = [line.strip() for line in (text or "").strip().splitlines()]
+    return lines[0] if lines else ""
+
+
+def _description(cls: Any) -> str:
+    """An engine's description when none is given: its class's docstring, else its module's."""
+    found = _first_line(cls.__dict__.get("__doc__"))  # a class's own: docstrings inherit
+    module = sys.modules.get(cls.__module__)
+    found = found or _first_line(getattr(module, "__doc__", None))
+    if not found:
+        raise CoheriqError(
+            f"Engine {cls.__coheriq_name__!r} of domain {cls.__coheriq_domain__.name!r} has no "
+            "docstring (neither its class nor its module) to take a description from. Give "
+            "one with --description TEXT, or write a docstring."
+        )
+    return found
+
+
+def _needs_before(args: argparse.Namespace, domain: AccelerationDomain) -> str | None:
+    """The ``needs`` of the statement this one replaces: the output file's, else the installed."""
+    if args.output and os.path.exists(args.output):
+        try:
+            with open(args.output, encoding="utf-8") as file:
+                said = json.load(file)
+        except (OSError, ValueError):
+            said = None  # not a statement: nothing to keep
+        if isinstance(said, dict) and (said.get("domain"), said.get("engine")) == (
+            domain.name,
+            args.engine,
+        ):
+            needs = said.get("needs")
+            return needs if isinstance(needs, str) else None
+    installed = engine_statements(domain).get(args.engine)
+    return installed.needs if installed is not None and installed.problem is None else None
+
+
+# -- verify -------------------------------------------------------------------------------
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """Run a program with a verification on; print its report after the program's output."""
+    import runpy
+
+    from .verification import verify
+
+    domain = _domain(args)
+    as_module = args.program[:1] == ["-m"]
+    if as_module:
+        del args.program[0]
+    if not args.program:
+        raise UsageError("verify needs a program to run: SCRIPT [ARGS...] or -m MODULE [ARGS...].")
+    check = verify(
+        domain,
+        args.engine,
+        args.against,
+        rtol=args.rtol,
+        every=args.every,
+        on_mismatch="record",
+    )
+    program, *rest = args.program
+    saved = sys.argv
+    sys.argv = [program, *rest]
+    status: object = 0
+    try:
+        with check:
+            try:
+                if as_module:
+                    runpy.run_module(program, run_name="__main__", alter_sys=True)
+                else:
+                    runpy.run_path(program, run_name="__main__")
+            except SystemExit as done:  # the program's own exit: report all the same
+                status = done.code
+    finally:
+        sys.argv = saved
+    if args.json:
+        _json(check.as_dict())
+    else:
+        print(check)
+    if not check.ok:
+        return 1
+    return status if isinstance(status, int) else (0 if status is None else 1)
+
+
+def _statement(args: argparse.Namespace) -> int:
+    """Write the statement of an engine, from its class (which this imports)."""
+    domain = _domain(args)
+    if args.engine == REFERENCE:
+        raise CoheriqError(
+            f"{REFERENCE!r} is the domain's own implementations, not an engine: it states "
+            f"nothing. Name an engine of domain {domain.name!r}."
+        )
+    cls = engine_class(domain, args.engine)
+    description = args.description if args.description is not None else _description(cls)
+    needs = args.needs if args.needs is not None else _needs_before(args, domain)
+    statement = statement_of(cls, description=description, needs=needs)
+    text = dumps(statement)
+    if not args.output:
+        sys.stdout.write(text)  # the statement itself, JSON with or without --json
+        return 0
+    with open(args.output, "w", encoding="utf-8") as file:
+        file.write(text)
+    if args.json:
+        said = statement.as_dict()
+        _json(
+            {"domain": domain.name, "engine": args.engine, "file": args.output, "statement": said}
+        )
+        return 0
+    ep = discovery.advertised(domain.name).get(args.engine)
+    module = discovery.module_of(ep) if ep is not None else cls.__module__
+    count = len(statement.implements)
+    _say(
+        f"Wrote the statement of engine {args.engine!r} of domain {domain.name!r} to "
+        f"{args.output}: it implements {count} candidate{'s' * (count != 1)}.",
+        f"Point to it from the engine's package, with the file relative to the directory "
+        f"that holds module {module!r}:",
+    )
+    print(f'  [project.entry-points."{discovery.statement_group_of(domain.name)}"]')
+    print(f'  {args.engine} = "{module}:{os.path.basename(args.output)}"')
+    return 0
 
 
 # -- the parser and main ------------------------------------------------------------------
@@ -406,7 +680,19 @@ def _parser() -> argparse.ArgumentParser:
     for name, run, text in [
         ("show", _show, "show a domain's candidates and which engine supplies each"),
         ("explain", _explain, "say what a call would run now (environment included), and why"),
-        ("check", _check, "load engines with strict signature checks; exit 1 on any problem"),
+        (
+            "check",
+            _check,
+            "load engines with strict signature checks, compare their statements; exit 1 on "
+            "any problem",
+        ),
+        ("statement", _statement, "write what an engine implements, from its class, as JSON"),
+        (
+            "verify",
+            _verify,
+            "run a program on an engine and compare each call with the reference; exit 1 on "
+            "any difference",
+        ),
     ]:
         sub = command(name, run, text)
         sub.add_argument("domain", metavar="DOMAIN")
@@ -416,6 +702,10 @@ def _parser() -> argparse.ArgumentParser:
             metavar="MODULE",
             help="import MODULE first (the library, when it does not advertise its domain)",
         )
+        if name == "statement":
+            _statement_options(sub)
+        if name == "verify":
+            _verify_options(sub)
         if name == "check":
             sub.add_argument("engines", nargs="*", metavar="ENGINE", help="default: all")
             sub.add_argument(
@@ -424,6 +714,41 @@ def _parser() -> argparse.ArgumentParser:
                 help="also start each engine (its __init__ runs): report one that cannot run here",
             )
     return parser
+
+
+def _verify_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("engine", metavar="ENGINE")
+    sub.add_argument(
+        "--against", default=REFERENCE, metavar="OTHER", help="compare with OTHER (the reference)"
+    )
+    sub.add_argument("--rtol", type=float, metavar="X", help="relative tolerance (1e-9)")
+    sub.add_argument(
+        "--every", type=int, default=1, metavar="N", help="compare every N-th call of each (1)"
+    )
+    sub.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        metavar="PROGRAM [ARGS...]",
+        help="the script to run, or -m MODULE, and its arguments",
+    )
+
+
+def _statement_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("engine", metavar="ENGINE")
+    sub.add_argument(
+        "--description",
+        metavar="TEXT",
+        help="one line on the engine (default: its class's docstring's first line)",
+    )
+    sub.add_argument(
+        "--needs",
+        metavar="TEXT",
+        help="what the engine needs to start, e.g. 'an NVIDIA GPU' (default: what the "
+        "statement it replaces says; '' for nothing)",
+    )
+    sub.add_argument(
+        "-o", "--output", metavar="FILE", help="write the statement to FILE (default: print it)"
+    )
 
 
 def _fail(error: BaseException, as_json: bool) -> int:

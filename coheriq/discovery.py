@@ -5,9 +5,12 @@ An engine package declares, in its ``pyproject.toml``::
     [project.entry-points."coheriq.engines.mylib"]
     fast = "mylib_fast"            # or "mylib_fast.engine:Fast"
 
-Listing reads package metadata and imports no engine; loading imports the one
-module named and nothing else. :mod:`importlib.metadata` itself is imported only
-when an engine must be listed or found, and each group is read once per process.
+An engine may also state what it implements, in a file its package ships,
+found through the group ``coheriq.statements.<domain>`` (see
+:mod:`coheriq.statements`). Listing reads package metadata and imports no
+engine; loading imports the one module named and nothing else.
+:mod:`importlib.metadata` itself is imported only when an engine must be listed
+or found, and each group is read once per process.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ __all__ = [
     "DOMAINS_GROUP",
     "advertised",
     "advertised_domains",
+    "advertised_statements",
     "clear_cache",
     "describe",
     "engine_groups",
     "group_of",
     "load",
     "module_of",
+    "statement_group_of",
 ]
 
 DOMAINS_GROUP = "coheriq.domains"
@@ -52,6 +57,20 @@ def advertised(domain_name: str) -> dict[str, EntryPoint]:
     ``sys.path`` wins, as it would for an import.
     """
     return _read(group_of(domain_name))
+
+
+def statement_group_of(domain_name: str) -> str:
+    """Return the entry-point group where engines of ``domain_name`` point to their statements."""
+    return f"coheriq.statements.{domain_name}"
+
+
+def advertised_statements(domain_name: str) -> dict[str, EntryPoint]:
+    """Return the statements of a domain's engines by engine name, reading metadata only.
+
+    Each value is ``MODULE:FILE``, read by :mod:`coheriq.statements`; the first
+    found on ``sys.path`` wins, as for :func:`advertised`.
+    """
+    return _read(statement_group_of(domain_name))
 
 
 def advertised_domains() -> dict[str, EntryPoint]:

@@ -33,10 +33,10 @@ import _thread
 import os
 import sys
 
-from . import late_candidates, registry
-from . import scopes as _scopes
+from . import late_candidates, observing, registry
 from ._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq
 from ._validate import check_candidate_name, check_name
+from .comparing import ComparisonRule, Comparisons
 from .engines import Engines
 from .exceptions import (
     CoheriqDomainError,
@@ -168,6 +168,8 @@ class AccelerationDomain:
         # the same name made while it still runs is a second domain, not a copy.
         self._run = registry.run_of(creator)
         self._candidates: dict[str, CandidateInfo] = {}
+        # How verification compares this library's results (register_comparison).
+        self.comparisons = Comparisons(name)
         # name -> is a class, for every name an engine may override (marked or
         # declared); read on every engine check.
         self._kinds: dict[str, bool] = {}
@@ -197,8 +199,9 @@ class AccelerationDomain:
             self.scopes = Scopes(self, self._lineage.scope)
             tag = "" if copy == 1 else str(copy)
             self._switchboard = Switchboard(self.scopes.here, self._lineage.namespace, tag)
-            if _scopes.profiling_current is not None:
-                self.scopes.set_profiling(_scopes.profiling_current(self))
+            watching = observing.finder_for(self)
+            if watching is not None:
+                self.scopes.set_watching(watching)
         if copy > 1:  # the copies made before now look at scopes through other copies
             for other in self._lineage.generations():
                 if other is not self and not other._switchboard.retired:
@@ -327,15 +330,24 @@ class AccelerationDomain:
     @overload
     def acceleration_candidate(self, obj: F, /) -> F: ...
     @overload
-    def acceleration_candidate(self, name: str, /) -> Callable[[F], F]: ...
+    def acceleration_candidate(
+        self, name: str, /, *, side_effects: bool = False
+    ) -> Callable[[F], F]: ...
     @overload
-    def acceleration_candidate(self, obj: None = None, /, *, name: str) -> Callable[[F], F]: ...
+    def acceleration_candidate(
+        self, obj: None = None, /, *, name: str | None = None, side_effects: bool = False
+    ) -> Callable[[F], F]: ...
 
-    def acceleration_candidate(self, obj: Any = None, /, *, name: str | None = None) -> Any:
+    def acceleration_candidate(
+        self, obj: Any = None, /, *, name: str | None = None, side_effects: bool = False
+    ) -> Any:
         """Mark a function or class as a candidate that engines may re-implement.
 
         Use it bare (``@domain.acceleration_candidate``), with a name
-        (``@domain.acceleration_candidate("name")``) or with ``name=``. The
+        (``@domain.acceleration_candidate("name")``) or with ``name=``. A
+        function with ``side_effects=True`` (it writes files, draws random
+        numbers without a seed, ...) is never run twice by a verification
+        (:func:`coheriq.verify`): its calls run the engine alone. The
         decorated object becomes the reference implementation. For a function,
         what the decorator returns is a proxy that stands in its place: calling
         it runs the active engine's implementation. For a class, it returns the
@@ -358,6 +370,10 @@ class AccelerationDomain:
         A module that runs again (a reload) and marks a name it marked before
         redefines that candidate: see :mod:`coheriq.late_candidates`.
         """
+        if not isinstance(side_effects, bool):
+            raise CoheriqTypeError(
+                f"Domain {self.name!r}: side_effects is True or False, not {side_effects!r}."
+            )
         if obj is None or isinstance(obj, str):
             if obj is not None and name is not None:
                 raise CoheriqTypeError(
@@ -367,8 +383,98 @@ class AccelerationDomain:
             given = obj if obj is not None else name
             if given is not None:
                 check_candidate_name(given)
-            return lambda target: self._mark(target, given)
-        return self._mark(obj, name)
+            return lambda target: self._marked_with(target, given, side_effects)
+        return self._marked_with(obj, name, side_effects)
+
+    def _marked_with(self, target: Any, name: str | None, side_effects: bool) -> Any:
+        marked = self._mark(target, name)
+        info = candidate_of(marked.__func__ if isinstance(marked, staticmethod) else marked)
+        if info is not None:
+            if side_effects:
+                self.comparisons.side_effects.add(info.name)
+            else:  # marked again (a reload), now without side effects
+                self.comparisons.side_effects.discard(info.name)
+        return marked
+
+    def register_comparison(
+        self,
+        target: type | Callable[..., Any] | str,
+        *,
+        convert: Callable[[Any], Any] | None = None,
+        compare: Callable[[Any, Any], bool | str] | None = None,
+        copy: Callable[[Any], Any] | None = None,
+        rtol: float | None = None,
+        atol: float | None = None,
+    ) -> None:
+        """Say how a verification (:func:`coheriq.verify`) compares this library's values.
+
+        Args:
+            target: A type: the rule applies to every value of it (``isinstance``,
+                so a marked class covers every engine's objects), in results and
+                arguments alike. Or a candidate (its proxy, or its name): the
+                rule applies to that candidate's results.
+            convert: Turns a value into something the default comparison reads:
+                plain numbers, lists, tuples, dicts (an engine's container into
+                its rows, say). Applied to both sides.
+            compare: ``compare(engine's, other's)`` returns True where the two
+                agree, and False or a sentence saying how they differ where not.
+            copy: For a type: makes the other implementation's own copy of an
+                argument of that type, where :func:`copy.deepcopy` does not fit
+                (a device array, a handle). It runs in a ``using_engine`` block
+                of the other implementation, so calling the library's classes
+                there makes its objects.
+            rtol: The relative tolerance for numbers in these values.
+            atol: The absolute tolerance for numbers in these values.
+
+        A later rule for the same target replaces the earlier one; among types,
+        the newest rule that matches a value applies.
+
+        Raises:
+            CoheriqTypeError: ``target`` is neither a type nor a candidate of this
+                domain, an option is not callable, a tolerance is negative, or
+                ``copy`` is given for a candidate.
+        """
+        for option, value in (("convert", convert), ("compare", compare), ("copy", copy)):
+            if value is not None and not callable(value):
+                raise CoheriqTypeError(
+                    f"Domain {self.name!r}: {option}= takes a function, not "
+                    f"{type(value).__name__} ({value!r})."
+                )
+        for option, tolerance in (("rtol", rtol), ("atol", atol)):
+            if tolerance is not None and (
+                isinstance(tolerance, bool)
+                or not isinstance(tolerance, (int, float))
+                or not tolerance >= 0
+            ):
+                raise CoheriqTypeError(
+                    f"Domain {self.name!r}: {option}= is a number of at least 0, not {tolerance!r}."
+                )
+        key = self._comparison_target(target)
+        self.comparisons.register(ComparisonRule(key, convert, compare, copy, rtol, atol))
+
+    def _comparison_target(self, target: object) -> type | str:
+        """The type, or the candidate's name, that a rule registered for ``target`` covers."""
+        info = candidate_of(target)
+        if info is not None and info.is_class:
+            marked: type = info.reference  # a marked class: its objects, every engine's
+            return marked
+        if info is not None:
+            if info.domain.name != self.name:
+                raise CoheriqTypeError(
+                    f"{info.name!r} is a candidate of domain {info.domain.name!r}, not of "
+                    f"{self.name!r}; register its comparison with that domain."
+                )
+            return info.name
+        if isinstance(target, type):
+            return target
+        if isinstance(target, str) and target in self._kinds:
+            return target
+        known = sorted(self._kinds)
+        raise CoheriqTypeError(
+            f"Domain {self.name!r} compares values of a type or the results of one of its "
+            f"candidates, not {target!r}.{did_you_mean(str(target), known)} Candidates: "
+            f"{listing(known)}."
+        )
 
     def _mark(self, target: Any, name: str | None) -> Any:
         if isinstance(target, staticmethod):  # a function marked inside a class body
@@ -503,7 +609,10 @@ class AccelerationDomain:
                     namespace[name] = late_candidates.Declared(self, name, *declared)
             self._reference = EngineMeta("reference", (), namespace)
             self._materialized_by = run
-            return self._reference
+        if self.env_prefix and os.environ.get(f"{self.env_prefix}_VERIFY", "").strip():
+            # <PREFIX>_VERIFY: a verification of the whole process, from now on.
+            observing.materialized(self)
+        return self._reference
 
     def require_reference(
         self, action: str, error: type[CoheriqDomainError] = CoheriqDomainError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import observing
 from ._stdlib import TYPE_CHECKING
 from ._validate import REFERENCE
 from .domain import AccelerationDomain, lookup_domain
@@ -41,6 +42,8 @@ class Explanation:
         not_imported: Candidate name -> module, for the candidates explained
             whose module is not imported yet (see
             :meth:`~coheriq.AccelerationDomain.declare`).
+        verification: Where a verification (:func:`coheriq.verify`) covers
+            this context, what it does, as a sentence; else ``None``.
     """
 
     def __init__(
@@ -53,6 +56,7 @@ class Explanation:
         suppliers: dict[str, str],
         tried: list[tuple[str, str]] | None = None,
         not_imported: dict[str, str] | None = None,
+        verification: str | None = None,
     ) -> None:
         self.domain = domain
         self.candidate = candidate
@@ -62,6 +66,7 @@ class Explanation:
         self.suppliers = suppliers
         self.tried = tried or []
         self.not_imported = not_imported or {}
+        self.verification = verification
 
     def _later(self, candidate: str) -> str:
         module = self.not_imported.get(candidate)
@@ -85,6 +90,8 @@ class Explanation:
         ]
         if self.tried:
             lines.append(f"  tried: {describe_tried(tuple(self.tried))}")
+        if self.verification:
+            lines.append(f"  verification: {self.verification}")
         if self.suppliers:
             lines.append("  supplied by:")
             width = max(map(len, self.suppliers))
@@ -122,8 +129,9 @@ def explain(subject: Any) -> Explanation:
     suppliers = {} if cls is None else {c: _name(supplier(cls, c)) for c in names}
     settled = domain.choice.settled is not None
     later = {c: m for c, m in domain.not_imported.items() if c in names}
+    verifying = observing.describe("verification", domain)
     return Explanation(
-        domain.name, candidate, engine, reason, settled, suppliers, list(tried), later
+        domain.name, candidate, engine, reason, settled, suppliers, list(tried), later, verifying
     )
 
 

@@ -1,9 +1,10 @@
 """A profiler of the calls made through candidate proxies: :func:`profile`.
 
 While a ``with coheriq.profile() as prof:`` block is open anywhere, proxies find
-their implementation through this module, which wraps it in a timer if the
-calling context has a profiler. Outside any profile block proxies are exactly as
-fast as without this module: it swaps itself out when the last block closes.
+their implementation through this module (a watcher, see
+:mod:`coheriq.observing`), which wraps it in a timer if the calling context has
+a profiler. Outside any profile block proxies are exactly as fast as without
+this module: it swaps itself out when the last block closes.
 
 Which profiles a call records into is the chain of blocks open in its context,
 kept in a context variable (so a profile object may be entered in several tasks
@@ -20,8 +21,7 @@ import weakref
 from contextvars import ContextVar
 from time import perf_counter_ns
 
-from . import registry
-from . import scopes as _scopes
+from . import observing
 from ._stdlib import TYPE_CHECKING
 from .domain import AccelerationDomain
 from .exceptions import CoheriqScopeError
@@ -35,8 +35,7 @@ __all__ = ["Profile", "ProfileRow", "profile"]
 
 # The profile blocks open in this context, outermost first.
 _active: ContextVar[tuple[Profile, ...]] = ContextVar("coheriq profiler", default=())
-_lock = _thread.allocate_lock()
-_open = 0  # profile blocks open in the whole process
+_ORDER = 0  # innermost of the watchers: it times the engine's call alone
 _profiles: weakref.WeakSet[Profile] = weakref.WeakSet()  # for the fork hook
 
 
@@ -93,16 +92,10 @@ class Profile:
             stats[1] += nanoseconds
 
     def __enter__(self) -> Profile:
-        global _open
         with self._lock:
             self._open_entries += 1
         _active.set((*_active.get(), self))
-        with _lock:
-            _open += 1
-            if _open == 1:
-                _scopes.profiling_current = _profiled_current
-                for domain in registry.generations():
-                    domain.scopes.set_profiling(_profiled_current(domain))
+        observing.start(_ORDER, _timing)
         return self
 
     def __exit__(
@@ -111,7 +104,6 @@ class Profile:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        global _open
         with self._lock:
             if self._open_entries == 0:
                 raise CoheriqScopeError(
@@ -124,12 +116,7 @@ class Profile:
         if self in chain:  # the innermost entry of this profile in this context ends
             last = len(chain) - 1 - chain[::-1].index(self)
             _active.set(chain[:last] + chain[last + 1 :])
-        with _lock:
-            _open -= 1
-            if _open == 0:
-                _scopes.profiling_current = None
-                for domain in registry.generations():
-                    domain.scopes.set_profiling(None)
+        observing.stop(_ORDER)
 
     def __str__(self) -> str:
         rows = self.rows
@@ -190,6 +177,11 @@ class _Timed:
     def members(self) -> _Timed:
         return self
 
+    @property
+    def chooses(self) -> bool:
+        """Whether asking for a member makes the domain's global choice."""
+        return getattr(self.scope, "chooses", False)
+
     def __getitem__(self, name: str) -> Callable[..., Any]:
         domain = self.domain
         if self.scope is not None:
@@ -213,21 +205,18 @@ class _Timed:
         return timed
 
 
-def _profiled_current(domain: AccelerationDomain) -> Callable[[], Any]:
-    """The scope finder of ``domain``'s proxies while profiling is on somewhere."""
-    scope_of = domain.scopes.here
+def _timing(domain: AccelerationDomain) -> Callable[[Any], Any]:
+    """What ``domain``'s calls find, timed where the calling context has a profile."""
 
-    def current() -> Any:
-        scope, profiles = scope_of(), _active.get()
+    def wrap(scope: Any) -> Any:
+        profiles = _active.get()
         return _Timed(domain, scope, profiles) if profiles else scope
 
-    return current
+    return wrap
 
 
 def _reinit_locks_in_child() -> None:
     # A thread of the parent may have held one of these locks when it forked.
-    global _lock
-    _lock = _thread.allocate_lock()
     for profile in list(_profiles):
         profile._lock = _thread.RLock()
 

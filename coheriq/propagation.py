@@ -9,6 +9,7 @@ current context and re-creates that elsewhere.
 from __future__ import annotations
 
 import functools
+import sys
 
 from ._stdlib import TYPE_CHECKING
 from .activation import active_implementation, enable_engine, import_domain, using_engine
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from contextlib import ExitStack
     from types import TracebackType
     from typing import Any, TypeVar
+
+    from .verification import Verification
 
     T = TypeVar("T")
 
@@ -33,11 +36,22 @@ class Snapshot:
         engines: Domain name -> the engine its calls ran on where the snapshot was
             taken (domains that had not chosen yet are left out).
         env_vars: Domain name -> its ``<PREFIX>_ENGINE`` variable, where it has one.
+        verifications: The verifications (:func:`coheriq.verify`) that covered
+            the context: entering the snapshot carries them, so that calls there
+            are verified and reported in the same :class:`~coheriq.Verification`.
+            A snapshot pickled to another process leaves them out; its
+            :meth:`environ` turns them on there instead.
     """
 
-    def __init__(self, engines: dict[str, str], env_vars: dict[str, str]) -> None:
+    def __init__(
+        self,
+        engines: dict[str, str],
+        env_vars: dict[str, str],
+        verifications: tuple[Verification, ...] = (),
+    ) -> None:
         self.engines = engines
         self.env_vars = env_vars
+        self.verifications = verifications
         # Every entry not exited yet, in whatever context (see __exit__).
         self._stacks: list[tuple[ExitStack, list[using_engine]]] = []
 
@@ -79,6 +93,9 @@ class Snapshot:
                 import_domain(domain)
                 blocks.append(using_engine(domain, engine))
                 stack.enter_context(blocks[-1])
+            for verification in self.verifications:
+                verification.carry_in()
+                stack.callback(verification.carry_out)
         except BaseException:
             stack.close()
             raise
@@ -115,18 +132,23 @@ class Snapshot:
     def environ(self) -> dict[str, str]:
         """The environment variables that make a child process choose the same engines.
 
-        Only domains created with an ``env_prefix`` can be reached this way.
+        And verify them as the snapshot's verifications do (``<PREFIX>_VERIFY``;
+        the child prints its own report). Only domains created with an
+        ``env_prefix`` can be reached this way.
         """
-        return {
+        variables = {
             self.env_vars[domain]: engine
             for domain, engine in self.engines.items()
             if domain in self.env_vars
         }
+        for verification in self.verifications:
+            variables.update(verification.environ)
+        return variables
 
 
 def _run_in(snap: Snapshot, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     # A fresh Snapshot per call: the same wrapped callable may run in many threads.
-    with Snapshot(snap.engines, snap.env_vars):
+    with Snapshot(snap.engines, snap.env_vars, snap.verifications):
         return fn(*args, **kwargs)
 
 
@@ -142,4 +164,5 @@ def snapshot() -> Snapshot:
             engines[domain.name] = engine
             if domain.env_var is not None:
                 env_vars[domain.name] = domain.env_var
-    return Snapshot(engines, env_vars)
+    verification = sys.modules.get("coheriq.verification")  # none if never imported
+    return Snapshot(engines, env_vars, verification.carried() if verification else ())

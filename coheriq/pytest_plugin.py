@@ -20,6 +20,13 @@ on every installed engine; an engine's author runs the same suite with
     says which engine each domain runs on, and what an ordered choice passed
     over.
 
+``--coheriq-verify=DOMAIN:ENGINE`` or ``DOMAIN:ENGINE:AGAINST`` (repeatable)
+    As ``--coheriq-engine=DOMAIN:ENGINE``, and each test runs inside
+    :func:`coheriq.verify`: every call of the domain's candidates on ENGINE is
+    also run on AGAINST (the reference by default) and compared. A test during
+    which the two disagreed fails, with the mismatches; the report ends with the
+    verification's table.
+
 ``@pytest.mark.coheriq_engines("mylib")``
     Runs the test once per available engine of the domain and once on the
     reference, each inside :class:`coheriq.using_engine`, with ids such as
@@ -47,7 +54,7 @@ variable ``<NAME>_ENGINE`` is set.
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 
 import pytest
 
@@ -70,20 +77,24 @@ from .exceptions import (
     listing,
 )
 from .ordered import describe_tried, parse_engine_list
+from .statements import engine_statements
 from .testing import isolated
 
 if TYPE_CHECKING:
     from typing import Any
 
     from .domain import AccelerationDomain
+    from .verification import Verification
 
 ENV = "COHERIQ_TEST_ENGINES"
 OPTION = "--coheriq-engine"
+VERIFY_OPTION = "--coheriq-verify"
 # domain -> (the engine the run chose for it, where it was named: OPTION or ENV)
 _chosen = pytest.StashKey[dict[str, tuple[str, str]]]()
 # domain -> how many of its coheriq_engines cases, made for other engines, were deselected
 _deselected = pytest.StashKey[dict[str, int]]()
 _failed_to_start = pytest.StashKey[bool]()
+_verifications = pytest.StashKey[list["Verification"]]()  # the coheriq.verify objects of the run
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,6 +106,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DOMAIN:ENGINE",
         help=f"enable ENGINE for DOMAIN for the whole run and run the domain's "
         f"coheriq_engines cases on it only (repeatable; also ${ENV}).",
+    )
+    group.addoption(
+        VERIFY_OPTION,
+        action="append",
+        default=[],
+        metavar="DOMAIN:ENGINE[:AGAINST]",
+        help=f"as {OPTION}=DOMAIN:ENGINE, and compare every call on ENGINE with AGAINST "
+        "(the reference by default); a test whose calls disagree fails (repeatable).",
     )
 
 
@@ -112,10 +131,36 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     specs = [_parse(text, OPTION) for text in config.getoption("coheriq_engine")]
     specs += [_parse(text, ENV) for text in _env_specs(os.environ.get(ENV, ""))]
+    verified = [_parse_verify(text) for text in config.getoption("coheriq_verify") or []]
+    specs += [(domain, engine, VERIFY_OPTION) for domain, engine, _ in verified]
     _refuse_two_engines_for_one_domain(specs)
     config.stash[_chosen] = {
         domain: (_enable(domain, engine, source), source) for domain, engine, source in specs
     }
+    config.stash[_verifications] = [_verification(*spec) for spec in verified]
+
+
+def _parse_verify(text: str) -> tuple[str, str, str]:
+    """``DOMAIN:ENGINE[:AGAINST]`` -> (domain, engine, against)."""
+    parts = [part.strip() for part in text.split(":")]
+    if len(parts) not in (2, 3) or not all(parts):
+        raise pytest.UsageError(
+            f"{VERIFY_OPTION}: {text!r} is not DOMAIN:ENGINE or DOMAIN:ENGINE:AGAINST; write "
+            "for example mylib:fast, or mylib:gpu:fast to compare two engines."
+        )
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else REFERENCE
+
+
+def _verification(domain: str, engine: str, against: str) -> Verification:
+    from .verification import verify
+
+    verification = verify(domain, engine, against, on_mismatch="record")
+    try:  # both engines exist and start: checked at start-up, not in the first test
+        with verification:
+            pass
+    except CoheriqError as error:
+        raise pytest.UsageError(f"{VERIFY_OPTION}={domain}:{engine}:{against}: {error}") from None
+    return verification
 
 
 def _refuse_two_engines_for_one_domain(specs: list[tuple[str, str, str]]) -> None:
@@ -153,7 +198,7 @@ def _parse(text: str, source: str) -> tuple[str, str, str]:
 
 def _enable(domain: str, engine: str, source: str) -> str:
     """Enable what ``source`` names for the whole run; return the engine chosen."""
-    given = f"{OPTION}={domain}:{engine}" if source == OPTION else f"{ENV} item {domain}:{engine}"
+    given = f"{source} item {domain}:{engine}" if source == ENV else f"{source}={domain}:{engine}"
     try:
         import_domain(domain)
     except CoheriqDomainNotFoundError as error:
@@ -205,13 +250,37 @@ def _no_such_domain(domain: str, given: str, error: CoheriqDomainNotFoundError) 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     chosen = config.stash.get(_chosen, {})
     domains = all_domains()
-    lines = [_header_of(domain, chosen) for domain in domains]
+    shown: list[tuple[str, str]] = []  # (domain, engine) for each engine the header names
+    lines = [_header_of(domain, chosen, shown) for domain in domains]
     header = ["coheriq: " + "; ".join(lines)] if lines else []
-    return header + _named_before_import({domain.name for domain in domains})
+    later = _named_before_import({domain.name for domain in domains}, shown)
+    return header + later + _stated(shown)
 
 
-def _header_of(domain: AccelerationDomain, chosen: dict[str, tuple[str, str]]) -> str:
-    """``mylib on 'fast' (how it was chosen)``, for a registered domain."""
+def _stated(shown: list[tuple[str, str]]) -> list[str]:
+    """A line for each engine shown that states what it is, read without importing it.
+
+    Only engines named in the header are looked up, so that a run on the
+    reference reads no package metadata.
+    """
+    lines, read = [], {}
+    for domain, engine in shown:
+        if engine == REFERENCE:
+            continue
+        if domain not in read:
+            read[domain] = engine_statements(domain)
+        statement = read[domain].get(engine)
+        if statement is None or statement.problem is not None or not statement.description:
+            continue  # states nothing the header could show
+        needs = f" Needs {statement.needs}." if statement.needs else ""
+        lines.append(f"coheriq: engine {engine!r} of {domain}: {statement.description}{needs}")
+    return lines
+
+
+def _header_of(
+    domain: AccelerationDomain, chosen: dict[str, tuple[str, str]], shown: list[tuple[str, str]]
+) -> str:
+    """``mylib on 'fast' (how it was chosen)``, for a registered domain; adds to ``shown``."""
     engine = active_implementation(domain)
     settled = domain.choice.settled
     tried = f"; tried {describe_tried(settled.tried)}" if settled and settled.tried else ""
@@ -224,6 +293,7 @@ def _header_of(domain: AccelerationDomain, chosen: dict[str, tuple[str, str]]) -
         value = os.environ.get(variable, "").strip() if variable else ""
         engine = value or REFERENCE
         how = f"{variable}={value}" if value else "at first use"
+    shown += [(domain.name, e.strip()) for e in (engine or "").split(",") if e.strip()]
     later = domain.not_imported
     # Declared candidates of modules the tests import later (or never: then
     # the run did not test them on any engine).
@@ -231,7 +301,7 @@ def _header_of(domain: AccelerationDomain, chosen: dict[str, tuple[str, str]]) -
     return f"{domain.name} on {engine!r} ({how}){waiting}"
 
 
-def _named_before_import(imported: set[str]) -> list[str]:
+def _named_before_import(imported: set[str], shown: list[tuple[str, str]]) -> list[str]:
     """Header lines for advertised domains, not imported yet, whose variable names engines.
 
     The header is written before collection, so a library that only its test
@@ -253,6 +323,7 @@ def _named_before_import(imported: set[str]) -> list[str]:
         value = os.environ.get(variable, "").strip()
         if value and variable.isidentifier():
             lines.append(_variable_line(name, variable, value))
+            shown += [(name, engine.strip()) for engine in value.split(",") if engine.strip()]
     return lines
 
 
@@ -365,8 +436,43 @@ def pytest_runtest_setup(item: pytest.Item) -> object:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> object:
-    with _engine_scope(item):
-        return (yield)
+    verifications = item.config.stash.get(_verifications, [])
+    if not verifications:
+        with _engine_scope(item):
+            return (yield)
+    before = [_mismatch_state(v) for v in verifications]
+    with ExitStack() as stack:
+        for verification in verifications:
+            stack.enter_context(verification)
+        with _engine_scope(item):
+            outcome = yield
+    lines: list[str] = []
+    for verification, (count, shown) in zip(verifications, before, strict=True):
+        new_count, _ = _mismatch_state(verification)
+        new = [str(m) for m in verification.mismatches if id(m) not in shown]
+        lines += new
+        if new_count - count > len(new):
+            lines.append(f"and {new_count - count - len(new)} more (counted in the report)")
+    if lines:
+        pytest.fail(
+            f"{VERIFY_OPTION}: the engine and the implementation it is verified against "
+            "disagreed during this test:\n" + "\n".join(lines),
+            pytrace=False,
+        )
+    return outcome
+
+
+def _mismatch_state(verification: Verification) -> tuple[int, set[int]]:
+    """How many mismatches ``verification`` counted, and which it keeps as examples."""
+    return sum(row.mismatches for row in verification.rows), {
+        id(m) for m in verification.mismatches
+    }
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for verification in config.stash.get(_verifications, []):
+        terminalreporter.write_sep("-", "coheriq verification")
+        terminalreporter.write_line(str(verification))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -6,8 +6,8 @@ context variable that every copy of the library's module shares (see
 :mod:`coheriq.registry`), so a block entered through one copy covers them all.
 
 Proxies do not read the variable on every call: they look at the context only
-while they must (the domain is not settled, or a block or a profile is open
-anywhere), which :meth:`Scopes.refresh_looking` tells them. Entering or leaving
+while they must (the domain is not settled, or a block, a profile or a
+verification is open anywhere), which :meth:`Scopes.refresh_looking` tells them. Entering or leaving
 a block counts it under the lineage's lock alone and never waits for an
 engine's set-up.
 """
@@ -43,10 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Scopes"]
 
-# Set by coheriq.profiling while a profile block is open anywhere: makes, for a
-# domain, the function its proxies use to find the current scope.
-profiling_current: Callable[[Any], Callable[[], Any]] | None = None
-
 
 class Scopes:
     """The blocks of one copy of a domain: entered, left, and found by its proxies.
@@ -59,7 +55,9 @@ class Scopes:
     def __init__(self, domain: _Domain, variable: ContextVar[Scope | None]) -> None:
         self.domain = domain
         self.variable = variable
-        self._profiling: Callable[[], Any] | None = None
+        # While a profile or verification is on (see coheriq.observing): the finder
+        # that lets it see each call.
+        self._watching: Callable[[], Any] | None = None
         # Set for a copy of the domain once a newer copy exists: its proxies look
         # at the context on every call, so that blocks opening and closing need
         # not tell it (a block's cost does not grow with the number of copies).
@@ -141,10 +139,10 @@ class Scopes:
 
     # -- how proxies find it -------------------------------------------------------------
 
-    def set_profiling(self, current: Callable[[], Any] | None) -> None:
-        """Route proxies through ``current`` (a profiler's), or back to the scope variable."""
+    def set_watching(self, current: Callable[[], Any] | None) -> None:
+        """Route proxies through ``current`` (the watchers'), or back to the scope variable."""
         with self.domain._lock:
-            self._profiling = current
+            self._watching = current
             self.refresh_dispatch()
 
     def retire(self) -> None:
@@ -167,7 +165,7 @@ class Scopes:
             if domain is None:
                 domain = lineage.current
             scopes = domain.scopes
-            scope = (scopes._profiling or scopes.here)()
+            scope = (scopes._watching or scopes.here)()
             return scope if scope is not None else domain.choice.settled
 
         self.domain._switchboard.retire(current)
@@ -184,16 +182,16 @@ class Scopes:
         # settled and has no other copies (see here()).
         direct = domain.choice.settled is not None and domain._lineage.copies == 1
         domain._switchboard.set_current(
-            self._profiling or (self.variable.get if direct else self.here)
+            self._watching or (self.variable.get if direct else self.here)
         )
         self.refresh_looking()
 
     def refresh_looking(self) -> None:
         """Say whether proxies must look at the context: all a block opening changes.
 
-        They must while the domain is not settled, or a block or a profile is open
-        anywhere. A class that constructs itself directly goes back to
-        dispatching before the flag is set.
+        They must while the domain is not settled, or a block, a profile or a
+        verification is open anywhere. A class that constructs itself directly
+        goes back to dispatching before the flag is set.
         """
         domain = self.domain
         settled = domain.choice.settled
@@ -201,7 +199,7 @@ class Scopes:
             self.always_look
             or settled is None
             or domain._lineage.open_scopes > 0
-            or self._profiling is not None
+            or self._watching is not None
         )
         for info in domain._class_candidates:
             directly = not looking and settled.members[info.name] is info.construct

@@ -67,7 +67,7 @@ class GlobalChoice:
         choice = domain._lineage.choice
         if choice is not None and choice.domain is not domain:
             return self._settle_as(choice)
-        variable, value = domain.env_var, self.env_value()
+        variable, value = self.env_choice()
         if not value:
             return self.settle_on(reference, "default")
         # Resolved before taking the lock: naming an engine may import its module.
@@ -165,6 +165,20 @@ class GlobalChoice:
         variable = self.domain.env_var
         return (os.environ.get(variable, "") if variable else "").strip()
 
+    def env_choice(self) -> tuple[str | None, str]:
+        """The environment variable that names the engine now, and what it names.
+
+        ``<PREFIX>_ENGINE``; where it is unset or blank, ``<PREFIX>_VERIFY``
+        (``gpu`` or ``gpu:compiled``) names the engine it verifies, so that the
+        program runs on it; else ``(<PREFIX>_ENGINE, "")``.
+        """
+        variable, value = self.domain.env_var, self.env_value()
+        if value or variable is None:
+            return variable, value
+        verify = variable[: -len("_ENGINE")] + "_VERIFY"
+        engine = os.environ.get(verify, "").split(":")[0].strip()
+        return (verify, engine) if engine else (variable, value)
+
     def prospect(self) -> tuple[str | None, str, EngineMeta | None, Tried]:
         """What a call here and now would run, and why, without choosing anything.
 
@@ -205,7 +219,7 @@ class GlobalChoice:
                 by_name.get(choice.engine),
                 choice.tried,
             )
-        variable, value = domain.env_var, self.env_value()
+        variable, value = self.env_choice()
         if not value or value == REFERENCE:
             raw = os.environ.get(variable) if variable else None
             if value:

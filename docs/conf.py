@@ -16,6 +16,8 @@ sys.path.insert(0, str(HERE / "_ext"))
 
 from python_inventory import write_inventory  # noqa: E402 - after the path is set
 
+from coheriq.testing import isolated  # noqa: E402
+
 project = "coheriq"
 author = "coheriq developers"
 copyright = "2026, coheriq developers"
@@ -30,6 +32,7 @@ extensions = [
     "matplotlib.sphinxext.plot_directive",  # the pictures, drawn by code at build time
     "myst_nb",  # the notebooks, executed by the build and shown with their outputs
     "command_output",  # docs/_ext: the output of a command, run at build time
+    "coheriq.sphinx",  # each candidate's entry (the ragbatch page) lists its engines
 ]
 
 exclude_patterns = ["_build", "examples", "_ext", "pictures", "Thumbs.db", ".DS_Store"]
@@ -52,6 +55,8 @@ nitpick_ignore = [
     ("py:class", "T"),
     ("py:class", "C"),
     ("py:class", "_pytest.fixtures.FixtureRequest"),
+    # The Sphinx extension's setup(app): Sphinx has no inventory the build can read offline.
+    ("py:class", "sphinx.application.Sphinx"),
     # importlib.metadata.EntryPoint, imported for the type checker only: autodoc
     # sees the bare name.
     ("py:class", "EntryPoint"),
@@ -158,6 +163,20 @@ def _mark_test_outputs(app: object, doctree: object) -> None:
             block["classes"].append("output")
 
 
+# What the pages import while they are read (autodoc imports ragbatch for its page)
+# is imported in a coheriq world of its own, dropped once every page is read: a
+# doctest group's world (doctest_global_setup) then imports ragbatch afresh, and
+# its domain with it, instead of finding the module imported already and the
+# domain outside its world.
+_reading_world = isolated()
+
+
+def _leave_the_reading_world(app: object, env: object) -> None:
+    _reading_world.__exit__(None, None, None)
+
+
 def setup(app: object) -> None:
     app.connect("config-inited", lambda app, config: _copy_notebooks(app))  # type: ignore[attr-defined]
     app.connect("doctree-read", _mark_test_outputs)  # type: ignore[attr-defined]
+    app.connect("builder-inited", lambda app: _reading_world.__enter__())  # type: ignore[attr-defined]
+    app.connect("env-updated", _leave_the_reading_world)  # type: ignore[attr-defined]

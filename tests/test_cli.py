@@ -267,7 +267,7 @@ def test_show_json_gives_each_engine_its_state(with_broken):
     done = coheriq(with_broken, "show", "clidom", "--json")
     assert done.returncode == 1
     data = json.loads(done.stdout)
-    assert data["engines"]["good"] == {"ok": True}
+    assert data["engines"]["good"] == {"ok": True, "source": "imported"}
     crashing = data["engines"]["crashing"]
     assert crashing["ok"] is False and "libclidom.so.1 is missing" in crashing["error"]
     assert "\n" not in crashing["error"]
@@ -315,7 +315,9 @@ def test_every_command_prints_json_the_same_way(with_broken, args, status):
     elif args[0] != "explain":
         assert lists and ["bad", "crashing", "good"] in [n[:3] for n in lists]
     if args[0] in ("show", "check") and status != 2:
-        assert all(set(state) <= {"ok", "error", "started"} for state in data["engines"].values())
+        # show says where each engine's column came from (its class or its statement).
+        keys = {"ok", "error", "started", "source"}
+        assert all(set(state) <= keys for state in data["engines"].values())
 
 
 def test_a_usage_error_is_json_under_json_and_suggests_help(installed):

@@ -163,3 +163,62 @@ def test_compiled_engine_on_a_batch_of_megabytes_agrees_with_numpy():
     done = run("-c", LARGE_BATCH_CHECK)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok"]
+
+
+@needs("compiled")
+def test_verifying_the_compiled_engine_on_the_demo_finds_no_difference():
+    done = demo(20000, 200, env={**ON_THE_CPU, "RAGBATCH_VERIFY": "compiled"})
+    assert done.returncode == 0, done.stderr
+    assert "verification on: calls on 'compiled' are also run on 'reference'" in done.stdout
+    reports = [
+        part for part in done.stderr.split("RAGBATCH_VERIFY (process") if "ragbatch." in part
+    ]
+    main = reports[-1]  # the demo's own process reports last (dask's workers before it)
+    rows = [line.split() for line in main.splitlines() if line.startswith("ragbatch.")]
+    compared = {row[0]: (int(row[2]), int(row[3])) for row in rows}
+    for candidate in ("from_flat", "softmax", "topk", "row_sum", "row_mean"):
+        calls, mismatches = compared[f"ragbatch.{candidate}"]
+        assert calls > 0 and mismatches == 0
+    assert "CoheriqVerificationWarning" not in done.stderr
+
+
+TIES_LAST = """
+import coheriq, ragbatch
+from ragbatch import _softmax_row
+
+class TiesLast(coheriq.engine_class("ragbatch", "compiled"), name="ties_last"):
+    # A deliberate bug: equal values in index order from the last, not the first.
+    def topk(self, batch, k):
+        indices, probabilities, offsets = [], [], [0]
+        for row in batch:
+            probs = _softmax_row(row)
+            best = sorted(range(len(row)), key=lambda i: (-row[i], -i))[:k]
+            indices += best
+            probabilities += [probs[i] for i in best]
+            offsets.append(len(indices))
+        make = self.RaggedBatch.from_flat
+        return make(indices, offsets), make(probabilities, offsets)
+
+batch = ragbatch.RaggedBatch([[3.0, 1.0, 2.0], [5.0, 5.0, 1.0], [0.5]])
+with coheriq.verify("ragbatch", "ties_last", on_mismatch="record") as check:
+    ragbatch.topk(batch, 2)
+    ragbatch.softmax(batch)
+print(check.ok)
+for mismatch in check.mismatches:
+    print(mismatch)
+"""
+
+
+@needs("compiled")
+def test_verification_catches_an_engine_that_breaks_ties_wrongly_and_names_the_row():
+    done = run("-c", TIES_LAST)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "False"
+    # Row 1 (5.0, 5.0, 1.0): the engine gives indices [1, 0], the reference [0, 1];
+    # result[0] is topk's first batch (the indices), [1] its row, [0] the entry.
+    [mismatch] = lines[1:]
+    assert mismatch.startswith("ragbatch.topk(RaggedBatch([[3.0, 1.0, 2.0]")
+    assert mismatch.endswith(
+        ", 2) (call 1): result[0][1][0]: 1.0 against 0 (relative difference 1, tolerance 1e-09)"
+    )

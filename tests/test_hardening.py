@@ -93,7 +93,7 @@ print("done", len(seen) > 0)
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_a_child_forked_while_another_thread_is_in_a_profile_can_profile(lib):
-    from coheriq import profiling
+    from coheriq import observing
 
     prof = cq.profile()
     inside = threading.Event()
@@ -104,7 +104,7 @@ def test_a_child_forked_while_another_thread_is_in_a_profile_can_profile(lib):
             inside.set()
             leave.wait()
 
-    for lock in (profiling._lock, prof._lock):  # entering a profile; recording into one
+    for lock in (observing._lock, prof._lock):  # entering a profile; recording into one
         inside.clear()
         leave.clear()
         holder = threading.Thread(target=hold, args=(lock,))

@@ -41,7 +41,11 @@ def test_the_engine_authors_run_says_what_it_ran_and_left_out(pytester, monkeypa
     result = pytest_in_child(pytester, str(EXAMPLES), "--coheriq-engine=ragbatch:numpy")
     assert result.ret == 0, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(
-        [documented("coheriq: ragbatch on 'numpy'"), documented("coheriq: deselected")]
+        [
+            documented("coheriq: ragbatch on 'numpy'"),
+            documented("coheriq: engine 'numpy' of ragbatch"),  # from its statement
+            documented("coheriq: deselected"),
+        ]
     )
     outcomes = result.parseoutcomes()  # on numpy only: one case of each test
     assert (outcomes["passed"], outcomes["xfailed"], outcomes["deselected"] > 0) == (3, 1, True)

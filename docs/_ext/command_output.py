@@ -166,7 +166,9 @@ class CommandOutput(SphinxDirective):
                 raise self.error(
                     f"command-output: the output of {self.arguments[0]!r} holds {path!r}, a "
                     "path of this machine, which would differ on every machine that builds "
-                    "the page; show another command, or make the command leave it out."
+                    "the page; show another command, or make the command leave it out. The "
+                    "lines that hold it:\n"
+                    + "\n".join(line for line in output.splitlines() if path in line)
                 )
         return self._shortened(output)
 

@@ -25,6 +25,8 @@ class HybridBatch(Numpy.RaggedBatch):
 
 
 class Hybrid(Numpy, Compiled, name="hybrid"):
+    """The numpy and compiled engines combined: each function from the faster one."""
+
     RaggedBatch = HybridBatch
     softmax = Compiled.softmax  # one pass in C beats NumPy's temporaries
     row_sum = Compiled.row_sum

@@ -153,7 +153,7 @@ def _top_many(values: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
 
 
 class NumpyEngine(coheriq.engine_class("ragbatch"), name="numpy"):
-    """Engine "numpy": vectorized per-row kernels over NumPy arrays."""
+    """Every ragbatch function vectorized with NumPy: no Python loop over rows."""
 
     RaggedBatch = NumpyBatch
 

@@ -101,7 +101,7 @@ class CompiledBatch(ragbatch.RaggedRows):
 
 
 class CompiledEngine(coheriq.engine_class("ragbatch"), name="compiled"):
-    """Engine "compiled": every ragbatch function in C."""
+    """Every ragbatch function in C, over a container of typed buffers."""
 
     RaggedBatch = CompiledBatch
 

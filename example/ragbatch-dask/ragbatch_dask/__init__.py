@@ -77,7 +77,7 @@ class _SameEngine(WorkerPlugin):
 
 
 class DaskEngine(Numpy, name="dask"):
-    """Engine "dask": rows on a dask.distributed cluster, every function run where they are."""
+    """Rows on a dask.distributed cluster, every function run where they are."""
 
     RaggedBatch = DaskBatch
 

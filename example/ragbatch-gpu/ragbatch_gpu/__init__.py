@@ -297,7 +297,7 @@ def _on_device(batch: Any, dtype: Any = np.float64) -> GpuBatch:
 
 
 class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
-    """Engine "gpu": ragbatch's rows on a GPU, through JAX."""
+    """ragbatch's rows on a GPU, each function one compiled JAX program."""
 
     RaggedBatch = GpuBatch
 

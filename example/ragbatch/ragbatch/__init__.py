@@ -230,3 +230,7 @@ def row_mean(batch: RaggedBatch) -> Sequence[float]:
 
 
 domain.materialize()
+
+# How coheriq.verify compares engines (RAGBATCH_VERIFY=compiled, say): a batch, whichever
+# engine made it, by its rows; the other side gets its own batch, made by its from_flat.
+domain.register_comparison(RaggedBatch, convert=list, copy=lambda batch: from_flat(*to_flat(batch)))

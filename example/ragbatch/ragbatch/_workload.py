@@ -23,14 +23,17 @@ def make_batch(n_values: int, n_rows: int, seed: int = 0) -> Any:
         return ragbatch.from_flat(values, [0, *cuts, n_values])
 
 
-def engines(skipped: dict[str, str] | None = None) -> list[str]:
+def engines(skipped: dict[str, str] | None = None, only: list[str] | None = None) -> list[str]:
     """The reference and every installed engine of ragbatch that starts here.
 
     An engine that cannot start on this machine (the gpu engine where JAX sees no
-    GPU) is left out; ``skipped``, if given, gets its name and the reason.
+    GPU) is left out; ``skipped``, if given, gets its name and the reason. With
+    ``only``, those engines alone (the reference always comes first).
     """
     names = [coheriq.REFERENCE]
-    for name in coheriq.available_engines("ragbatch"):
+    for name in only or coheriq.available_engines("ragbatch"):
+        if name == coheriq.REFERENCE:
+            continue
         try:
             with coheriq.using_engine("ragbatch", name):  # starts it, or says why not
                 names.append(name)

@@ -56,9 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="and time calls until they took this long in all, per engine (1.0)",
     )
+    parser.add_argument(
+        "--engine",
+        action="append",
+        metavar="NAME",
+        help="run this engine (repeatable; default: every installed engine)",
+    )
     args = parser.parse_args(argv)
     skipped: dict[str, str] = {}
-    names = engines(skipped)
+    names = engines(skipped, only=args.engine)
     progress = Progress(1 + len(names))
     flat_values, flat_offsets = ragbatch.to_flat(make_batch(args.values, args.rows))
     values, offsets = array("d", flat_values), array("q", flat_offsets)  # flat buffers
@@ -85,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     for engine, reason in skipped.items():
         print(f"{engine:<10} skipped: {reason}")
+    verifying = coheriq.explain("ragbatch").verification
+    if verifying:  # RAGBATCH_VERIFY: the report comes at exit, on standard error
+        print(f"verification {verifying}; the times above include it")
     _say_what_the_program_runs_on()
     return 0
 

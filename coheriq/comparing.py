@@ -1,0 +1,309 @@
+"""How a library compares the results of two implementations: the rules verification uses.
+
+A domain keeps a :class:`Comparisons` (``domain.comparisons``), filled by
+:meth:`~coheriq.AccelerationDomain.register_comparison`. A rule is registered
+for a type (any value of it, wherever it appears in a result or an argument) or
+for a candidate (the results of that candidate). It may say how to turn a value
+into something comparable (``convert``), how to compare two of them
+(``compare``), the tolerances for the numbers in them, and, for a type, how to
+give the other implementation its own copy of an argument (``copy``).
+
+Without rules, :meth:`Comparisons.difference` compares numbers within a
+relative tolerance (NaN equals NaN), sequences and array-likes (anything with
+``tolist()``) element by element, mappings key by key, and anything else with
+``==``; it returns a sentence that says where the first difference is, or
+``None``. Nothing here is imported or run unless a verification is on.
+"""
+
+from __future__ import annotations
+
+from ._stdlib import TYPE_CHECKING
+from .exceptions import CoheriqTypeError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+__all__ = ["DEFAULT_RTOL", "ComparisonRule", "Comparisons"]
+
+DEFAULT_RTOL = 1e-9
+"""The relative tolerance for numbers where neither the library nor the user sets one."""
+
+_MAX_DEPTH = 64  # nested containers deeper than this are compared with == as a whole
+_SCALARS = frozenset({int, float, complex, bool, str, bytes, type(None)})
+
+
+class ComparisonRule:
+    """How values of one type, or the results of one candidate, are compared.
+
+    Attributes:
+        target: The type, or the candidate's name.
+        convert: ``value -> comparable value``, or None.
+        compare: ``(engine's, other's) -> bool | str``: true where they agree;
+            false, or a sentence saying how they differ, where not. Or None.
+        copy: ``value -> the other implementation's own copy`` (types only), or None.
+        rtol: The relative tolerance for numbers, or None.
+        atol: The absolute tolerance for numbers, or None.
+    """
+
+    __slots__ = ("atol", "compare", "convert", "copy", "rtol", "target")
+
+    def __init__(
+        self,
+        target: type | str,
+        convert: Callable[[Any], Any] | None,
+        compare: Callable[[Any, Any], bool | str] | None,
+        copy: Callable[[Any], Any] | None,
+        rtol: float | None,
+        atol: float | None,
+    ) -> None:
+        self.target, self.convert, self.compare, self.copy = target, convert, compare, copy
+        self.rtol, self.atol = rtol, atol
+
+
+class Comparisons:
+    """A domain's comparison rules and the candidates it runs once only (side effects)."""
+
+    def __init__(self, domain_name: str) -> None:
+        self.domain_name = domain_name
+        self._by_type: list[ComparisonRule] = []  # newest first: a later rule wins
+        self._by_candidate: dict[str, ComparisonRule] = {}
+        self._scalar_rules: dict[type, ComparisonRule | None] = {}  # see rule_for
+        self.side_effects: set[str] = set()
+
+    def register(self, rule: ComparisonRule) -> None:
+        """Add ``rule``; one for the same target replaces the earlier one."""
+        if isinstance(rule.target, str):
+            if rule.copy is not None:
+                raise CoheriqTypeError(
+                    f"Domain {self.domain_name!r}: copy= is given per type, for the arguments "
+                    f"of that type, not for candidate {rule.target!r}; register the copy for "
+                    "the type of the argument that needs it."
+                )
+            self._by_candidate[rule.target] = rule
+            return
+        self._by_type = [r for r in self._by_type if r.target is not rule.target]
+        self._by_type.insert(0, rule)
+        self._scalar_rules = {}
+
+    def rule_for(self, value: Any) -> ComparisonRule | None:
+        """The newest rule whose type ``value`` is an instance of, if any."""
+        kind = type(value)
+        scalar = kind in _SCALARS
+        if scalar and kind in self._scalar_rules:
+            return self._scalar_rules[kind]
+        found = None
+        for rule in self._by_type:
+            if isinstance(value, rule.target):  # type: ignore[arg-type]
+                found = rule
+                break
+        if scalar:
+            # Remembered: a result holds many numbers, and an isinstance check
+            # against a marked class asks every engine's class.
+            self._scalar_rules[kind] = found
+        return found
+
+    # -- giving the other implementation its own arguments ---------------------------
+
+    def copy_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """Copies of ``args`` and ``kwargs`` that share nothing mutable with them.
+
+        A value of a type with a ``copy`` rule is copied by it (also inside
+        tuples, lists and dicts); anything else by :func:`copy.deepcopy`.
+        Immutable scalars are passed as they are.
+
+        Raises:
+            Exception: Whatever copying raised (the caller reports it).
+        """
+        import copy
+
+        memo: dict[int, Any] = {}
+
+        def own(value: Any) -> Any:
+            rule = self.rule_for(value) if self._by_type else None
+            if rule is not None and rule.copy is not None:
+                return rule.copy(value)
+            if type(value) in (tuple, list):
+                return type(value)(own(item) for item in value)
+            if type(value) is dict:
+                return {key: own(item) for key, item in value.items()}
+            return copy.deepcopy(value, memo)
+
+        return tuple(own(a) for a in args), {k: own(v) for k, v in kwargs.items()}
+
+    # -- comparing results -----------------------------------------------------------
+
+    def difference(
+        self,
+        candidate: str,
+        mine: Any,
+        other: Any,
+        *,
+        rtol: float | None = None,
+        atol: float | None = None,
+    ) -> str | None:
+        """Where ``mine`` (the engine's result) and ``other`` differ, as a sentence; else None.
+
+        Tolerances: a candidate's rule, else a type's rule, else ``rtol`` and
+        ``atol`` as given, else :data:`DEFAULT_RTOL` and 0.
+        """
+        rule = self._by_candidate.get(candidate)
+        tolerances = (
+            _first(rule.rtol if rule else None, rtol, DEFAULT_RTOL),
+            _first(rule.atol if rule else None, atol, 0.0),
+        )
+        if rule is not None:
+            if rule.convert is not None:
+                mine, other = rule.convert(mine), rule.convert(other)
+            if rule.compare is not None:
+                return _verdict(rule.compare(mine, other), "result", mine, other)
+        return self._differ(mine, other, "result", tolerances, 0)
+
+    def _differ(
+        self, mine: Any, other: Any, where: str, tolerances: tuple[float, float], depth: int
+    ) -> str | None:
+        mine_rule, other_rule = self.rule_for(mine), self.rule_for(other)
+        for rule in (mine_rule, other_rule):
+            if rule is not None and (rule.rtol is not None or rule.atol is not None):
+                tolerances = (_first(rule.rtol, tolerances[0]), _first(rule.atol, tolerances[1]))
+        if mine_rule is not None and mine_rule.convert is not None:
+            mine = mine_rule.convert(mine)
+        if other_rule is not None and other_rule.convert is not None:
+            other = other_rule.convert(other)
+        rule = mine_rule or other_rule
+        if rule is not None and rule.compare is not None:
+            return _verdict(rule.compare(mine, other), where, mine, other)
+        if depth < _MAX_DEPTH:
+            if _is_number(mine) and _is_number(other):
+                return _numbers_differ(mine, other, where, *tolerances)
+            mine_items, other_items = _items(mine), _items(other)
+            if mine_items is not None and other_items is not None:
+                return self._items_differ(mine_items, other_items, where, tolerances, depth)
+        return _equality(mine, other, where)
+
+    def _items_differ(
+        self,
+        mine: list[Any] | dict[Any, Any],
+        other: list[Any] | dict[Any, Any],
+        where: str,
+        tolerances: tuple[float, float],
+        depth: int,
+    ) -> str | None:
+        if isinstance(mine, dict) != isinstance(other, dict):
+            return f"{where}: a mapping on one side and a sequence on the other"
+        if isinstance(mine, dict) and isinstance(other, dict):
+            if mine.keys() != other.keys():
+                only = sorted(map(repr, mine.keys() ^ other.keys()))[:5]
+                return f"{where}: the keys differ ({', '.join(only)} on one side only)"
+            for key in mine:
+                found = self._differ(
+                    mine[key], other[key], f"{where}[{key!r}]", tolerances, depth + 1
+                )
+                if found:
+                    return found
+            return None
+        if len(mine) != len(other):
+            return f"{where}: {len(mine)} items, against {len(other)}"
+        for index, (a, b) in enumerate(zip(mine, other)):  # noqa: B905 -- lengths checked
+            found = self._differ(a, b, f"{where}[{index}]", tolerances, depth + 1)
+            if found:
+                return found
+        return None
+
+
+def _first(*values: float | None) -> float:
+    """The first of ``values`` that is not None (the last one always is a number)."""
+    return next(v for v in values if v is not None)
+
+
+def _is_number(value: Any) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Number) and not isinstance(value, bool)
+
+
+def _numbers_differ(mine: Any, other: Any, where: str, rtol: float, atol: float) -> str | None:
+    import math
+    import numbers
+
+    if isinstance(mine, numbers.Integral) and isinstance(other, numbers.Integral):
+        return None if mine == other else f"{where}: {mine!r} against {other!r}"
+    try:
+        a, b = complex(mine), complex(other)
+    except (TypeError, ValueError, OverflowError):
+        return _equality(mine, other, where)
+    nan_a, nan_b = math.isnan(abs(a)), math.isnan(abs(b))
+    if nan_a or nan_b:
+        return None if nan_a and nan_b else f"{where}: {mine!r} against {other!r}"
+    if a == b:  # infinities of one sign, exact equality
+        return None
+    gap = abs(a - b)
+    if gap <= max(rtol * max(abs(a), abs(b)), atol):
+        return None
+    relative = gap / max(abs(a), abs(b))
+    return (
+        f"{where}: {mine!r} against {other!r} (relative difference {relative:.3g}, "
+        f"tolerance {rtol:.3g}" + (f", absolute {atol:.3g})" if atol else ")")
+    )
+
+
+def _items(value: Any) -> list[Any] | dict[Any, Any] | None:
+    """``value``'s items to compare one by one, where it is a container; else None."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return None
+    if isinstance(value, (list, tuple, range)):
+        return list(value)
+    if isinstance(value, dict):
+        return value
+    tolist = getattr(value, "tolist", None)  # NumPy, JAX, array.array
+    if callable(tolist):
+        try:
+            items = tolist()
+        except Exception:
+            return None
+        return items if isinstance(items, (list, dict)) else [items]
+    return None
+
+
+def _equality(mine: Any, other: Any, where: str) -> str | None:
+    try:
+        same = mine == other
+        same = bool(same)
+    except Exception as error:
+        return (
+            f"{where}: {_short(mine)} and {_short(other)} cannot be compared with == "
+            f"({type(error).__name__}: {error}); register a comparison for their type"
+        )
+    return None if same else f"{where}: {_short(mine)} against {_short(other)}"
+
+
+def _verdict(outcome: object, where: str, mine: Any, other: Any) -> str | None:
+    """What a library's ``compare`` returned, as a difference (None where they agree)."""
+    if outcome is True:
+        return None
+    if outcome is False:
+        return f"{where}: {_short(mine)} against {_short(other)}"
+    if isinstance(outcome, str) and outcome:
+        return f"{where}: {outcome}"
+    raise CoheriqTypeError(
+        "A comparison registered with register_comparison returned "
+        f"{type(outcome).__name__} ({outcome!r}); it must return True where the two "
+        "values agree, and False or a sentence saying how they differ where not."
+    )
+
+
+def _short(value: Any, width: int = 80) -> str:
+    """``repr(value)``, cut to ``width`` characters."""
+    import reprlib
+
+    shortened = reprlib.Repr()
+    shortened.maxstring = shortened.maxother = width
+    shortened.maxlist = shortened.maxtuple = 8
+    text = shortened.repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def summarize(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The arguments of a call, each cut short, as they would be written in the call."""
+    parts = [_short(a, 60) for a in args] + [f"{k}={_short(v, 60)}" for k, v in kwargs.items()]
+    return "(" + ", ".join(parts) + ")"

@@ -1,0 +1,129 @@
+"""Watching the calls made through candidate proxies: what profiles and verifications share.
+
+A *watcher* (:func:`coheriq.profile`, :func:`coheriq.verify`) sees every call
+of a candidate made in a context where one of its blocks is open. While a
+watcher of some kind is on anywhere in the process, the proxies of every domain
+look at the context on each call, through the finder :func:`finder_for`
+builds: it finds the block or global choice as usual, then lets each kind of
+watcher that is on wrap what the call runs. When the last block of the last
+kind closes, the proxies are back on their fast path, and nothing of this module
+is on it.
+
+Kinds wrap in a fixed order, the lower first (innermost): a profile (order 0)
+times the engine's call alone, and a verification (order 1) wraps the timed
+call, so that the comparing it does is not counted as the engine's time.
+
+While :data:`quiet` is set in a context, no watcher sees the calls made there:
+a verification sets it while it runs the other implementation and compares.
+
+A domain whose ``<PREFIX>_VERIFY`` variable is set calls :func:`materialized`
+once it is materialized; :mod:`coheriq.verification` (imported by ``import
+coheriq`` where such a variable is set) hooks in there and turns verification
+on for the whole process.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+from _contextvars import ContextVar  # what contextvars re-exports, without importing it
+
+from . import registry
+from ._stdlib import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    # wrap(domain) -> a function from what a call finds (a scope, the view before
+    # the choice, or None for the settled choice) to what it should find instead.
+    Wrapper = Callable[[Any], Callable[[Any], Any]]
+
+__all__ = [
+    "describe",
+    "describers",
+    "finder_for",
+    "materialized",
+    "on_materialized",
+    "quiet",
+    "start",
+    "stop",
+]
+
+quiet: ContextVar[bool] = ContextVar("coheriq watchers quiet", default=False)
+
+_lock = _thread.allocate_lock()
+_on: dict[int, tuple[Wrapper, int]] = {}  # order -> (wrap, blocks open)
+on_materialized: list[Callable[[Any], None]] = []  # hooks for materialized()
+# Kind of watcher -> what it says of a domain in this context (for explain), or None.
+describers: dict[str, Callable[[Any], str | None]] = {}
+
+
+def describe(kind: str, domain: Any) -> str | None:
+    """What the watcher ``kind`` does to ``domain``'s calls here, as a phrase; None if nothing."""
+    describer = describers.get(kind)
+    return None if describer is None else describer(domain)
+
+
+def materialized(domain: Any) -> None:
+    """``domain``, whose ``<PREFIX>_VERIFY`` variable is set, is materialized now."""
+    for hook in list(on_materialized):
+        hook(domain)
+
+
+def start(order: int, wrap: Wrapper) -> None:
+    """Count one more open block of the watcher kind ``order``; the first turns it on."""
+    with _lock:
+        wrapper, count = _on.get(order, (wrap, 0))
+        _on[order] = (wrapper, count + 1)
+        if count == 0:
+            _rewire()
+
+
+def stop(order: int) -> None:
+    """Count one block of the kind ``order`` closed; the last turns it off."""
+    with _lock:
+        wrapper, count = _on[order]
+        if count == 1:
+            del _on[order]
+            _rewire()
+        else:
+            _on[order] = (wrapper, count - 1)
+
+
+def finder_for(domain: Any) -> Callable[[], Any] | None:
+    """The function ``domain``'s proxies find their scope with while watchers are on.
+
+    ``None`` when no watcher is on: the proxies use the domain's own finder.
+    """
+    wrappers = [wrap for _, (wrap, _count) in sorted(_on.items())]
+    if not wrappers:
+        return None
+    scope_of = domain.scopes.here
+    wraps = [wrapper(domain) for wrapper in wrappers]
+
+    def current() -> Any:
+        found = scope_of()
+        if quiet.get():
+            return found
+        for wrap in wraps:
+            found = wrap(found)
+        return found
+
+    return current
+
+
+def _rewire() -> None:
+    """Give every domain's proxies the finder for the watchers now on (under ``_lock``)."""
+    for domain in registry.generations():
+        domain.scopes.set_watching(finder_for(domain))
+
+
+def _reinit_lock_in_child() -> None:
+    # A thread of the parent may have held the lock when it forked.
+    global _lock
+    _lock = _thread.allocate_lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_lock_in_child)

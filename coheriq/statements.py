@@ -1,0 +1,425 @@
+"""What an engine states it implements, read from its package without importing it.
+
+An engine package may ship a small JSON file, its *statement*, and point to it
+from the entry-point group ``coheriq.statements.<domain>``::
+
+    [project.entry-points."coheriq.statements.mylib"]
+    fast = "mylib_fast:mylib_fast.coheriq.json"
+
+The value is ``MODULE:FILE``: FILE lies in the directory that holds MODULE (a
+package's own directory; for a single-file module, the directory of that file).
+The file says::
+
+    {"coheriq_statement": 1, "domain": "mylib", "engine": "fast",
+     "description": "one line", "needs": "an NVIDIA GPU",
+     "implements": ["normalize", "Histogram"]}
+
+``implements`` names the candidates that the engine does not take from the
+reference: those its own class or a base engine or mixin defines. The file is
+found with the import system's finders, which read directories and never run a
+module, so listing what engines implement imports none of them; ``coheriq
+statement`` writes the file from the engine's class, and ``coheriq check``
+imports the engine and reports where the two disagree. A statement that cannot
+be read is reported as a problem, and its engine is treated as stating nothing.
+"""
+
+from __future__ import annotations
+
+from . import discovery
+from ._stdlib import TYPE_CHECKING
+from ._validate import check_candidate_name, check_name, is_engine_name
+from .exceptions import CoheriqTypeError, did_you_mean, listing
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from importlib.metadata import EntryPoint
+    from typing import Any
+
+__all__ = [
+    "FORMAT",
+    "Disagreement",
+    "EngineStatement",
+    "compare",
+    "dumps",
+    "engine_statements",
+    "implemented_by",
+    "parse_statement",
+    "statement_of",
+]
+
+FORMAT = 1
+"""The statement format this coheriq reads and writes (the key ``coheriq_statement``)."""
+
+
+class EngineStatement:
+    """What one engine states about itself in its installed package.
+
+    Attributes:
+        domain: The domain's name.
+        engine: The engine's name.
+        description: One line that says what the engine is (``""`` if unstated).
+        needs: What it needs to start (``"an NVIDIA GPU"``), or ``None``.
+        implements: The candidates it states it implements, as names.
+        source: Where the statement came from: the entry point's value
+            (``"mylib_fast:mylib_fast.coheriq.json"``), or what gave it otherwise.
+        problem: Why the statement could not be used, as a sentence; ``None``
+            when it was read. An engine whose statement has a problem states
+            nothing (its ``implements`` is empty).
+    """
+
+    __slots__ = ("description", "domain", "engine", "implements", "needs", "problem", "source")
+
+    domain: str
+    engine: str
+    description: str
+    needs: str | None
+    implements: tuple[str, ...]
+    source: str
+    problem: str | None
+
+    def __init__(
+        self,
+        domain: str,
+        engine: str,
+        *,
+        description: str = "",
+        needs: str | None = None,
+        implements: Iterable[str] = (),
+        source: str = "",
+        problem: str | None = None,
+    ) -> None:
+        values = {
+            "domain": domain,
+            "engine": engine,
+            "description": description,
+            "needs": needs,
+            "implements": tuple(implements),
+            "source": source,
+            "problem": problem,
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)  # frozen: __setattr__ refuses
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"An EngineStatement is read-only; {name!r} cannot be set.")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EngineStatement):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, n) for n in self.__slots__))
+
+    def __repr__(self) -> str:
+        state = f"problem={self.problem!r}" if self.problem else f"implements={self.implements!r}"
+        return f"<EngineStatement of engine {self.engine!r} of domain {self.domain!r}: {state}>"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The statement as its file holds it (for JSON)."""
+        return {
+            "coheriq_statement": FORMAT,
+            "domain": self.domain,
+            "engine": self.engine,
+            "description": self.description,
+            "needs": self.needs,
+            "implements": list(self.implements),
+        }
+
+
+def engine_statements(domain: object) -> dict[str, EngineStatement]:
+    """Return what the installed engines of ``domain`` state, by engine name; import nothing.
+
+    Every engine that a package points to a statement for is included, sorted
+    by name; one whose statement cannot be read comes with its ``problem`` set.
+    The domain's library need not be imported, nor exist here.
+
+    Args:
+        domain: The domain or its name.
+
+    Raises:
+        CoheriqTypeError: ``domain`` is neither a domain nor a valid name.
+    """
+    name = domain if isinstance(domain, str) else getattr(domain, "name", None)
+    if not isinstance(name, str):
+        raise CoheriqTypeError(
+            "engine_statements takes a domain or a domain's name, not "
+            f"{type(domain).__name__} ({domain!r})."
+        )
+    check_name(name, "domain name")
+    found = discovery.advertised_statements(name)
+    # A name that cannot be an engine's is left out, as discovery leaves out such engines.
+    engines = sorted(engine for engine in found if is_engine_name(engine))
+    return {engine: _read(name, engine, found[engine]) for engine in engines}
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+class _UnusableError(Exception):
+    """What is wrong with a statement, as the end of a sentence."""
+
+
+def _read(domain: str, engine: str, ep: EntryPoint) -> EngineStatement:
+    """The statement ``ep`` points to, or one that says why it cannot be used."""
+    try:
+        module, path = _split(ep.value)
+        data = _load_json(_file_of(module, path), path)
+    except _UnusableError as error:
+        return _unusable(domain, engine, ep.value, discovery.describe(ep), str(error))
+    return parse_statement(
+        data, domain=domain, engine=engine, source=ep.value, where=discovery.describe(ep)
+    )
+
+
+def _unusable(domain: str, engine: str, source: str, where: str, what: str) -> EngineStatement:
+    problem = (
+        f"The statement of engine {engine!r} of domain {domain!r} ({where}) is ignored: "
+        f"{what}. Until it is fixed the engine states nothing; write it again with "
+        f"`coheriq statement {domain} {engine} -o FILE`."
+    )
+    return EngineStatement(domain, engine, source=source, problem=problem)
+
+
+def _split(value: str) -> tuple[str, str]:
+    """``"MODULE:FILE"`` as its two parts."""
+    module, colon, path = (part.strip() for part in value.partition(":"))
+    if not colon or not path or not all(p.isidentifier() for p in module.split(".")):
+        raise _UnusableError(
+            "its value is not MODULE:FILE (a module, and a file in the directory that "
+            "holds it, such as 'mylib_fast:mylib_fast.coheriq.json')"
+        )
+    if path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":"):
+        raise _UnusableError(f"its file {path!r} must be given relative to module {module!r}")
+    return module, path
+
+
+def _directories_of(module: str) -> list[str]:
+    """The directories that hold ``module``: found by the import system, never imported.
+
+    ``importlib.util.find_spec`` imports the parents of a dotted name, so only
+    the top-level name is given to it; each further part is looked up with
+    :class:`importlib.machinery.PathFinder` in its parent's search locations.
+    """
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    parts = module.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+        for depth in range(1, len(parts)):
+            if spec is None:
+                break
+            if not spec.submodule_search_locations:
+                raise _UnusableError(f"module {'.'.join(parts[:depth])!r} is not a package")
+            inside = list(spec.submodule_search_locations)
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]), inside)
+    except _UnusableError:
+        raise
+    except Exception as error:  # a finder that fails, a __spec__ of None: never ours to raise
+        raise _UnusableError(
+            f"module {module!r} could not be found: {type(error).__name__}: {error}"
+        ) from None
+    if spec is None:
+        raise _UnusableError(f"module {module!r} is not installed")
+    if spec.submodule_search_locations:  # a package: its own directory (or several)
+        return list(spec.submodule_search_locations)
+    if spec.has_location and spec.origin:
+        return [os.path.dirname(spec.origin)]
+    raise _UnusableError(f"module {module!r} is not in a directory that could hold a file")
+
+
+def _file_of(module: str, path: str) -> bytes:
+    """The bytes of ``path`` beside ``module``."""
+    import os
+
+    for directory in _directories_of(module):
+        try:
+            with open(os.path.join(directory, path), "rb") as file:
+                return file.read()
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise _UnusableError(f"its file {path!r} could not be read: {error.strerror}") from None
+    raise _UnusableError(
+        f"there is no file {path!r} in the directory of module {module!r} (is it in the "
+        "package's data, so that it is installed?)"
+    )
+
+
+def _load_json(data: bytes, path: str) -> object:
+    import json  # only where a statement is read: `import coheriq` does not need it
+
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise _UnusableError(f"its file {path!r} is not JSON ({error})") from None
+
+
+# -- what a statement says ----------------------------------------------------------------
+
+
+def parse_statement(
+    data: object, *, domain: str, engine: str | None = None, source: str = "", where: str = ""
+) -> EngineStatement:
+    """Return the statement that ``data`` (a file's parsed JSON) makes; never raise.
+
+    Args:
+        data: The JSON object.
+        domain: The domain it must be a statement of.
+        engine: The engine it must be a statement of; ``None`` takes the one it names.
+        source: Where it came from, kept as :attr:`EngineStatement.source`.
+        where: Where it came from, as its problem names it (default: ``source``).
+
+    Returns:
+        The statement; where ``data`` is malformed, one whose ``problem`` says why.
+    """
+    named = data.get("engine") if isinstance(data, dict) else None
+    engine = engine if engine is not None else named if isinstance(named, str) else "?"
+    try:
+        fields = _fields(data, domain, engine)
+    except _UnusableError as error:
+        return _unusable(domain, engine, source, where or source, str(error))
+    return EngineStatement(domain, engine, source=source, **fields)
+
+
+def _fields(data: object, domain: str, engine: str) -> dict[str, Any]:
+    """The keyword arguments of :class:`EngineStatement` that ``data`` gives, checked."""
+    if not isinstance(data, dict):
+        raise _UnusableError(f"it holds a JSON {type(data).__name__}, not an object")
+    version = data.get("coheriq_statement")
+    if version != FORMAT or isinstance(version, bool):
+        raise _UnusableError(
+            f'its "coheriq_statement" is {version!r}, and this coheriq reads format {FORMAT}; '
+            "upgrade coheriq, or write the statement in that format"
+        )
+    if not isinstance(data.get("engine"), str):
+        raise _UnusableError(f'its "engine" is {data.get("engine")!r}, not an engine\'s name')
+    for key, expected in (("domain", domain), ("engine", engine)):
+        if data.get(key) != expected:
+            raise _UnusableError(
+                f"it is a statement of {key} {data.get(key)!r}, not of {expected!r}"
+            )
+    description, needs = data.get("description", ""), data.get("needs")
+    if not isinstance(description, str):
+        raise _UnusableError(f'its "description" is {description!r}, not a string')
+    if needs is not None and not isinstance(needs, str):
+        raise _UnusableError(f'its "needs" is {needs!r}, neither a string nor null')
+    return {
+        "description": " ".join(description.split()),
+        "needs": _one_line(needs),
+        "implements": _names(data.get("implements")),
+    }
+
+
+def _one_line(text: str | None) -> str | None:
+    """``text`` on one line, its spaces collapsed; ``None`` for nothing at all."""
+    return " ".join(text.split()) or None if text is not None else None
+
+
+def _names(implements: object) -> tuple[str, ...]:
+    """The candidate names of ``implements``, in order, each once."""
+    if not isinstance(implements, list):
+        raise _UnusableError(f'its "implements" is {implements!r}, not a list of candidate names')
+    names: dict[str, None] = {}
+    for name in implements:
+        try:
+            names[check_candidate_name(name)] = None
+        except CoheriqTypeError:
+            raise _UnusableError(
+                f'its "implements" holds {name!r}, which is not a candidate name'
+            ) from None
+    return tuple(names)
+
+
+# -- a statement and the engine's class ---------------------------------------------------
+
+
+def implemented_by(cls: Any) -> tuple[str, ...]:
+    """The candidates engine class ``cls`` does not take from the reference, in domain order.
+
+    What its own body, a base engine or a mixin defines: every class of its MRO
+    but the reference and ``object`` (see :func:`coheriq.coverage`).
+    """
+    defined: set[str] = set()
+    for klass in cls.__mro__[:-2]:
+        defined.update(getattr(klass, "__coheriq_overrides__", ()))
+    return tuple(c for c in cls.__coheriq_domain__.candidate_kinds if c in defined)
+
+
+def statement_of(cls: Any, *, description: str, needs: str | None) -> EngineStatement:
+    """The statement that engine class ``cls`` makes true, with ``description`` and ``needs``."""
+    return EngineStatement(
+        cls.__coheriq_domain__.name,
+        cls.__coheriq_name__,
+        description=" ".join(description.split()),
+        needs=_one_line(needs),
+        implements=implemented_by(cls),
+    )
+
+
+def dumps(statement: EngineStatement) -> str:
+    """The text of a statement's file: two-space JSON and a final newline."""
+    import json
+
+    return json.dumps(statement.as_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+class Disagreement:
+    """Where an engine's statement and its class disagree.
+
+    Attributes:
+        not_implemented: Candidates stated, which the class takes from the reference.
+        not_stated: Candidates the class implements, which the statement leaves out.
+        unknown: Stated names that are no candidate of the domain.
+        message: All of it as sentences, with what to do.
+    """
+
+    def __init__(
+        self, not_implemented: list[str], not_stated: list[str], unknown: list[str], message: str
+    ) -> None:
+        self.not_implemented = not_implemented
+        self.not_stated = not_stated
+        self.unknown = unknown
+        self.message = message
+
+    def as_dict(self) -> dict[str, list[str]]:
+        """The three lists, for JSON."""
+        return {
+            "not_implemented": self.not_implemented,
+            "not_stated": self.not_stated,
+            "unknown": self.unknown,
+        }
+
+
+def compare(statement: EngineStatement, cls: Any) -> Disagreement | None:
+    """Compare what ``statement`` says with engine class ``cls``; ``None`` if they agree."""
+    candidates = list(cls.__coheriq_domain__.candidate_kinds)
+    implemented = implemented_by(cls)
+    stated = statement.implements
+    unknown = [n for n in stated if n not in candidates]
+    missing = [n for n in stated if n in candidates and n not in implemented]
+    unstated = [n for n in implemented if n not in stated]
+    if not (unknown or missing or unstated):
+        return None
+    said = []
+    if missing:
+        said.append(f"it states {listing(missing)}, which the class takes from the reference")
+    if unstated:
+        said.append(f"the class implements {listing(unstated)}, which it does not state")
+    domain = statement.domain
+    # A misspelled name gets a sentence of its own, with the closest candidates.
+    typos = "".join(
+        f" It names {n!r}, which is no candidate of domain {domain!r}.{did_you_mean(n, candidates)}"
+        for n in unknown
+    )
+    message = (
+        f"The statement of engine {statement.engine!r} of domain {domain!r} "
+        f"({statement.source}) disagrees with the engine's class"
+        + (f": {'; '.join(said)}." if said else ".")
+        + typos
+        + f" Write it again from the class with `coheriq statement {domain} "
+        f"{statement.engine} -o FILE`, or fix the engine."
+    )
+    return Disagreement(missing, unstated, unknown, message)

@@ -1,0 +1,906 @@
+"""Running an engine and another implementation side by side: :func:`verify`.
+
+While a verification is on for a context, every call of a function candidate
+that the program makes there on the verified engine runs that engine's
+implementation (whose result, or exception, the program gets) and then the
+other implementation (the reference, by default) on its own copy of the
+arguments, inside a ``using_engine`` block of it; the two results are compared
+by the library's rules (:mod:`coheriq.comparing`), and the outcome is recorded
+in the :class:`Verification`. Calls made inside a verified call (the engine's
+code calling the library, say) are part of it and are not verified on their
+own. Constructing a class candidate is never compared: its objects are, through
+the calls that return or take them.
+
+A verification is a watcher (see :mod:`coheriq.observing`), carried like a
+block: asyncio tasks created inside it and :func:`coheriq.snapshot` carry it.
+When none is on anywhere, the proxies' fast path is what it is without this
+module. ``<PREFIX>_VERIFY=ENGINE`` (or ``ENGINE:OTHER``) turns one on for the
+whole process from the domain's materialization, and prints its report to
+standard error at exit.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+from contextvars import ContextVar
+from time import perf_counter_ns
+
+from . import observing, registry
+from ._stdlib import TYPE_CHECKING, outside_coheriq
+from ._validate import REFERENCE
+from .activation import using_engine
+from .comparing import summarize
+from .domain import AccelerationDomain, lookup_domain
+from .engine import resolve_engine
+from .exceptions import CoheriqError, CoheriqTypeError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
+    from typing import Any, Literal, TypeVar
+
+    from .activation import EngineLike
+    from .meta import EngineMeta
+
+    F = TypeVar("F", bound=Callable[..., Any])
+    OnMismatch = Literal["warn", "record", "raise"]
+
+__all__ = [
+    "CoheriqVerificationError",
+    "CoheriqVerificationWarning",
+    "Mismatch",
+    "Verification",
+    "VerificationRow",
+    "verify",
+]
+
+# The verifications open in this context, outermost first.
+_active: ContextVar[tuple[Verification, ...]] = ContextVar("coheriq verifications", default=())
+# Set while a verified call runs its engine's implementation: the calls it makes
+# are part of it.
+_inside: ContextVar[bool] = ContextVar("coheriq verified call", default=False)
+_ORDER = 1  # outside the profiler: comparing is not the engine's time
+# Code-object flags (inspect's CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR).
+_CO_GENERATOR, _CO_COROUTINE, _CO_ASYNC_GENERATOR = 0x20, 0x80, 0x200
+# Domain name -> the verification its <PREFIX>_VERIFY variable turned on.
+_environment: dict[str, Verification] = {}
+
+
+class CoheriqVerificationWarning(UserWarning):
+    """An engine and the implementation it is verified against disagreed on a call."""
+
+
+class CoheriqVerificationError(CoheriqError, AssertionError):
+    """Raised by a call whose two implementations disagreed, under ``on_mismatch="raise"``."""
+
+
+class Mismatch:
+    """One call on which the two implementations disagreed.
+
+    Attributes:
+        domain: The domain's name.
+        candidate: The candidate's name.
+        call: Which call of the candidate it was (1 for the first, counting every call).
+        arguments: The call's arguments, each cut short.
+        difference: Where and how the results differ, or which side raised what.
+        kind: ``"result"``, or ``"exception"`` where one side raised (or the two
+            raised different exceptions).
+    """
+
+    __slots__ = ("arguments", "call", "candidate", "difference", "domain", "kind")
+
+    def __init__(
+        self, domain: str, candidate: str, call: int, arguments: str, difference: str, kind: str
+    ) -> None:
+        self.domain, self.candidate, self.call = domain, candidate, call
+        self.arguments, self.difference, self.kind = arguments, difference, kind
+
+    def __str__(self) -> str:
+        return (
+            f"{self.domain}.{self.candidate}{self.arguments} (call {self.call}): {self.difference}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Mismatch {self}>"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The mismatch as plain data."""
+        return {name: getattr(self, name) for name in sorted(self.__slots__)}
+
+
+class VerificationRow:
+    """What a verification saw of one candidate.
+
+    Attributes:
+        domain: The domain's name.
+        candidate: The candidate's name.
+        engine: The engine verified.
+        against: The implementation it was compared with.
+        calls: Calls made on the engine while the verification was on.
+        compared: Calls run on both sides and compared.
+        mismatches: Compared calls whose results differed.
+        one_sided: Compared calls on which only one side raised, or the two
+            raised different exceptions (counted in ``mismatches`` too).
+        not_compared: Calls run on the engine alone: sampled out (``every``),
+            past the time ``budget``, a candidate with side effects, or
+            arguments that could not be copied (see ``notes``).
+        engine_time: Seconds the engine took on the compared calls.
+        other_time: Seconds the other implementation took on them.
+        examples: The first few mismatches.
+        notes: Why calls were not compared, once each.
+    """
+
+    __slots__ = (
+        "against",
+        "calls",
+        "candidate",
+        "compared",
+        "domain",
+        "engine",
+        "engine_time",
+        "examples",
+        "mismatches",
+        "not_compared",
+        "notes",
+        "one_sided",
+        "other_time",
+    )
+
+    def __init__(self, domain: str, candidate: str, engine: str, against: str) -> None:
+        self.domain, self.candidate, self.engine, self.against = domain, candidate, engine, against
+        self.calls = self.compared = self.mismatches = self.one_sided = self.not_compared = 0
+        self.engine_time = self.other_time = 0.0
+        self.examples: list[Mismatch] = []
+        self.notes: list[str] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"VerificationRow({self.domain}.{self.candidate}, {self.engine!r} against "
+            f"{self.against!r}: {self.compared} of {self.calls} calls compared, "
+            f"{self.mismatches} mismatches)"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as plain data (its examples as dicts)."""
+        data = {name: getattr(self, name) for name in sorted(self.__slots__)}
+        data["examples"] = [m.as_dict() for m in self.examples]
+        data["notes"] = list(self.notes)
+        return data
+
+
+class Verification:
+    """Runs a domain's calls on an engine and on another implementation, and compares them.
+
+    Made by :func:`verify`, which documents the arguments. Use it as a context
+    manager or as a decorator; read what it saw from :attr:`rows`,
+    :attr:`mismatches`, :attr:`ok`, ``print(verification)`` (a table) or
+    :meth:`to_json`.
+    """
+
+    def __init__(
+        self,
+        domain: AccelerationDomain | str,
+        engine: EngineLike,
+        against: EngineLike = REFERENCE,
+        *,
+        rtol: float | None = None,
+        atol: float | None = None,
+        every: int = 1,
+        budget: float | None = None,
+        on_mismatch: OnMismatch = "warn",
+        examples: int = 3,
+    ) -> None:
+        _check_options(rtol, atol, every, budget, on_mismatch, examples)
+        if not isinstance(domain, (AccelerationDomain, str)):
+            lookup_domain(domain)  # raises the error that explains what a domain is
+        self.domain = domain
+        self.engine, self.against = engine, against
+        self.rtol, self.atol, self.every, self.budget = rtol, atol, every, budget
+        self.on_mismatch: OnMismatch = on_mismatch
+        self.examples = examples
+        self._name = domain if isinstance(domain, str) else domain.name
+        self._engine_name = engine if isinstance(engine, str) else None
+        self._against_name = against if isinstance(against, str) else None
+        self._rows: dict[str, VerificationRow] = {}
+        self._lock = _thread.RLock()
+        self._spent_ns = 0  # the time the other side and comparing took, for budget
+        # The copy of the domain last called through, and its other implementation.
+        self._other: tuple[AccelerationDomain, EngineMeta] | None = None
+        self._blocks: list[using_engine] = []  # the using_engine blocks entered, innermost last
+
+    def __repr__(self) -> str:
+        engine = self._engine_name or self.engine
+        against = self._against_name or self.against
+        return f"<Verification of {self._name!r}: {engine!r} against {against!r}>"
+
+    # -- entering and leaving --------------------------------------------------------
+
+    def __enter__(self) -> Verification:
+        found = lookup_domain(self.domain)
+        self._resolve(found)
+        block = using_engine(found, self.engine)
+        block.__enter__()
+        with self._lock:
+            self._blocks.append(block)
+        self.carry_in()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with self._lock:
+            if not self._blocks:
+                raise CoheriqError(
+                    f"{self!r} was exited more often than it was entered: each `with` "
+                    "block, or __exit__ call, ends one __enter__."
+                )
+            block = self._blocks.pop()
+        self.carry_out()  # this context's innermost entry of it ends
+        block.__exit__(exc_type, exc, tb)
+
+    def carry_in(self) -> None:
+        """Cover this context too (a :class:`~coheriq.Snapshot` entered elsewhere)."""
+        _active.set((*_active.get(), self))
+        observing.start(_ORDER, _verifying)
+
+    def carry_out(self) -> None:
+        """Stop covering this context: the end of :meth:`carry_in`."""
+        chain = _active.get()
+        if self in chain:
+            last = len(chain) - 1 - chain[::-1].index(self)
+            _active.set(chain[:last] + chain[last + 1 :])
+        observing.stop(_ORDER)
+
+    @property
+    def environ(self) -> dict[str, str]:
+        """The environment variable that turns this verification on in a child process.
+
+        Empty for a domain without ``env_prefix``, or before the block was entered.
+        """
+        found = self.domain if isinstance(self.domain, AccelerationDomain) else None
+        if found is None:
+            lineage = registry.lineage_of(self._name)
+            found = None if lineage is None else lineage.named()
+        if found is None or not found.env_prefix or self._engine_name is None:
+            return {}
+        value = f"{self._engine_name}:{self._against_name or REFERENCE}"
+        return {f"{found.env_prefix}_VERIFY": value}
+
+    def _resolve(self, found: AccelerationDomain) -> tuple[AccelerationDomain, EngineMeta]:
+        """Check both sides in ``found`` (a copy of the domain); start the other one."""
+        other = self._other
+        if other is not None and other[0] is found:
+            return other
+        engine_cls = resolve_engine(found, self.engine)
+        other_cls = resolve_engine(found, self.against)
+        engine, against = engine_cls.__coheriq_name__, other_cls.__coheriq_name__
+        self._engine_name, self._against_name = engine or REFERENCE, against or REFERENCE
+        if engine_cls is other_cls:
+            raise CoheriqTypeError(
+                f"A verification of domain {found.name!r} compares an engine with another "
+                f"implementation, but both are {self._engine_name!r}; name another with "
+                "against= (the reference, by default)."
+            )
+        found.engines.members_of(other_cls)  # starts it now, not in the first call
+        self._other = (found, other_cls)
+        return found, other_cls
+
+    def __call__(self, fn: F) -> F:
+        """Decorate ``fn`` so that each of its calls runs inside this verification."""
+        import functools
+        import inspect
+
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise CoheriqTypeError(
+                f"{self!r} cannot decorate generator function {fn.__qualname__!r}: its "
+                "body runs after the call returns. Open the verification with a `with` "
+                "block inside the generator instead."
+            )
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def verified_coroutine(*args: Any, **kwargs: Any) -> Any:
+                with self:
+                    return await fn(*args, **kwargs)
+
+            return verified_coroutine  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def verified(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return verified  # type: ignore[return-value]
+
+    # -- the report ------------------------------------------------------------------
+
+    @property
+    def rows(self) -> list[VerificationRow]:
+        """A row per candidate called on the engine, in the order they were first called."""
+        with self._lock:
+            return list(self._rows.values())
+
+    @property
+    def mismatches(self) -> list[Mismatch]:
+        """The recorded mismatches (the first few of each candidate)."""
+        return [m for row in self.rows for m in row.examples]
+
+    @property
+    def ok(self) -> bool:
+        """Whether every compared call agreed."""
+        return all(row.mismatches == 0 for row in self.rows)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as plain data."""
+        return {
+            "domain": self._name,
+            "engine": self._engine_name,
+            "against": self._against_name,
+            "ok": self.ok,
+            "candidates": [row.as_dict() for row in self.rows],
+        }
+
+    def to_json(self) -> str:
+        """The report as JSON."""
+        import json
+
+        return json.dumps(self.as_dict(), indent=2, sort_keys=True)
+
+    def __str__(self) -> str:
+        rows = self.rows
+        engine, against = self._engine_name or self.engine, self._against_name or self.against
+        title = f"verification of {self._name!r}: {engine!r} against {against!r}"
+        if not rows:
+            return f"{title}: no calls of its candidates on {engine!r} were made"
+        header = ["candidate", "calls", "compared", "mismatches", "one-sided", "engine", "other"]
+        table = [header] + [
+            [
+                f"{r.domain}.{r.candidate}",
+                str(r.calls),
+                str(r.compared),
+                str(r.mismatches),
+                str(r.one_sided),
+                _seconds(r.engine_time),
+                _seconds(r.other_time),
+            ]
+            for r in rows
+        ]
+        widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+        lines = [title] + [
+            "  ".join(
+                cell.ljust(w) if i == 0 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+            )
+            for line in table
+        ]
+        lines += [f"mismatch: {m}" for m in self.mismatches]
+        lines += [f"note: {r.domain}.{r.candidate}: {note}" for r in rows for note in r.notes]
+        return "\n".join(lines)
+
+    # -- a verified call -------------------------------------------------------------
+
+    def _row(self, domain: AccelerationDomain, name: str) -> VerificationRow:
+        row = self._rows.get(name)
+        if row is None:
+            with self._lock:
+                row = self._rows.setdefault(
+                    name,
+                    VerificationRow(
+                        domain.name, name, self._engine_name or "?", self._against_name or "?"
+                    ),
+                )
+        return row
+
+    def _skip_reason(self, domain: AccelerationDomain, name: str, row: VerificationRow) -> str:
+        """Why this call is run on the engine alone, or "" to compare it."""
+        if name in domain.comparisons.side_effects:
+            return "marked with side effects: run on the engine only"
+        code = getattr(domain._candidates[name].reference, "__code__", None)
+        if getattr(code, "co_flags", 0) & (_CO_GENERATOR | _CO_ASYNC_GENERATOR):
+            return "a generator function: what it yields is not compared"
+        if (row.calls - 1) % self.every:
+            return f"sampled: every {self.every}th call is compared"
+        if self.budget is not None and self._spent_ns >= self.budget * 1e9:
+            return f"the time budget of {self.budget} s was spent"
+        return ""
+
+    def call(
+        self,
+        domain: AccelerationDomain,
+        name: str,
+        member: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Run ``member`` (the engine's) for the program, and the other side to compare."""
+        prepared = self._prepare(domain, name, args, kwargs)
+        if prepared is None:
+            return member(*args, **kwargs)
+        token, started = _inside.set(True), perf_counter_ns()
+        try:
+            try:
+                result = member(*args, **kwargs)
+            finally:
+                engine_ns = perf_counter_ns() - started
+                _inside.reset(token)
+        except Exception as error:
+            other = self._in_other(domain, _outcome, domain, name, prepared.theirs)
+            self._judge(domain, name, prepared, engine_ns, other, error=error)
+            raise
+        other = self._in_other(domain, _outcome, domain, name, prepared.theirs)
+        self._judge(domain, name, prepared, engine_ns, other, result=result)
+        return result
+
+    async def call_async(
+        self,
+        domain: AccelerationDomain,
+        name: str,
+        member: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """:meth:`call` for an ``async def`` candidate: each side's coroutine is awaited."""
+        prepared = self._prepare(domain, name, args, kwargs)
+        if prepared is None:
+            return await member(*args, **kwargs)
+        token, started = _inside.set(True), perf_counter_ns()
+        try:
+            try:
+                result = await member(*args, **kwargs)
+            finally:
+                engine_ns = perf_counter_ns() - started
+                _inside.reset(token)
+        except Exception as error:
+            other = await self._in_other_async(domain, name, prepared.theirs)
+            self._judge(domain, name, prepared, engine_ns, other, error=error)
+            raise
+        other = await self._in_other_async(domain, name, prepared.theirs)
+        self._judge(domain, name, prepared, engine_ns, other, result=result)
+        return result
+
+    def _prepare(
+        self, domain: AccelerationDomain, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _Prepared | None:
+        """Count the call; give the other side its arguments, or None to run the engine alone."""
+        row = self._row(domain, name)
+        with self._lock:
+            row.calls += 1
+            number = row.calls
+            skip = self._skip_reason(domain, name, row)
+        if not skip:
+            started = perf_counter_ns()
+            try:
+                theirs = self._in_other(domain, domain.comparisons.copy_arguments, args, kwargs)
+            except Exception as error:
+                skip = (
+                    f"arguments could not be copied for the other side "
+                    f"({type(error).__name__}: {error}): register a copy for their type "
+                    "with domain.register_comparison(type, copy=...)"
+                )
+            else:
+                self._spend(perf_counter_ns() - started)
+                return _Prepared(row, number, theirs, started)
+        with self._lock:
+            row.not_compared += 1
+            if skip.split(":")[0] not in (note.split(":")[0] for note in row.notes):
+                row.notes.append(skip)
+        return None
+
+    def _in_other(self, domain: AccelerationDomain, run: Callable[..., Any], *args: Any) -> Any:
+        """``run(*args)`` in a block of the other implementation, no watcher seeing it."""
+        found, other_cls = self._resolve(domain)
+        quiet = observing.quiet.set(True)
+        scope = found.scopes.enter(other_cls)
+        try:
+            return run(*args)
+        finally:
+            found.scopes.exit(scope)
+            observing.quiet.reset(quiet)
+
+    async def _in_other_async(
+        self, domain: AccelerationDomain, name: str, theirs: tuple[Any, Any]
+    ) -> _Outcome:
+        """The other side's outcome of an ``async def`` candidate, awaited in its block."""
+        found, other_cls = self._resolve(domain)
+        quiet = observing.quiet.set(True)
+        scope = found.scopes.enter(other_cls)
+        try:
+            member = found.engines.members_of(other_cls)[name]
+            started = perf_counter_ns()
+            try:
+                result = await member(*theirs[0], **theirs[1])
+            except Exception as error:
+                return _Outcome(None, error, perf_counter_ns() - started)
+            return _Outcome(result, None, perf_counter_ns() - started)
+        finally:
+            found.scopes.exit(scope)
+            observing.quiet.reset(quiet)
+
+    def _judge(
+        self,
+        domain: AccelerationDomain,
+        name: str,
+        prepared: _Prepared,
+        engine_ns: int,
+        other: _Outcome,
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """Compare the two outcomes of a call, record them, and warn or raise as told."""
+        started = perf_counter_ns()
+        quiet = observing.quiet.set(True)
+        try:
+            difference, one_sided = self._difference(
+                domain, name, result, error, other.result, other.error
+            )
+        finally:
+            observing.quiet.reset(quiet)
+        self._spend(perf_counter_ns() - started + other.nanoseconds)
+        row, mismatch = prepared.row, None
+        with self._lock:
+            row.compared += 1
+            row.engine_time += engine_ns / 1e9
+            row.other_time += other.nanoseconds / 1e9
+            if difference is not None:
+                row.mismatches += 1
+                row.one_sided += one_sided
+                mismatch = Mismatch(
+                    domain.name,
+                    name,
+                    prepared.number,
+                    summarize(*prepared.theirs),
+                    difference,
+                    "exception" if one_sided else "result",
+                )
+                if len(row.examples) < self.examples:
+                    row.examples.append(mismatch)
+                else:
+                    mismatch = None if self.on_mismatch == "warn" else mismatch
+        if difference is not None:
+            self._tell(mismatch, row, error)
+
+    def _difference(
+        self,
+        domain: AccelerationDomain,
+        name: str,
+        result: Any,
+        error: BaseException | None,
+        other: Any,
+        other_error: BaseException | None,
+    ) -> tuple[str | None, bool]:
+        """How the two outcomes differ (None where they agree), and whether by an exception."""
+        against = self._against_name
+        if error is not None or other_error is not None:
+            if error is not None and other_error is not None:
+                if type(error) is type(other_error):
+                    return None, False
+                return (
+                    f"the engine raised {_exception(error)}, {against} raised "
+                    f"{_exception(other_error)}",
+                    True,
+                )
+            if error is not None:
+                return f"only the engine raised: {_exception(error)}", True
+            assert other_error is not None
+            return f"only {against} raised: {_exception(other_error)}", True
+        try:
+            found = domain.comparisons.difference(
+                name, result, other, rtol=self.rtol, atol=self.atol
+            )
+        except CoheriqTypeError:
+            raise
+        except Exception as failure:
+            found = f"comparing the results raised {_exception(failure)}"
+        return found, False
+
+    def _tell(self, mismatch: Mismatch | None, row: VerificationRow, error: Any) -> None:
+        """Warn of, or raise for, a mismatch, as ``on_mismatch`` says."""
+        if self.on_mismatch == "record":
+            return
+        if self.on_mismatch == "raise":
+            shown = mismatch or row.examples[-1]
+            raise CoheriqVerificationError(
+                f"Verification of engine {row.engine!r} against {row.against!r} failed: "
+                f"{shown}. The program would have got the engine's result; turn "
+                "on_mismatch='raise' off to go on and record every mismatch."
+            ) from error
+        if mismatch is None:
+            return  # warned of the first few already; the report has the count
+        import warnings
+
+        more = (
+            f" Further mismatches of {row.domain}.{row.candidate} are counted, not shown."
+            if len(row.examples) == self.examples
+            else ""
+        )
+        message = f"Engine {row.engine!r} and {row.against!r} disagree: {mismatch}.{more}"
+        warnings.warn(message, CoheriqVerificationWarning, stacklevel=outside_coheriq()[1])
+
+    def _spend(self, nanoseconds: int) -> None:
+        if self.budget is not None:
+            with self._lock:
+                self._spent_ns += nanoseconds
+
+
+def verify(
+    domain: AccelerationDomain | str,
+    engine: EngineLike,
+    against: EngineLike = REFERENCE,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    every: int = 1,
+    budget: float | None = None,
+    on_mismatch: OnMismatch = "warn",
+    examples: int = 3,
+) -> Verification:
+    """Run calls on ``engine`` and on ``against`` side by side, and compare their results.
+
+    >>> doc = coheriq.AccelerationDomain("doc_verify")
+    >>> @doc.acceleration_candidate
+    ... def mean(xs):
+    ...     return sum(xs) / len(xs)
+    >>> _ = doc.materialize()
+    >>> class Sloppy(coheriq.engine_class("doc_verify"), name="sloppy"):
+    ...     def mean(self, xs):
+    ...         return sum(xs) // len(xs)
+    >>> with coheriq.verify("doc_verify", "sloppy", on_mismatch="record") as check:
+    ...     _ = mean([1, 2]), mean([2, 4])
+    >>> check.ok
+    False
+    >>> for mismatch in check.mismatches:
+    ...     print(mismatch.arguments, mismatch.difference)
+    ([1, 2]) result: 1 against 1.5 (relative difference 0.333, tolerance 1e-09)
+
+    Inside the block (or each call of a function it decorates) the domain's
+    calls run on ``engine``, as in ``using_engine(domain, engine)``; the program
+    gets the engine's results. Each call of a function candidate made there on
+    ``engine`` also runs ``against``'s implementation, on its own copy of the
+    arguments (taken before the engine runs, so that neither side sees what the
+    other changes), inside a ``using_engine`` block of ``against``, and the
+    results are compared as the library says (see
+    :meth:`~coheriq.AccelerationDomain.register_comparison`): by default numbers
+    within ``rtol``, containers item by item, anything else with ``==``. An
+    exception raised by one side only, or different exceptions, is a mismatch;
+    the program gets the engine's exception as it would without verification.
+    Calls inside a verified call, candidates marked with ``side_effects=True``,
+    and constructing the library's classes are not compared.
+
+    Like :class:`~coheriq.using_engine`, the block covers its own thread or task
+    and the tasks created inside it; :func:`coheriq.snapshot` carries it into
+    other threads. ``<PREFIX>_VERIFY=ENGINE`` or ``ENGINE:AGAINST`` turns a
+    verification on for the whole process and prints its report at exit.
+
+    Args:
+        domain: The domain or its name.
+        engine: The engine whose results the program gets (a name, an
+            :class:`~coheriq.AccelerationEngine` or an engine class).
+        against: What to compare it with: :data:`~coheriq.REFERENCE` (the
+            default) or another engine.
+        rtol: The relative tolerance for numbers, where the library's rules set
+            none (default 1e-9).
+        atol: The absolute tolerance for numbers, where the library's rules set
+            none (default 0).
+        every: Compare every ``every``-th call of each candidate (the first
+            always); the others run on the engine alone.
+        budget: Seconds that running the other side and comparing may take in
+            all; once spent, calls run on the engine alone.
+        on_mismatch: ``"warn"`` (a :class:`CoheriqVerificationWarning` for the
+            first few of each candidate), ``"record"`` (silently), or
+            ``"raise"`` (the call raises :class:`CoheriqVerificationError`).
+        examples: How many mismatches of each candidate to keep.
+
+    Returns:
+        The :class:`Verification`, to enter or to decorate with; after the
+        block it holds the report.
+
+    Raises:
+        CoheriqTypeError: An option is out of range, or both sides are one engine.
+        CoheriqEngineNotFoundError: On entry, either engine does not exist.
+    """
+    return Verification(
+        domain,
+        engine,
+        against,
+        rtol=rtol,
+        atol=atol,
+        every=every,
+        budget=budget,
+        on_mismatch=on_mismatch,
+        examples=examples,
+    )
+
+
+def carried() -> tuple[Verification, ...]:
+    """The verifications that cover this context, outermost first (for snapshots)."""
+    return _active.get()
+
+
+def active_verification(domain: Any) -> Verification | None:
+    """The verification of ``domain`` that covers calls in this context, if any."""
+    for verification in reversed(_active.get()):
+        if verification._name == domain.name:
+            return verification
+    return _environment.get(domain.name)
+
+
+class _Prepared:
+    """A call to compare: its row, its number, and the other side's arguments."""
+
+    __slots__ = ("number", "row", "started", "theirs")
+
+    def __init__(
+        self, row: VerificationRow, number: int, theirs: tuple[Any, Any], started: int
+    ) -> None:
+        self.row, self.number, self.theirs, self.started = row, number, theirs, started
+
+
+class _Outcome:
+    """What the other side's implementation returned or raised, and how long it took."""
+
+    __slots__ = ("error", "nanoseconds", "result")
+
+    def __init__(self, result: Any, error: BaseException | None, nanoseconds: int) -> None:
+        self.result, self.error, self.nanoseconds = result, error, nanoseconds
+
+
+def _outcome(domain: AccelerationDomain, name: str, theirs: tuple[Any, Any]) -> _Outcome:
+    """Run the implementation of ``name`` this context runs (the other side's block)."""
+    member = domain.scopes.member_here(name)
+    started = perf_counter_ns()
+    try:
+        result = member(*theirs[0], **theirs[1])
+    except Exception as error:
+        return _Outcome(None, error, perf_counter_ns() - started)
+    return _Outcome(result, None, perf_counter_ns() - started)
+
+
+class _Checked:
+    """What a call finds while a verification covers its context (see observing)."""
+
+    __slots__ = ("domain", "found", "verification")
+
+    def __init__(self, domain: AccelerationDomain, found: Any, verification: Verification):
+        self.domain, self.found, self.verification = domain, found, verification
+
+    @property
+    def members(self) -> _Checked:
+        return self
+
+    @property
+    def chooses(self) -> bool:
+        """Whether asking for a member makes the domain's global choice."""
+        return getattr(self.found, "chooses", False)
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        domain, found = self.domain, self.found
+        member: Callable[..., Any]
+        if found is not None:
+            member = found.members[name]
+        else:
+            member = domain.choice.settle(f"call candidate {name!r}").members[name]
+        verification = self.verification
+        info = domain._candidates.get(name)
+        engine = domain.scopes.active_engine()
+        if info is None or info.is_class or engine != verification._engine_name:
+            return member
+
+        code = getattr(info.reference, "__code__", None)
+        if getattr(code, "co_flags", 0) & _CO_COROUTINE:
+
+            async def verified_coroutine(*args: Any, **kwargs: Any) -> Any:
+                return await verification.call_async(domain, name, member, args, kwargs)
+
+            return verified_coroutine
+
+        def verified(*args: Any, **kwargs: Any) -> Any:
+            return verification.call(domain, name, member, args, kwargs)
+
+        return verified
+
+
+def _verifying(domain: AccelerationDomain) -> Callable[[Any], Any]:
+    """What ``domain``'s calls find, verified where a verification covers the context."""
+
+    def wrap(found: Any) -> Any:
+        if _inside.get():
+            return found
+        verification = active_verification(domain)
+        return found if verification is None else _Checked(domain, found, verification)
+
+    return wrap
+
+
+def _check_options(
+    rtol: object, atol: object, every: object, budget: object, on_mismatch: object, examples: object
+) -> None:
+    def number(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+    problems = []
+    if rtol is not None and not number(rtol):
+        problems.append(f"rtol is a number of at least 0, not {rtol!r}")
+    if atol is not None and not number(atol):
+        problems.append(f"atol is a number of at least 0, not {atol!r}")
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        problems.append(f"every is a whole number of at least 1, not {every!r}")
+    if budget is not None and not number(budget):
+        problems.append(f"budget is a number of seconds, at least 0, not {budget!r}")
+    if on_mismatch not in ("warn", "record", "raise"):
+        problems.append(f"on_mismatch is 'warn', 'record' or 'raise', not {on_mismatch!r}")
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
+        problems.append(f"examples is a whole number of at least 0, not {examples!r}")
+    if problems:
+        raise CoheriqTypeError("coheriq.verify: " + "; ".join(problems) + ".")
+
+
+def _exception(error: BaseException) -> str:
+    text = str(error)
+    text = text if len(text) <= 120 else text[:117] + "..."
+    return f"{type(error).__name__}({text!r})"
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+# -- <PREFIX>_VERIFY ------------------------------------------------------------------
+
+
+def _from_environment(domain: AccelerationDomain) -> None:
+    """Turn on the verification ``<PREFIX>_VERIFY`` names, for the whole process."""
+    variable = f"{domain.env_prefix}_VERIFY"
+    value = os.environ.get(variable, "").strip()
+    if domain.name in _environment or not value:
+        return
+    engine, _, against = value.partition(":")
+    engine, against = engine.strip(), against.strip() or REFERENCE
+    if not engine:
+        raise CoheriqTypeError(
+            f"The environment variable {variable}={value!r} names no engine to verify: "
+            f"set it to an engine of domain {domain.name!r} (ENGINE, or ENGINE:OTHER to "
+            "compare with another engine than the reference)."
+        )
+    verification = Verification(domain, engine, against)
+    _environment[domain.name] = verification
+    observing.start(_ORDER, _verifying)
+    import atexit
+
+    atexit.register(_report, verification, variable)
+
+
+def _report(verification: Verification, variable: str) -> None:
+    if verification.rows:  # a worker process that made no call has nothing to say
+        print(f"{variable} (process {os.getpid()}): {verification}", file=sys.stderr)
+
+
+def environment_verification(domain: AccelerationDomain | str) -> Verification | None:
+    """The verification that ``<PREFIX>_VERIFY`` turned on for ``domain``, if any."""
+    name = domain if isinstance(domain, str) else domain.name
+    return _environment.get(name)
+
+
+def _describe(domain: AccelerationDomain) -> str | None:
+    """For explain: what verification does to ``domain``'s calls in this context."""
+    verification = active_verification(domain)
+    if verification is None:
+        return None
+    how = (
+        f"the environment variable {domain.env_prefix}_VERIFY"
+        if verification is _environment.get(domain.name)
+        else "coheriq.verify"
+    )
+    return (
+        f"on: calls on {verification._engine_name!r} are also run on "
+        f"{verification._against_name!r} and compared ({how})"
+    )
+
+
+observing.on_materialized.append(_from_environment)
+observing.describers["verification"] = _describe

@@ -1,0 +1,560 @@
+"""Verification: an engine and another implementation run side by side (coheriq.verify)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import warnings
+
+import pytest
+
+import coheriq
+
+
+@pytest.fixture
+def stats(unique):
+    """A library of three function candidates and a class, and an engine 'buggy' of it."""
+    name = unique("vlib")
+    domain = coheriq.AccelerationDomain(name, env_prefix=name.upper())
+    calls = {"draw": 0, "reference inner": 0}
+
+    @domain.acceleration_candidate
+    def mean(xs):
+        return sum(xs) / len(xs)
+
+    @domain.acceleration_candidate
+    def pop_last(xs):
+        return xs.pop()
+
+    @domain.acceleration_candidate
+    def inner(x):
+        calls["reference inner"] += 1
+        return x + 1
+
+    @domain.acceleration_candidate
+    def outer(x):
+        return inner(x) * 2
+
+    @domain.acceleration_candidate(side_effects=True)
+    def draw():
+        calls["draw"] += 1
+        return calls["draw"]
+
+    @domain.acceleration_candidate
+    class Box:
+        def __init__(self, values):
+            self.values = list(values)
+
+    @domain.acceleration_candidate
+    def total(box):
+        return sum(box.values)
+
+    domain.materialize()
+
+    class Buggy(coheriq.engine_class(name), name="buggy"):
+        def mean(self, xs):
+            if not xs:
+                return 0.0  # the reference raises ZeroDivisionError
+            return sum(xs) // len(xs)  # wrong where the mean is not whole
+
+        def pop_last(self, xs):
+            return xs.pop()  # mutates its argument, as the reference does
+
+        def outer(self, x):
+            return inner(x) * 2  # calls the library: part of this call, not verified alone
+
+        def total(self, box):
+            if len(box.values) > 2:
+                raise ValueError("too many values")  # the reference does not raise
+            return sum(box.values)
+
+    class Good(coheriq.engine_class(name), name="good"):
+        def mean(self, xs):
+            return sum(xs) / len(xs) * (1 + 1e-12)  # within the default tolerance
+
+    class Namespace:
+        pass
+
+    lib = Namespace()
+    lib.__dict__.update(
+        name=name,
+        domain=domain,
+        mean=mean,
+        pop_last=pop_last,
+        inner=inner,
+        outer=outer,
+        draw=draw,
+        Box=Box,
+        total=total,
+        calls=calls,
+    )
+    return lib
+
+
+def test_a_wrong_result_is_caught_and_the_program_gets_the_engines(stats):
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        got = stats.mean([1, 2]), stats.mean([2, 4])
+    assert got == (1, 3)  # the engine's results, the wrong one included
+    assert not check.ok
+    [row] = check.rows
+    assert (row.candidate, row.calls, row.compared, row.mismatches) == ("mean", 2, 2, 1)
+    [mismatch] = check.mismatches
+    assert mismatch.arguments == "([1, 2])"
+    assert mismatch.difference.startswith("result: 1 against 1.5")
+    assert "mean([1, 2])" in str(check) and "mismatch" in str(check)
+    assert stats.mean([1, 2]) == 1.5  # after the block: the reference, not verified
+
+
+def test_numbers_within_the_tolerance_agree_and_the_tolerance_is_the_users(stats):
+    with coheriq.verify(stats.name, "good", on_mismatch="record") as loose:
+        stats.mean([1.0, 2.0])
+    with coheriq.verify(stats.name, "good", on_mismatch="record", rtol=1e-15) as strict:
+        stats.mean([1.0, 2.0])
+    assert loose.ok and not strict.ok
+
+
+def test_an_exception_on_one_side_only_is_a_mismatch(stats):
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        assert stats.mean([]) == 0.0  # only the reference raises
+        with pytest.raises(ValueError, match="too many"):  # only the engine raises
+            stats.total(stats.Box([1, 2, 3]))
+        assert stats.total(stats.Box([1, 2])) == 3
+    differences = sorted(m.difference for m in check.mismatches)
+    assert differences == [
+        "only reference raised: ZeroDivisionError('division by zero')",
+        "only the engine raised: ValueError('too many values')",
+    ]
+    assert all(m.kind == "exception" for m in check.mismatches)
+    assert {r.candidate: r.one_sided for r in check.rows} == {"mean": 1, "total": 1}
+
+
+def test_the_same_exception_on_both_sides_agrees(stats):
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        with pytest.raises(IndexError):
+            stats.pop_last([])
+    assert check.ok and check.rows[0].compared == 1
+
+
+def test_neither_side_sees_what_the_other_changes(stats):
+    xs = [1, 2, 3]
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        assert stats.pop_last(xs) == 3
+    # Popped once, by the engine: the reference popped its own copy, taken before
+    # the engine ran, so it saw [1, 2, 3] too and agreed.
+    assert xs == [1, 2]
+    assert check.ok and check.rows[0].compared == 1
+
+
+def test_calls_inside_a_verified_call_are_part_of_it(stats):
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        assert stats.outer(1) == 4
+    assert [(r.candidate, r.calls) for r in check.rows] == [("outer", 1)]
+    # The reference's outer ran inner on the reference too, once.
+    assert stats.calls["reference inner"] == 2  # once for each side
+
+
+def test_a_candidate_with_side_effects_is_not_run_twice(stats):
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        assert [stats.draw(), stats.draw()] == [1, 2]
+    assert stats.calls["draw"] == 2
+    [row] = check.rows
+    assert (row.calls, row.compared, row.not_compared) == (2, 0, 2)
+    assert "side effects" in row.notes[0]
+
+
+def test_constructions_are_not_compared_and_objects_are_copied_by_the_librarys_rule(stats):
+    made = []
+
+    def copy_box(box):
+        made.append(coheriq.active_implementation(stats.name))
+        return stats.Box(box.values)  # in the other side's block: its Box
+
+    stats.domain.register_comparison(stats.Box, copy=copy_box)
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        box = stats.Box([1, 2])
+        assert stats.total(box) == 3
+    assert [r.candidate for r in check.rows] == ["total"]
+    assert made == ["reference"]
+
+
+def test_the_librarys_conversion_and_comparison_rules(stats):
+    stats.domain.register_comparison(stats.mean, compare=lambda a, b: abs(a - b) < 1)
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        stats.mean([1, 2])
+    assert check.ok
+    stats.domain.register_comparison(stats.mean, convert=round)
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        stats.mean([1, 2])  # 1 against round(1.5) == 2
+    assert check.mismatches[0].difference == "result: 1 against 2"
+    stats.domain.register_comparison("mean", rtol=0.5)
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        stats.mean([1, 2])
+    assert check.ok
+
+
+def test_register_comparison_refuses_what_it_cannot_use(stats, unique):
+    other = coheriq.AccelerationDomain(unique("other"))
+
+    @other.acceleration_candidate
+    def elsewhere(x):
+        return x
+
+    other.materialize()
+    domain = stats.domain
+    with pytest.raises(coheriq.CoheriqTypeError, match="Did you mean 'mean'"):
+        domain.register_comparison("maen", rtol=1e-3)
+    with pytest.raises(coheriq.CoheriqTypeError, match="candidate of domain"):
+        domain.register_comparison(elsewhere, rtol=1e-3)
+    with pytest.raises(coheriq.CoheriqTypeError, match="rtol= is a number of at least 0"):
+        domain.register_comparison(float, rtol=-1)
+    with pytest.raises(coheriq.CoheriqTypeError, match="convert= takes a function"):
+        domain.register_comparison(float, convert=3)
+    with pytest.raises(coheriq.CoheriqTypeError, match="copy= is given per type"):
+        domain.register_comparison(stats.mean, copy=list)
+    with pytest.raises(coheriq.CoheriqTypeError, match="side_effects is True or False"):
+        domain.acceleration_candidate(side_effects="yes")
+
+
+def test_a_comparison_that_returns_something_else_is_an_error(stats):
+    stats.domain.register_comparison(stats.mean, compare=lambda a, b: None)
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record"):
+        with pytest.raises(coheriq.CoheriqTypeError, match="must return True"):
+            stats.mean([1, 2])
+
+
+def test_sampling_every_nth_call_and_a_time_budget(stats):
+    with coheriq.verify(stats.name, "buggy", every=3, on_mismatch="record") as check:
+        for _ in range(7):
+            stats.mean([1, 2])
+    [row] = check.rows
+    assert (row.calls, row.compared, row.mismatches, row.not_compared) == (7, 3, 3, 4)
+    assert row.notes == ["sampled: every 3th call is compared"]
+    with coheriq.verify(stats.name, "buggy", budget=0, on_mismatch="record") as spent:
+        stats.mean([1, 2])
+    assert spent.rows[0].compared == 0 and "budget" in spent.rows[0].notes[0]
+
+
+def test_a_mismatch_warns_at_the_callers_line_or_raises(stats):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with coheriq.verify(stats.name, "buggy"):
+            stats.mean([1, 2])  # the line the warning names
+    [warning] = caught
+    assert warning.category is coheriq.CoheriqVerificationWarning
+    assert warning.filename == __file__
+    assert "mean([1, 2])" in str(warning.message)
+    with coheriq.verify(stats.name, "buggy", on_mismatch="raise"):
+        with pytest.raises(coheriq.CoheriqVerificationError, match=r"1 against 1\.5") as raised:
+            stats.mean([1, 2])
+        assert isinstance(raised.value, AssertionError)
+        assert stats.mean([2, 4]) == 3  # agreeing calls go on
+
+
+def test_the_options_are_checked(stats):
+    for options, words in [
+        ({"every": 0}, "every is a whole number"),
+        ({"budget": -1}, "budget is a number of seconds"),
+        ({"on_mismatch": "explode"}, "on_mismatch is 'warn', 'record' or 'raise'"),
+        ({"rtol": "tight"}, "rtol is a number"),
+    ]:
+        with pytest.raises(coheriq.CoheriqTypeError, match=words):
+            coheriq.verify(stats.name, "buggy", **options)
+    with pytest.raises(coheriq.CoheriqTypeError, match="both are 'buggy'"):
+        with coheriq.verify(stats.name, "buggy", against="buggy"):
+            pass
+    with pytest.raises(coheriq.CoheriqEngineNotFoundError, match=r"(?i)did you mean 'buggy'"):
+        with coheriq.verify(stats.name, "bugy"):
+            pass
+    assert coheriq.active_implementation(stats.name) is None  # nothing was left open
+
+
+def test_two_engines_compared_and_a_decorated_function(stats):
+    @coheriq.verify(stats.name, "buggy", against="good", on_mismatch="record")
+    def work():
+        return stats.mean([1, 2])
+
+    assert work() == 1
+    assert work.__name__ == "work"
+
+
+def test_explain_says_verification_is_on(stats):
+    with coheriq.verify(stats.name, "buggy"):
+        explained = coheriq.explain(stats.name)
+    assert "compared" in explained.verification and "coheriq.verify" in explained.verification
+    assert "verification: on" in str(explained)
+    assert coheriq.explain(stats.name).verification is None
+
+
+def test_asyncio_tasks_inherit_it_and_threads_take_it_through_a_snapshot(stats):
+    async def in_a_task():
+        return await asyncio.create_task(asyncio.to_thread(lambda: None)) or stats.mean([1, 2])
+
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        assert asyncio.run(in_a_task()) == 1
+        snap = coheriq.snapshot()
+        results = []
+        plain = threading.Thread(target=lambda: results.append(stats.mean([1, 2])))
+        carried = threading.Thread(target=snap.wrap(lambda: results.append(stats.mean([1, 2]))))
+        for thread in (plain, carried):
+            thread.start()
+            thread.join()
+    assert results == [1.5, 1]  # a new thread starts without the block; the snapshot carries it
+    assert check.rows[0].calls == 2  # the task's call and the carried thread's
+    assert snap.environ() == {
+        f"{stats.name.upper()}_ENGINE": "buggy",
+        f"{stats.name.upper()}_VERIFY": "buggy:reference",
+    }
+
+
+def test_off_leaves_the_proxies_fast_path_as_it_was(stats):
+    stats.mean([1])  # settles the domain
+
+    def python_calls():
+        seen = []
+
+        def count(frame, event, arg):
+            if event == "call":
+                seen.append(frame.f_code.co_name)
+
+        sys.setprofile(count)
+        try:
+            stats.mean([1, 2])
+        finally:
+            sys.setprofile(None)
+        return seen
+
+    before = python_calls()
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record"):
+        assert len(python_calls()) > len(before)
+    assert python_calls() == before
+
+
+ENVIRONMENT_PROGRAM = """
+import coheriq
+lib = coheriq.AccelerationDomain("envlib", env_prefix="ENVLIB")
+
+@lib.acceleration_candidate
+def half(x):
+    return x / 2
+
+lib.materialize()
+
+class Floor(coheriq.engine_class("envlib"), name="floor"):
+    def half(self, x):
+        return x // 2
+
+print(half(3), half(4), coheriq.explain("envlib").engine)
+"""
+
+
+def test_the_environment_variable_verifies_the_whole_process_and_reports_at_exit(tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text(ENVIRONMENT_PROGRAM)
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**_environ(), "ENVLIB_VERIFY": "floor"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "2", "floor"]  # the engine named runs, and its results
+    assert "ENVLIB_VERIFY" in done.stderr and "'floor' against 'reference'" in done.stderr
+    assert "envlib.half(3) (call 1): result: 1 against 1.5" in done.stderr
+    assert "CoheriqVerificationWarning" in done.stderr
+
+
+def test_a_blank_engine_in_the_environment_variable_is_an_error(tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text(ENVIRONMENT_PROGRAM)
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**_environ(), "ENVLIB_VERIFY": ":floor"},
+    )
+    assert done.returncode == 1
+    assert "ENVLIB_VERIFY=':floor' names no engine to verify" in done.stderr
+
+
+LIBRARY = """
+import coheriq
+
+lib = coheriq.AccelerationDomain("suitelib")
+
+@lib.acceleration_candidate
+def half(x):
+    return x / 2
+
+lib.materialize()
+
+class Floor(coheriq.engine_class("suitelib"), name="floor"):
+    def half(self, x):
+        return x // 2
+"""
+
+SUITE = """
+from suitelib import half
+
+def test_even():
+    assert half(4) == 2
+
+def test_odd():
+    half(3)
+"""
+
+
+def test_the_pytest_option_fails_the_test_whose_calls_disagree(tmp_path):
+    (tmp_path / "suitelib.py").write_text(LIBRARY)
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "test_suite.py",
+            "--coheriq-verify=suitelib:floor",
+            "-q",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_environ(),
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 failed, 1 passed" in done.stdout
+    assert "FAILED test_suite.py::test_odd" in done.stdout
+    assert "suitelib.half(3) (call 2): result: 1 against 1.5" in done.stdout
+    assert "coheriq verification" in done.stdout  # the summary table
+
+
+def test_the_pytest_option_checks_its_value(tmp_path):
+    (tmp_path / "suitelib.py").write_text(LIBRARY)
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "test_suite.py",
+            "--coheriq-verify=suitelib",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_environ(),
+    )
+    assert done.returncode == 4
+    assert "is not DOMAIN:ENGINE or DOMAIN:ENGINE:AGAINST" in done.stderr
+
+
+def _environ():
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.endswith(("_VERIFY", "_ENGINE"))}
+
+
+def test_async_candidates_are_awaited_on_both_sides_and_generators_are_not_compared(unique):
+    name = unique("alib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    async def fetch(x):
+        await asyncio.sleep(0)
+        return x * 2
+
+    @domain.acceleration_candidate
+    def count(n):
+        yield from range(n)
+
+    domain.materialize()
+
+    class Off(coheriq.engine_class(name), name="off"):
+        async def fetch(self, x):
+            return x * 2 + 1
+
+        def count(self, n):
+            yield from range(n + 1)
+
+    async def main():
+        with coheriq.verify(name, "off", on_mismatch="record") as check:
+            got = await fetch(1)
+            items = list(count(2))
+        return check, got, items
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a coroutine never awaited would warn
+        check, got, items = asyncio.run(main())
+    assert (got, items) == (3, [0, 1, 2])
+    [mismatch] = check.mismatches
+    assert mismatch.difference == "result: 3 against 2"
+    rows = {row.candidate: row for row in check.rows}
+    assert rows["count"].not_compared == 1
+    assert rows["count"].notes == ["a generator function: what it yields is not compared"]
+
+
+def test_an_interrupted_engine_call_leaves_later_calls_verified(stats, unique):
+    name = unique("klib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def work(x):
+        return x
+
+    domain.materialize()
+
+    class Stops(coheriq.engine_class(name), name="stops"):
+        def work(self, x):
+            if x == 0:
+                raise KeyboardInterrupt
+            return x + 1
+
+    with coheriq.verify(name, "stops", on_mismatch="record") as check:
+        with pytest.raises(KeyboardInterrupt):
+            work(0)
+        work(1)
+    [row] = check.rows
+    assert (row.calls, row.compared, row.mismatches) == (2, 1, 1)
+
+
+PROGRAM = """
+from suitelib import half
+print("halves", half(4), half(3))
+"""
+
+
+def test_the_command_runs_a_program_verified_and_reports_after_its_output(tmp_path):
+    (tmp_path / "suitelib.py").write_text(LIBRARY)
+    (tmp_path / "program.py").write_text(PROGRAM)
+
+    def verify(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "coheriq", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**_environ(), "PYTHONPATH": str(tmp_path)},
+        )
+
+    done = verify("verify", "suitelib", "floor", "program.py")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "halves 2 1"  # the program's output, with the engine's results
+    assert lines[1] == "verification of 'suitelib': 'floor' against 'reference'"
+    assert "suitelib.half(3) (call 2): result: 1 against 1.5" in done.stdout
+    as_json = verify("--json", "verify", "suitelib", "floor", "-m", "program")
+    report = json.loads(as_json.stdout.split("\n", 1)[1])
+    assert report["ok"] is False and report["candidates"][0]["mismatches"] == 1
+    nothing = verify("verify", "suitelib", "floor")
+    assert nothing.returncode == 2 and "verify needs a program to run" in nothing.stderr
