@@ -560,47 +560,76 @@ def _needs_before(args: argparse.Namespace, domain: AccelerationDomain) -> str |
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """Run a program with a verification on; print its report after the program's output."""
-    import runpy
+    """Run a program with a verification on; print its report after the program's output.
 
+    The program runs as ``python SCRIPT`` or ``python -m MODULE`` would run it
+    (``sys.argv``, ``sys.path[0]``); an exception it raises is printed as Python
+    would, and the report follows all the same.
+    """
     from .verification import verify
 
+    program = _verify_program(args)
     domain = _domain(args)
-    as_module = args.program[:1] == ["-m"]
-    if as_module:
-        del args.program[0]
-    if not args.program:
-        raise UsageError("verify needs a program to run: SCRIPT [ARGS...] or -m MODULE [ARGS...].")
     check = verify(
-        domain,
-        args.engine,
-        args.against,
-        rtol=args.rtol,
-        every=args.every,
-        on_mismatch="record",
+        domain, args.engine, args.against, rtol=args.rtol, every=args.every, on_mismatch="record"
     )
-    program, *rest = args.program
-    saved = sys.argv
-    sys.argv = [program, *rest]
-    status: object = 0
-    try:
-        with check:
-            try:
-                if as_module:
-                    runpy.run_module(program, run_name="__main__", alter_sys=True)
-                else:
-                    runpy.run_path(program, run_name="__main__")
-            except SystemExit as done:  # the program's own exit: report all the same
-                status = done.code
-    finally:
-        sys.argv = saved
+    with check:
+        status = _run_program(*program)
     if args.json:
         _json(check.as_dict())
     else:
         print(check)
-    if not check.ok:
+    return 1 if not check.ok else status
+
+
+def _verify_program(args: argparse.Namespace) -> tuple[bool, str, list[str]]:
+    """(as a module, the script or module, its arguments); options before it are taken."""
+    words = list(args.program)
+    options = {"--against": "against", "--every": "every", "--rtol": "rtol"}
+    while words and words[0].split("=")[0] in options:
+        option, _, value = words.pop(0).partition("=")
+        if not value:
+            if not words:
+                raise UsageError(f"verify: {option} needs a value.")
+            value = words.pop(0)
+        try:
+            kind = {"against": str, "every": int, "rtol": float}[options[option]]
+            setattr(args, options[option], kind(value))
+        except ValueError:
+            raise UsageError(f"verify: {option} takes a number, not {value!r}.") from None
+    as_module = words[:1] == ["-m"]
+    words = words[1:] if as_module else words
+    if not words:
+        raise UsageError("verify needs a program to run: SCRIPT [ARGS...] or -m MODULE [ARGS...].")
+    if not as_module and not os.path.isfile(words[0]):
+        raise UsageError(f"verify: there is no script {words[0]!r}; give a file, or -m MODULE.")
+    return as_module, words[0], words[1:]
+
+
+def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
+    """Run ``program`` as Python would run it; return its exit status."""
+    import runpy
+    import traceback
+
+    saved_argv, saved_path = sys.argv, sys.path[0]
+    sys.argv = [program, *arguments]
+    sys.path[0] = "" if as_module else os.path.dirname(os.path.abspath(program))
+    try:
+        if as_module:
+            runpy.run_module(program, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(program, run_name="__main__")
+    except SystemExit as done:  # the program's own exit: the report comes all the same
+        if done.code is None or isinstance(done.code, int):
+            return done.code or 0
+        print(done.code, file=sys.stderr)
         return 1
-    return status if isinstance(status, int) else (0 if status is None else 1)
+    except BaseException as error:  # what `python SCRIPT` would print; then the report
+        traceback.print_exception(type(error), error, error.__traceback__)
+        return 130 if isinstance(error, KeyboardInterrupt) else 1
+    finally:
+        sys.argv, sys.path[0] = saved_argv, saved_path
+    return 0
 
 
 def _statement(args: argparse.Namespace) -> int:
@@ -619,8 +648,15 @@ def _statement(args: argparse.Namespace) -> int:
     if not args.output:
         sys.stdout.write(text)  # the statement itself, JSON with or without --json
         return 0
-    with open(args.output, "w", encoding="utf-8") as file:
-        file.write(text)
+    try:
+        with open(args.output, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as error:
+        raise CoheriqError(
+            f"The statement of engine {args.engine!r} of domain {domain.name!r} could not be "
+            f"written to {args.output!r}: {error.strerror or error}. Give -o a file in a "
+            "directory that exists."
+        ) from None
     if args.json:
         said = statement.as_dict()
         _json(

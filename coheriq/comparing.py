@@ -120,14 +120,26 @@ class Comparisons:
         memo: dict[int, Any] = {}
 
         def own(value: Any) -> Any:
+            # One copy per object, so that arguments that alias each other (f(a, a),
+            # [b, b]) alias in the copy too, and a list that holds itself is copied.
+            key = id(value)
+            if key in memo:
+                return memo[key]
             rule = self.rule_for(value) if self._by_type else None
             if rule is not None and rule.copy is not None:
-                return rule.copy(value)
-            if type(value) in (tuple, list):
-                return type(value)(own(item) for item in value)
-            if type(value) is dict:
-                return {key: own(item) for key, item in value.items()}
-            return copy.deepcopy(value, memo)
+                copied = memo[key] = rule.copy(value)
+            elif type(value) is list:
+                copied = memo[key] = []
+                copied.extend(own(item) for item in value)
+            elif type(value) is dict:
+                copied = memo[key] = {}
+                copied.update((k, own(item)) for k, item in value.items())
+            elif type(value) is tuple:
+                copied = memo[key] = tuple(own(item) for item in value)
+            else:
+                return copy.deepcopy(value, memo)
+            memo.setdefault(id(memo), []).append(value)  # keep it alive, as deepcopy does
+            return copied
 
         return tuple(own(a) for a in args), {k: own(v) for k, v in kwargs.items()}
 
@@ -159,8 +171,40 @@ class Comparisons:
                 return _verdict(rule.compare(mine, other), "result", mine, other)
         return self._differ(mine, other, "result", tolerances, 0)
 
+    def arguments_difference(
+        self,
+        mine: tuple[tuple[Any, ...], dict[str, Any]],
+        theirs: tuple[tuple[Any, ...], dict[str, Any]],
+        *,
+        rtol: float | None = None,
+        atol: float | None = None,
+    ) -> str | None:
+        """Where two sides' arguments differ after the call (a function that works in place).
+
+        Objects compared by identity (no ``__eq__`` of their own, so that a copy
+        never equals its original) are taken to agree: only what can be compared
+        by value is.
+        """
+        tolerances = (_first(rtol, DEFAULT_RTOL), _first(atol, 0.0))
+        pairs = [
+            (f"argument {i}", a, b) for i, (a, b) in enumerate(zip(mine[0], theirs[0], strict=True))
+        ]
+        pairs += [(f"argument {k!r}", v, theirs[1].get(k)) for k, v in mine[1].items()]
+        for where, a, b in pairs:
+            found = self._differ(a, b, f"{where} after the call", tolerances, 0, lenient=True)
+            if found:
+                return found
+        return None
+
     def _differ(
-        self, mine: Any, other: Any, where: str, tolerances: tuple[float, float], depth: int
+        self,
+        mine: Any,
+        other: Any,
+        where: str,
+        tolerances: tuple[float, float],
+        depth: int,
+        *,
+        lenient: bool = False,
     ) -> str | None:
         mine_rule, other_rule = self.rule_for(mine), self.rule_for(other)
         for rule in (mine_rule, other_rule):
@@ -178,7 +222,11 @@ class Comparisons:
                 return _numbers_differ(mine, other, where, *tolerances)
             mine_items, other_items = _items(mine), _items(other)
             if mine_items is not None and other_items is not None:
-                return self._items_differ(mine_items, other_items, where, tolerances, depth)
+                return self._items_differ(
+                    mine_items, other_items, where, tolerances, depth, lenient=lenient
+                )
+        if lenient and type(mine).__eq__ is object.__eq__:  # type: ignore[comparison-overlap]
+            return None  # compared by identity: a copy never equals its original
         return _equality(mine, other, where)
 
     def _items_differ(
@@ -188,6 +236,8 @@ class Comparisons:
         where: str,
         tolerances: tuple[float, float],
         depth: int,
+        *,
+        lenient: bool = False,
     ) -> str | None:
         if isinstance(mine, dict) != isinstance(other, dict):
             return f"{where}: a mapping on one side and a sequence on the other"
@@ -197,7 +247,12 @@ class Comparisons:
                 return f"{where}: the keys differ ({', '.join(only)} on one side only)"
             for key in mine:
                 found = self._differ(
-                    mine[key], other[key], f"{where}[{key!r}]", tolerances, depth + 1
+                    mine[key],
+                    other[key],
+                    f"{where}[{key!r}]",
+                    tolerances,
+                    depth + 1,
+                    lenient=lenient,
                 )
                 if found:
                     return found
@@ -205,7 +260,7 @@ class Comparisons:
         if len(mine) != len(other):
             return f"{where}: {len(mine)} items, against {len(other)}"
         for index, (a, b) in enumerate(zip(mine, other)):  # noqa: B905 -- lengths checked
-            found = self._differ(a, b, f"{where}[{index}]", tolerances, depth + 1)
+            found = self._differ(a, b, f"{where}[{index}]", tolerances, depth + 1, lenient=lenient)
             if found:
                 return found
         return None
@@ -279,6 +334,8 @@ def _equality(mine: Any, other: Any, where: str) -> str | None:
 
 def _verdict(outcome: object, where: str, mine: Any, other: Any) -> str | None:
     """What a library's ``compare`` returned, as a difference (None where they agree)."""
+    if type(outcome).__name__ in ("bool_", "bool"):  # NumPy's bool too: (a == b).all()
+        outcome = bool(outcome)
     if outcome is True:
         return None
     if outcome is False:

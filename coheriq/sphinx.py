@@ -105,6 +105,8 @@ def _statements(app: Sphinx, domain: str) -> dict[str, EngineStatement]:
 def _given(app: Sphinx, domain: str) -> dict[str, EngineStatement]:
     """The statements ``coheriq_engines`` gives for ``domain``; a warning for each unusable one."""
     given = app.config.coheriq_engines.get(domain, [])
+    if isinstance(given, (str, os.PathLike, dict)):
+        given = [given]  # one statement, not in a list: taken as it is meant
     found = {}
     for number, item in enumerate(given):
         statement = _given_one(app, domain, item, f"coheriq_engines[{domain!r}][{number}]")
@@ -124,7 +126,7 @@ def _given_one(app: Sphinx, domain: str, item: object, where: str) -> EngineStat
     try:
         with open(os.path.join(app.confdir, given), encoding="utf-8") as file:
             data = json.load(file)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:
         reason = getattr(error, "strerror", None) or error
         problem = (
             f"The statement {where}, of domain {domain!r}, cannot be read ({reason}). Give "

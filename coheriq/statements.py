@@ -50,6 +50,8 @@ __all__ = [
 FORMAT = 1
 """The statement format this coheriq reads and writes (the key ``coheriq_statement``)."""
 
+_MAX_BYTES = 1 << 20  # a statement is a few hundred bytes; a larger file is not one
+
 
 class EngineStatement:
     """What one engine states about itself in its installed package.
@@ -235,9 +237,13 @@ def _file_of(module: str, path: str) -> bytes:
     import os
 
     for directory in _directories_of(module):
+        where = os.path.join(directory, path)
         try:
-            with open(os.path.join(directory, path), "rb") as file:
-                return file.read()
+            if os.path.exists(where) and not os.path.isfile(where):
+                # A directory, or a pipe whose open() would wait for a writer for ever.
+                raise _UnusableError(f"its file {path!r} is not a regular file")
+            with open(where, "rb") as file:
+                return file.read(_MAX_BYTES + 1)[: _MAX_BYTES + 1]
         except FileNotFoundError:
             continue
         except OSError as error:
@@ -251,9 +257,11 @@ def _file_of(module: str, path: str) -> bytes:
 def _load_json(data: bytes, path: str) -> object:
     import json  # only where a statement is read: `import coheriq` does not need it
 
+    if len(data) > _MAX_BYTES:
+        raise _UnusableError(f"its file {path!r} is larger than {_MAX_BYTES} bytes")
     try:
         return json.loads(data)
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise _UnusableError(f"its file {path!r} is not JSON ({error})") from None
 
 

@@ -60,7 +60,8 @@ __all__ = [
 _active: ContextVar[tuple[Verification, ...]] = ContextVar("coheriq verifications", default=())
 # Set while a verified call runs its engine's implementation: the calls it makes
 # are part of it.
-_inside: ContextVar[bool] = ContextVar("coheriq verified call", default=False)
+# The names of the domains whose verified call is running in this context.
+_inside: ContextVar[frozenset[str]] = ContextVar("coheriq verified calls", default=frozenset())
 _ORDER = 1  # outside the profiler: comparing is not the engine's time
 # Code-object flags (inspect's CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR).
 _CO_GENERATOR, _CO_COROUTINE, _CO_ASYNC_GENERATOR = 0x20, 0x80, 0x200
@@ -239,7 +240,11 @@ class Verification:
                     f"{self!r} was exited more often than it was entered: each `with` "
                     "block, or __exit__ call, ends one __enter__."
                 )
-            block = self._blocks.pop()
+            # The entry open in this context (one verification may be entered by
+            # several threads or tasks at once), else the newest, as using_engine does.
+            here = [b for b in self._blocks if b._open_here() is not None]
+            block = (here or self._blocks)[-1]
+            self._blocks.remove(block)
         self.carry_out()  # this context's innermost entry of it ends
         block.__exit__(exc_type, exc, tb)
 
@@ -421,7 +426,7 @@ class Verification:
         prepared = self._prepare(domain, name, args, kwargs)
         if prepared is None:
             return member(*args, **kwargs)
-        token, started = _inside.set(True), perf_counter_ns()
+        token, started = _inside.set(_inside.get() | {domain.name}), perf_counter_ns()
         try:
             try:
                 result = member(*args, **kwargs)
@@ -448,7 +453,7 @@ class Verification:
         prepared = self._prepare(domain, name, args, kwargs)
         if prepared is None:
             return await member(*args, **kwargs)
-        token, started = _inside.set(True), perf_counter_ns()
+        token, started = _inside.set(_inside.get() | {domain.name}), perf_counter_ns()
         try:
             try:
                 result = await member(*args, **kwargs)
@@ -473,6 +478,7 @@ class Verification:
             number = row.calls
             skip = self._skip_reason(domain, name, row)
         if not skip:
+            self._resolve(domain)  # an engine that cannot be found is an error of its own
             started = perf_counter_ns()
             try:
                 theirs = self._in_other(domain, domain.comparisons.copy_arguments, args, kwargs)
@@ -484,7 +490,7 @@ class Verification:
                 )
             else:
                 self._spend(perf_counter_ns() - started)
-                return _Prepared(row, number, theirs, started)
+                return _Prepared(row, number, (args, kwargs), theirs, summarize(args, kwargs))
         with self._lock:
             row.not_compared += 1
             if skip.split(":")[0] not in (note.split(":")[0] for note in row.notes):
@@ -539,6 +545,12 @@ class Verification:
             difference, one_sided = self._difference(
                 domain, name, result, error, other.result, other.error
             )
+            if difference is None and error is None:
+                # In place: the program's arguments, as the engine left them, against
+                # the other side's copies, as it left them.
+                difference = domain.comparisons.arguments_difference(
+                    prepared.mine, prepared.theirs, rtol=self.rtol, atol=self.atol
+                )
         finally:
             observing.quiet.reset(quiet)
         self._spend(perf_counter_ns() - started + other.nanoseconds)
@@ -554,7 +566,7 @@ class Verification:
                     domain.name,
                     name,
                     prepared.number,
-                    summarize(*prepared.theirs),
+                    prepared.arguments,
                     difference,
                     "exception" if one_sided else "result",
                 )
@@ -731,14 +743,20 @@ def active_verification(domain: Any) -> Verification | None:
 
 
 class _Prepared:
-    """A call to compare: its row, its number, and the other side's arguments."""
+    """A call to compare: its row and number, both sides' arguments, and their summary."""
 
-    __slots__ = ("number", "row", "started", "theirs")
+    __slots__ = ("arguments", "mine", "number", "row", "theirs")
 
     def __init__(
-        self, row: VerificationRow, number: int, theirs: tuple[Any, Any], started: int
+        self,
+        row: VerificationRow,
+        number: int,
+        mine: tuple[Any, Any],
+        theirs: tuple[Any, Any],
+        arguments: str,
     ) -> None:
-        self.row, self.number, self.theirs, self.started = row, number, theirs, started
+        self.row, self.number, self.mine, self.theirs = row, number, mine, theirs
+        self.arguments = arguments  # as the call was made, before either side ran
 
 
 class _Outcome:
@@ -787,7 +805,7 @@ class _Checked:
             member = domain.choice.settle(f"call candidate {name!r}").members[name]
         verification = self.verification
         info = domain._candidates.get(name)
-        engine = domain.scopes.active_engine()
+        engine = _running_engine(domain, found)
         if info is None or info.is_class or engine != verification._engine_name:
             return member
 
@@ -805,11 +823,26 @@ class _Checked:
         return verified
 
 
+def _running_engine(domain: AccelerationDomain, found: Any) -> str | None:
+    """The engine whose member a call takes from ``found`` (see :mod:`coheriq.choice`).
+
+    Not the engine of the block around: a copy of a reloaded library that cannot
+    run that block's engine runs its own choice instead.
+    """
+    scope = found
+    while scope is not None and not hasattr(scope, "live"):  # a profile's view, Unsettled
+        scope = getattr(scope, "scope", None)
+    if scope is not None:
+        return scope.engine if scope.live else domain.scopes.active_engine()
+    settled = domain.choice.settled
+    return None if settled is None else settled.engine
+
+
 def _verifying(domain: AccelerationDomain) -> Callable[[Any], Any]:
     """What ``domain``'s calls find, verified where a verification covers the context."""
 
     def wrap(found: Any) -> Any:
-        if _inside.get():
+        if domain.name in _inside.get():
             return found
         verification = active_verification(domain)
         return found if verification is None else _Checked(domain, found, verification)
@@ -859,13 +892,20 @@ def _from_environment(domain: AccelerationDomain) -> None:
     value = os.environ.get(variable, "").strip()
     if domain.name in _environment or not value:
         return
-    engine, _, against = value.partition(":")
-    engine, against = engine.strip(), against.strip() or REFERENCE
+    parts = [part.strip() for part in value.split(":")]
+    engine, against = parts[0], (parts[1] if len(parts) > 1 else "") or REFERENCE
+    problem = None
     if not engine:
+        problem = "names no engine to verify"
+    elif len(parts) > 2 or "," in value:
+        problem = "names more than two implementations"
+    elif engine == against:
+        problem = f"compares {engine!r} with itself"
+    if problem:
         raise CoheriqTypeError(
-            f"The environment variable {variable}={value!r} names no engine to verify: "
-            f"set it to an engine of domain {domain.name!r} (ENGINE, or ENGINE:OTHER to "
-            "compare with another engine than the reference)."
+            f"The environment variable {variable}={value!r} {problem}: set it to an engine "
+            f"of domain {domain.name!r} (ENGINE, or ENGINE:OTHER to compare it with another "
+            "engine than the reference)."
         )
     verification = Verification(domain, engine, against)
     _environment[domain.name] = verification
@@ -876,8 +916,14 @@ def _from_environment(domain: AccelerationDomain) -> None:
 
 
 def _report(verification: Verification, variable: str) -> None:
-    if verification.rows:  # a worker process that made no call has nothing to say
+    # A worker process that made no call has nothing to say; the main one says so.
+    if verification.rows or _in_main_process():
         print(f"{variable} (process {os.getpid()}): {verification}", file=sys.stderr)
+
+
+def _in_main_process() -> bool:
+    multiprocessing = sys.modules.get("multiprocessing")  # not imported: no workers
+    return multiprocessing is None or multiprocessing.parent_process() is None
 
 
 def environment_verification(domain: AccelerationDomain | str) -> Verification | None:

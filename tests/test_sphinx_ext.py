@@ -140,6 +140,12 @@ def test_a_statement_conf_py_gives_that_cannot_be_used_is_a_warning(project):
     assert "not a list of candidate names" in said
 
 
+def test_one_statement_not_in_a_list_is_taken_as_it_is_meant(project):
+    status, html, warnings = build(project, {"sxdom": "gpu.json"})
+    assert status == 0, warnings
+    assert "gpu" in entry(html, "Grid")
+
+
 def test_help_and_doc_stay_as_they_were(project):
     status, html, warnings = build(project, {"sxdom": ["gpu.json"]})
     assert status == 0 and "Engines" in entry(html, "scale"), warnings

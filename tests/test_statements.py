@@ -159,6 +159,18 @@ def test_a_statement_in_a_subpackage_is_found_without_importing_its_parents(make
     [
         ("stdom_fast:stdom_fast.coheriq.json", "{not json", "is not JSON"),
         ("stdom_fast:stdom_fast.coheriq.json", "[]", "holds a JSON list, not an object"),
+        pytest.param(
+            "stdom_fast:stdom_fast.coheriq.json",
+            "[" * 10**5 + "]" * 10**5,
+            "is not JSON",
+            id="nested-too-deep",
+        ),
+        pytest.param(
+            "stdom_fast:stdom_fast.coheriq.json",
+            " " * (1 << 21) + "{}",
+            "larger than 1048576",
+            id="too-large",
+        ),
         (
             "stdom_fast:stdom_fast.coheriq.json",
             statement("fast", ["scale"], coheriq_statement=2),
@@ -498,3 +510,23 @@ def test_a_statement_file_reads_back_as_written():
 
     read = parse_statement(json.loads(text), domain="d", engine="e")
     assert read.problem is None and dumps(read) == text
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
+@pytest.mark.parametrize("kind", ["a pipe", "a directory"])
+def test_a_statement_that_is_no_regular_file_is_a_problem_not_a_hang(make_dist, kind):
+    site = make_dist(
+        "stdom_dist",
+        {"stdom_lib": LIBRARY, "stdom_fast": FAST},
+        {"coheriq.statements.stdom": {"fast": "stdom_fast:stdom_fast.coheriq.json"}},
+    )
+    where = site / "stdom_fast.coheriq.json"
+    os.mkfifo(where) if kind == "a pipe" else where.mkdir()  # opening a pipe waits for a writer
+    fast = coheriq.engine_statements("stdom")["fast"]
+    assert "is not a regular file" in fast.problem
+
+
+def test_writing_a_statement_where_no_file_can_be_is_one_clear_line(installed, tmp_path):
+    done = coheriq_cli(installed, "statement", "stdom", "fast", "-o", str(tmp_path))
+    assert done.returncode == 2
+    assert "could not be written to" in done.stderr and "Traceback" not in done.stderr

@@ -558,3 +558,271 @@ def test_the_command_runs_a_program_verified_and_reports_after_its_output(tmp_pa
     assert report["ok"] is False and report["candidates"][0]["mismatches"] == 1
     nothing = verify("verify", "suitelib", "floor")
     assert nothing.returncode == 2 and "verify needs a program to run" in nothing.stderr
+
+
+# -- from a hostile pass ------------------------------------------------------------------
+
+
+@pytest.fixture
+def inplace(unique):
+    """A library of functions that work on their arguments, and an engine 'e' of it."""
+    name = unique("ilib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def push_and_count(xs, ys):
+        xs.append(1)
+        return len(ys)
+
+    @domain.acceleration_candidate
+    def take(xs):
+        return xs.pop()
+
+    @domain.acceleration_candidate
+    def scale(xs, k):
+        for i, x in enumerate(xs):
+            xs[i] = x * k
+
+    domain.materialize()
+
+    class E(coheriq.engine_class(name), name="e"):
+        def push_and_count(self, xs, ys):
+            xs.append(1)
+            return len(ys)
+
+        def take(self, xs):
+            return xs.pop(0)  # the first, not the last
+
+        def scale(self, xs, k):
+            for i, x in enumerate(xs):
+                xs[i] = x + k  # adds instead: returns None, as the reference does
+
+    return name, push_and_count, take, scale
+
+
+def test_arguments_that_alias_each_other_alias_in_the_copy_too(inplace):
+    name, push_and_count, _, _ = inplace
+    with coheriq.verify(name, "e", on_mismatch="record") as check:
+        a = []
+        assert push_and_count(a, a) == 1
+    assert check.ok, check.mismatches
+
+
+def test_a_mismatch_shows_the_arguments_as_the_call_was_made(inplace):
+    name, _, take, _ = inplace
+    with coheriq.verify(name, "e", on_mismatch="record") as check:
+        take([1, 2, 3])
+    [mismatch] = check.mismatches
+    assert mismatch.arguments == "([1, 2, 3])"
+    assert mismatch.difference == "result: 1 against 3"
+
+
+def test_what_a_function_leaves_in_its_arguments_is_compared(inplace):
+    name, _, _, scale = inplace
+    xs = [1, 2, 3]
+    with coheriq.verify(name, "e", on_mismatch="record") as check:
+        assert scale(xs, 10) is None
+    assert xs == [11, 12, 13]  # what the engine left
+    [mismatch] = check.mismatches
+    assert mismatch.difference == "argument 0 after the call[0]: 11 against 10"
+
+
+def test_objects_compared_by_identity_are_not_a_difference_after_the_call(unique):
+    name = unique("olib")
+    domain = coheriq.AccelerationDomain(name)
+
+    class Settings:  # no __eq__: a copy never equals its original
+        pass
+
+    @domain.acceleration_candidate
+    def run(settings, x):
+        return x
+
+    domain.materialize()
+
+    class E(coheriq.engine_class(name), name="e"):
+        def run(self, settings, x):
+            return x
+
+    with coheriq.verify(name, "e", on_mismatch="record") as check:
+        run(Settings(), 1)
+    assert check.ok
+
+
+def test_one_verification_entered_by_two_threads_ends_each_threads_own_block(stats):
+    check = coheriq.verify(stats.name, "buggy", on_mismatch="record")
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    @check
+    def job_a():
+        a_in.set()
+        b_in.wait(5)
+        return stats.mean([1, 2])
+
+    @check
+    def job_b():
+        b_in.set()
+        a_out.wait(5)
+        return stats.mean([1, 2])
+
+    seen = {}
+
+    def run_a():
+        seen["a"] = (job_a(), stats.mean([1, 2]))
+        a_out.set()
+
+    def run_b():
+        a_in.wait(5)
+        seen["b"] = (job_b(), stats.mean([1, 2]))
+
+    threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    # Each job ran on the engine, verified; after its own block, each thread is back.
+    assert seen == {"a": (1, 1.5), "b": (1, 1.5)}
+    assert check.rows[0].calls == 2
+
+
+def test_calls_into_another_domain_from_a_verified_call_are_verified_there(stats, unique):
+    other = unique("blib")
+    domain = coheriq.AccelerationDomain(other)
+
+    @domain.acceleration_candidate
+    def double(x):
+        return 2 * x
+
+    domain.materialize()
+
+    class Wrong(coheriq.engine_class(other), name="wrong"):
+        def double(self, x):
+            return 2 * x + 1
+
+    class UsesOther(coheriq.engine_class(stats.name), name="uses_other"):
+        def inner(self, x):
+            return double(x)
+
+    with (
+        coheriq.verify(stats.name, "uses_other", on_mismatch="record") as outer,
+        coheriq.verify(other, "wrong", on_mismatch="record") as inner,
+    ):
+        stats.inner(1)
+    assert [r.calls for r in inner.rows] == [1] and not inner.ok
+    assert [r.calls for r in outer.rows] == [1]
+
+
+def test_a_compare_may_answer_with_a_numpy_style_bool(stats):
+    class bool_:  # named as NumPy's is
+        def __init__(self, value):
+            self.value = value
+
+        def __bool__(self):
+            return self.value
+
+    stats.domain.register_comparison(stats.mean, compare=lambda a, b: bool_(abs(a - b) < 1))
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        stats.mean([1, 2])
+    assert check.ok
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("reference", "compares 'reference' with itself"),
+        ("floor:floor", "compares 'floor' with itself"),
+        ("floor,other", "names more than two implementations"),
+        ("floor:reference:other", "names more than two implementations"),
+    ],
+)
+def test_an_environment_variable_that_compares_nothing_is_an_error(tmp_path, value, said):
+    program = tmp_path / "program.py"
+    program.write_text(ENVIRONMENT_PROGRAM)
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**_environ(), "ENVLIB_VERIFY": value},
+    )
+    assert done.returncode == 1
+    assert f"ENVLIB_VERIFY={value!r} {said}" in done.stderr
+
+
+ISOLATED_SUITE = """
+import coheriq
+from suitelib import half
+
+def test_in_a_world_of_its_own(coheriq_isolated):
+    lib = coheriq.AccelerationDomain("own")
+
+    @lib.acceleration_candidate
+    def one():
+        return 1
+
+    lib.materialize()
+    assert one() == 1
+
+def test_odd():
+    half(3)
+"""
+
+
+def test_the_pytest_option_and_isolated_tests_and_one_verification_per_domain(tmp_path):
+    (tmp_path / "suitelib.py").write_text(LIBRARY)
+    (tmp_path / "test_suite.py").write_text(ISOLATED_SUITE)
+
+    def pytest_run(*options):
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_suite.py", *options],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_environ(),
+        )
+
+    done = pytest_run("--coheriq-verify=suitelib:floor", "-q")
+    assert "1 failed, 1 passed" in done.stdout, done.stdout  # only test_odd disagrees
+    twice = pytest_run("--coheriq-verify=suitelib:floor", "--coheriq-verify=suitelib:floor:x")
+    assert twice.returncode == 4 and "names domain 'suitelib' more than once" in twice.stderr
+
+
+SCRIPTS = {
+    "raises.py": "from suitelib import half\nhalf(3)\nraise ValueError('the program failed')\n",
+    "exits.py": "from suitelib import half\nhalf(4)\nimport sys\nsys.exit('fatal: stopped')\n",
+    "sibling.py": "import helper\nprint('helper says', helper.WORD)\n",
+    "helper.py": "WORD = 'hello'\n",
+}
+
+
+def test_the_command_runs_programs_as_python_does_and_always_reports(tmp_path):
+    (tmp_path / "suitelib.py").write_text(LIBRARY)
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    for file, text in SCRIPTS.items():
+        (scripts / file).write_text(text)
+
+    def verify(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "coheriq", "verify", "suitelib", "floor", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**_environ(), "PYTHONPATH": str(tmp_path)},
+        )
+
+    raised = verify("scripts/raises.py")
+    assert raised.returncode == 1
+    assert "ValueError: the program failed" in raised.stderr
+    assert "suitelib.half(3) (call 1)" in raised.stdout  # the report, all the same
+    exited = verify("scripts/exits.py")
+    assert exited.returncode == 1 and "fatal: stopped" in exited.stderr
+    assert "verification of 'suitelib'" in exited.stdout
+    sibling = verify("scripts/sibling.py")  # its own directory is sys.path[0]
+    assert sibling.returncode == 0 and "helper says hello" in sibling.stdout
+    after = verify("--against", "reference", "--every", "2", "scripts/raises.py")
+    assert "suitelib.half(3)" in after.stdout
+    missing = verify("scripts/nothing.py")
+    assert missing.returncode == 2 and "there is no script 'scripts/nothing.py'" in missing.stderr
