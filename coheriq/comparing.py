@@ -153,11 +153,14 @@ class Comparisons:
         *,
         rtol: float | None = None,
         atol: float | None = None,
+        skipped: list[str] | None = None,
     ) -> str | None:
         """Where ``mine`` (the engine's result) and ``other`` differ, as a sentence; else None.
 
         Tolerances: a candidate's rule, else a type's rule, else ``rtol`` and
-        ``atol`` as given, else :data:`DEFAULT_RTOL` and 0.
+        ``atol`` as given, else :data:`DEFAULT_RTOL` and 0. Objects that compare
+        by identity only (no ``__eq__`` of their own: a function, a plain
+        object) are not compared; their types' names are added to ``skipped``.
         """
         rule = self._by_candidate.get(candidate)
         tolerances = (
@@ -169,7 +172,7 @@ class Comparisons:
                 mine, other = rule.convert(mine), rule.convert(other)
             if rule.compare is not None:
                 return _verdict(rule.compare(mine, other), "result", mine, other)
-        return self._differ(mine, other, "result", tolerances, 0)
+        return self._differ(mine, other, "result", tolerances, 0, skipped=skipped)
 
     def arguments_difference(
         self,
@@ -181,9 +184,7 @@ class Comparisons:
     ) -> str | None:
         """Where two sides' arguments differ after the call (a function that works in place).
 
-        Objects compared by identity (no ``__eq__`` of their own, so that a copy
-        never equals its original) are taken to agree: only what can be compared
-        by value is.
+        As for results, objects that compare by identity only are left out.
         """
         tolerances = (_first(rtol, DEFAULT_RTOL), _first(atol, 0.0))
         pairs = [
@@ -191,7 +192,7 @@ class Comparisons:
         ]
         pairs += [(f"argument {k!r}", v, theirs[1].get(k)) for k, v in mine[1].items()]
         for where, a, b in pairs:
-            found = self._differ(a, b, f"{where} after the call", tolerances, 0, lenient=True)
+            found = self._differ(a, b, f"{where} after the call", tolerances, 0)
             if found:
                 return found
         return None
@@ -204,7 +205,7 @@ class Comparisons:
         tolerances: tuple[float, float],
         depth: int,
         *,
-        lenient: bool = False,
+        skipped: list[str] | None = None,
     ) -> str | None:
         mine_rule, other_rule = self.rule_for(mine), self.rule_for(other)
         for rule in (mine_rule, other_rule):
@@ -223,10 +224,14 @@ class Comparisons:
             mine_items, other_items = _items(mine), _items(other)
             if mine_items is not None and other_items is not None:
                 return self._items_differ(
-                    mine_items, other_items, where, tolerances, depth, lenient=lenient
+                    mine_items, other_items, where, tolerances, depth, skipped=skipped
                 )
-        if lenient and type(mine).__eq__ is object.__eq__:  # type: ignore[comparison-overlap]
-            return None  # compared by identity: a copy never equals its original
+        if type(mine).__eq__ is object.__eq__:  # type: ignore[comparison-overlap]
+            # Compared by identity only: two sides' objects, a copy and its original,
+            # are never equal. Said, not counted as a difference.
+            if skipped is not None:
+                skipped.append(type(mine).__qualname__)
+            return None
         return _equality(mine, other, where)
 
     def _items_differ(
@@ -237,7 +242,7 @@ class Comparisons:
         tolerances: tuple[float, float],
         depth: int,
         *,
-        lenient: bool = False,
+        skipped: list[str] | None = None,
     ) -> str | None:
         if isinstance(mine, dict) != isinstance(other, dict):
             return f"{where}: a mapping on one side and a sequence on the other"
@@ -252,7 +257,7 @@ class Comparisons:
                     f"{where}[{key!r}]",
                     tolerances,
                     depth + 1,
-                    lenient=lenient,
+                    skipped=skipped,
                 )
                 if found:
                     return found
@@ -260,7 +265,7 @@ class Comparisons:
         if len(mine) != len(other):
             return f"{where}: {len(mine)} items, against {len(other)}"
         for index, (a, b) in enumerate(zip(mine, other)):  # noqa: B905 -- lengths checked
-            found = self._differ(a, b, f"{where}[{index}]", tolerances, depth + 1, lenient=lenient)
+            found = self._differ(a, b, f"{where}[{index}]", tolerances, depth + 1, skipped=skipped)
             if found:
                 return found
         return None

@@ -601,15 +601,30 @@ class Verification:
                 return f"only the engine raised: {_exception(error)}", True
             assert other_error is not None
             return f"only {against} raised: {_exception(other_error)}", True
+        skipped: list[str] = []
         try:
             found = domain.comparisons.difference(
-                name, result, other, rtol=self.rtol, atol=self.atol
+                name, result, other, rtol=self.rtol, atol=self.atol, skipped=skipped
             )
+            if skipped:
+                self._note(
+                    domain,
+                    name,
+                    f"results of type {skipped[0]!r} compare by identity only and were not "
+                    "compared: the library can register a comparison for the type",
+                )
         except CoheriqTypeError:
             raise
         except Exception as failure:
             found = f"comparing the results raised {_exception(failure)}"
         return found, False
+
+    def _note(self, domain: AccelerationDomain, name: str, note: str) -> None:
+        """Keep ``note`` in the candidate's row, once."""
+        row = self._row(domain, name)
+        with self._lock:
+            if note not in row.notes:
+                row.notes.append(note)
 
     def _tell(self, mismatch: Mismatch | None, row: VerificationRow, error: Any) -> None:
         """Warn of, or raise for, a mismatch, as ``on_mismatch`` says."""

@@ -826,3 +826,28 @@ def test_the_command_runs_programs_as_python_does_and_always_reports(tmp_path):
     assert "suitelib.half(3)" in after.stdout
     missing = verify("scripts/nothing.py")
     assert missing.returncode == 2 and "there is no script 'scripts/nothing.py'" in missing.stderr
+
+
+def test_results_that_compare_by_identity_only_are_noted_not_mismatched(unique):
+    # CPython's statistics.kde returns a function: each side's is another object.
+    name = unique("flib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def make_adder(n):
+        return lambda x: x + n
+
+    domain.materialize()
+
+    class E(coheriq.engine_class(name), name="e"):
+        def make_adder(self, n):
+            return lambda x: x + n
+
+    with coheriq.verify(name, "e", on_mismatch="record") as check:
+        assert make_adder(1)(1) == 2
+    [row] = check.rows
+    assert (row.compared, row.mismatches) == (1, 0)
+    assert row.notes == [
+        "results of type 'function' compare by identity only and were not compared: the "
+        "library can register a comparison for the type"
+    ]
