@@ -36,7 +36,6 @@ import sys
 from . import late_candidates, observing, registry
 from ._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq
 from ._validate import check_candidate_name, check_name
-from .comparing import ComparisonRule, Comparisons
 from .engines import Engines
 from .exceptions import (
     CoheriqDomainError,
@@ -63,6 +62,8 @@ else:
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
     from typing import Any, TypeVar
+
+    from .comparing import Comparisons
 
     F = TypeVar("F", bound=Callable[..., Any])
 
@@ -168,8 +169,7 @@ class AccelerationDomain:
         # the same name made while it still runs is a second domain, not a copy.
         self._run = registry.run_of(creator)
         self._candidates: dict[str, CandidateInfo] = {}
-        # How verification compares this library's results (register_comparison).
-        self.comparisons = Comparisons(name)
+        self._comparisons: Comparisons | None = None  # made when first needed
         # name -> is a class, for every name an engine may override (marked or
         # declared); read on every engine check.
         self._kinds: dict[str, bool] = {}
@@ -323,6 +323,15 @@ class AccelerationDomain:
                     self._kinds[name] = is_class
 
     @property
+    def comparisons(self) -> Comparisons:
+        """How a verification compares this library's values (see :meth:`register_comparison`)."""
+        if self._comparisons is None:
+            from .comparing import Comparisons  # only where a library or a verification asks
+
+            self._comparisons = Comparisons(self.name)
+        return self._comparisons
+
+    @property
     def materialized(self) -> bool:
         """Whether :meth:`materialize` has run."""
         return self._reference is not None
@@ -392,8 +401,8 @@ class AccelerationDomain:
         if info is not None:
             if side_effects:
                 self.comparisons.side_effects.add(info.name)
-            else:  # marked again (a reload), now without side effects
-                self.comparisons.side_effects.discard(info.name)
+            elif self._comparisons is not None:  # marked again (a reload), now without
+                self._comparisons.side_effects.discard(info.name)
         return marked
 
     def register_comparison(
@@ -450,6 +459,8 @@ class AccelerationDomain:
                     f"Domain {self.name!r}: {option}= is a number of at least 0, not {tolerance!r}."
                 )
         key = self._comparison_target(target)
+        from .comparing import ComparisonRule
+
         self.comparisons.register(ComparisonRule(key, convert, compare, copy, rtol, atol))
 
     def _comparison_target(self, target: object) -> type | str:
