@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     Wrapper = Callable[[Any], Callable[[Any], Any]]
 
 __all__ = [
+    "View",
     "describe",
     "describers",
     "finder_for",
@@ -111,6 +112,36 @@ def finder_for(domain: Any) -> Callable[[], Any] | None:
         return found
 
     return current
+
+
+class View:
+    """What a call finds while a watcher wraps it: a view over what it found otherwise.
+
+    ``found`` is a scope, the view before the global choice, another watcher's
+    view, or ``None`` for the settled choice. A subclass's ``__getitem__`` wraps
+    :meth:`member`; proxies read ``view.members[name]``.
+    """
+
+    __slots__ = ("domain", "found")
+
+    def __init__(self, domain: Any, found: Any) -> None:
+        self.domain, self.found = domain, found
+
+    @property
+    def members(self) -> View:
+        return self
+
+    @property
+    def chooses(self) -> bool:
+        """Whether asking for a member makes the domain's global choice."""
+        return getattr(self.found, "chooses", False)
+
+    def member(self, name: str) -> Any:
+        """What the call of candidate ``name`` would run without this watcher."""
+        found = self.found
+        if found is not None:
+            return found.members[name]
+        return self.domain.choice.settle(f"call candidate {name!r}").members[name]
 
 
 def _rewire() -> None:

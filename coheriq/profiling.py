@@ -163,31 +163,20 @@ def profile() -> Profile:
     return Profile()
 
 
-class _Timed:
-    """A scope-like view whose members are the current ones, wrapped in a timer."""
+class _Timed(observing.View):
+    """A view whose members are what the call finds, wrapped in a timer."""
 
-    __slots__ = ("domain", "profiles", "scope")
+    __slots__ = ("profiles",)
 
     def __init__(
-        self, domain: AccelerationDomain, scope: Any, profiles: tuple[Profile, ...]
+        self, domain: AccelerationDomain, found: Any, profiles: tuple[Profile, ...]
     ) -> None:
-        self.domain, self.scope, self.profiles = domain, scope, profiles
-
-    @property
-    def members(self) -> _Timed:
-        return self
-
-    @property
-    def chooses(self) -> bool:
-        """Whether asking for a member makes the domain's global choice."""
-        return getattr(self.scope, "chooses", False)
+        super().__init__(domain, found)
+        self.profiles = profiles
 
     def __getitem__(self, name: str) -> Callable[..., Any]:
         domain = self.domain
-        if self.scope is not None:
-            member = self.scope.members[name]
-        else:
-            member = domain.choice.settle(f"call candidate {name!r}").members[name]
+        member = self.member(name)
         key = (domain.name, name, domain.scopes.active_engine() or "?")
         # A nested block's calls count for the outer ones too, and once for a
         # profile entered twice.

@@ -794,30 +794,18 @@ def _outcome(domain: AccelerationDomain, name: str, theirs: tuple[Any, Any]) -> 
     return _Outcome(result, None, perf_counter_ns() - started)
 
 
-class _Checked:
-    """What a call finds while a verification covers its context (see observing)."""
+class _Checked(observing.View):
+    """What a call finds while a verification covers its context."""
 
-    __slots__ = ("domain", "found", "verification")
+    __slots__ = ("verification",)
 
     def __init__(self, domain: AccelerationDomain, found: Any, verification: Verification):
-        self.domain, self.found, self.verification = domain, found, verification
-
-    @property
-    def members(self) -> _Checked:
-        return self
-
-    @property
-    def chooses(self) -> bool:
-        """Whether asking for a member makes the domain's global choice."""
-        return getattr(self.found, "chooses", False)
+        super().__init__(domain, found)
+        self.verification = verification
 
     def __getitem__(self, name: str) -> Callable[..., Any]:
         domain, found = self.domain, self.found
-        member: Callable[..., Any]
-        if found is not None:
-            member = found.members[name]
-        else:
-            member = domain.choice.settle(f"call candidate {name!r}").members[name]
+        member: Callable[..., Any] = self.member(name)
         verification = self.verification
         info = domain._candidates.get(name)
         engine = _running_engine(domain, found)
@@ -845,8 +833,8 @@ def _running_engine(domain: AccelerationDomain, found: Any) -> str | None:
     run that block's engine runs its own choice instead.
     """
     scope = found
-    while scope is not None and not hasattr(scope, "live"):  # a profile's view, Unsettled
-        scope = getattr(scope, "scope", None)
+    while scope is not None and not hasattr(scope, "live"):  # a watcher's view, Unsettled
+        scope = getattr(scope, "found", None)
     if scope is not None:
         return scope.engine if scope.live else domain.scopes.active_engine()
     settled = domain.choice.settled
