@@ -53,14 +53,13 @@ if TYPE_CHECKING:
     from .profiling import Profile, profile
     from .propagation import Snapshot, snapshot
     from .statements import EngineStatement, engine_statements
-    from .verification import (
+    from .verdicts import (
         CoheriqVerificationError,
         CoheriqVerificationWarning,
         Mismatch,
-        Verification,
         VerificationRow,
-        verify,
     )
+    from .verification import Verification, verify
 
 _ON_FIRST_USE = {
     "Coverage": "introspection",
@@ -73,11 +72,11 @@ _ON_FIRST_USE = {
     "snapshot": "propagation",
     "EngineStatement": "statements",
     "engine_statements": "statements",
-    "CoheriqVerificationError": "verification",
-    "CoheriqVerificationWarning": "verification",
-    "Mismatch": "verification",
+    "CoheriqVerificationError": "verdicts",
+    "CoheriqVerificationWarning": "verdicts",
+    "Mismatch": "verdicts",
     "Verification": "verification",
-    "VerificationRow": "verification",
+    "VerificationRow": "verdicts",
     "verify": "verification",
 }
 

@@ -1,0 +1,157 @@
+"""What a verification found (:func:`coheriq.verify`): its rows, its mismatches, its table.
+
+Plain records, filled by :mod:`coheriq.verification` as calls are compared, and
+the text a :class:`~coheriq.Verification` prints.
+"""
+
+from __future__ import annotations
+
+from ._stdlib import TYPE_CHECKING
+from .exceptions import CoheriqError
+
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = [
+    "CoheriqVerificationError",
+    "CoheriqVerificationWarning",
+    "Mismatch",
+    "VerificationRow",
+    "table",
+]
+
+
+class CoheriqVerificationWarning(UserWarning):
+    """An engine and the implementation it is verified against disagreed on a call."""
+
+
+class CoheriqVerificationError(CoheriqError, AssertionError):
+    """Raised by a call whose two implementations disagreed, under ``on_mismatch="raise"``."""
+
+
+class Mismatch:
+    """One call on which the two implementations disagreed.
+
+    Attributes:
+        domain: The domain's name.
+        candidate: The candidate's name.
+        call: Which call of the candidate it was (1 for the first, counting every call).
+        arguments: The call's arguments, each cut short.
+        difference: Where and how the results differ, or which side raised what.
+        kind: ``"result"``, or ``"exception"`` where one side raised (or the two
+            raised different exceptions).
+    """
+
+    __slots__ = ("arguments", "call", "candidate", "difference", "domain", "kind")
+
+    def __init__(
+        self, domain: str, candidate: str, call: int, arguments: str, difference: str, kind: str
+    ) -> None:
+        self.domain, self.candidate, self.call = domain, candidate, call
+        self.arguments, self.difference, self.kind = arguments, difference, kind
+
+    def __str__(self) -> str:
+        return (
+            f"{self.domain}.{self.candidate}{self.arguments} (call {self.call}): {self.difference}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Mismatch {self}>"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The mismatch as plain data."""
+        return {name: getattr(self, name) for name in sorted(self.__slots__)}
+
+
+class VerificationRow:
+    """What a verification saw of one candidate.
+
+    Attributes:
+        domain: The domain's name.
+        candidate: The candidate's name.
+        engine: The engine verified.
+        against: The implementation it was compared with.
+        calls: Calls made on the engine while the verification was on.
+        compared: Calls run on both sides and compared.
+        mismatches: Compared calls whose results differed.
+        one_sided: Compared calls on which only one side raised, or the two
+            raised different exceptions (counted in ``mismatches`` too).
+        not_compared: Calls run on the engine alone: sampled out (``every``),
+            past the time ``budget``, a candidate with side effects, or
+            arguments that could not be copied (see ``notes``).
+        engine_time: Seconds the engine took on the compared calls.
+        other_time: Seconds the other implementation took on them.
+        examples: The first few mismatches.
+        notes: Why calls were not compared, once each.
+    """
+
+    __slots__ = (
+        "against",
+        "calls",
+        "candidate",
+        "compared",
+        "domain",
+        "engine",
+        "engine_time",
+        "examples",
+        "mismatches",
+        "not_compared",
+        "notes",
+        "one_sided",
+        "other_time",
+    )
+
+    def __init__(self, domain: str, candidate: str, engine: str, against: str) -> None:
+        self.domain, self.candidate, self.engine, self.against = domain, candidate, engine, against
+        self.calls = self.compared = self.mismatches = self.one_sided = self.not_compared = 0
+        self.engine_time = self.other_time = 0.0
+        self.examples: list[Mismatch] = []
+        self.notes: list[str] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"VerificationRow({self.domain}.{self.candidate}, {self.engine!r} against "
+            f"{self.against!r}: {self.compared} of {self.calls} calls compared, "
+            f"{self.mismatches} mismatches)"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as plain data (its examples as dicts)."""
+        data = {name: getattr(self, name) for name in sorted(self.__slots__)}
+        data["examples"] = [m.as_dict() for m in self.examples]
+        data["notes"] = list(self.notes)
+        return data
+
+
+def table(title: str, engine: str, rows: list[VerificationRow]) -> str:
+    """The report as text: ``title``, a line per row, then each mismatch and note kept."""
+    if not rows:
+        return f"{title}: no calls of its candidates on {engine!r} were made"
+    header = ["candidate", "calls", "compared", "mismatches", "one-sided", "engine", "other"]
+    cells = [header] + [
+        [
+            f"{r.domain}.{r.candidate}",
+            str(r.calls),
+            str(r.compared),
+            str(r.mismatches),
+            str(r.one_sided),
+            _milliseconds(r.engine_time),
+            _milliseconds(r.other_time),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
+    lines = [title] + [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in cells
+    ]
+    lines += [f"mismatch: {m}" for r in rows for m in r.examples]
+    lines += [f"note: {r.domain}.{r.candidate}: {note}" for r in rows for note in r.notes]
+    return "\n".join(lines)
+
+
+def _milliseconds(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
