@@ -24,6 +24,7 @@ from __future__ import annotations
 import _thread
 import os
 import sys
+from contextlib import contextmanager
 from contextvars import ContextVar
 from time import perf_counter_ns
 
@@ -34,7 +35,7 @@ from .activation import using_engine
 from .comparing import summarize
 from .domain import AccelerationDomain, lookup_domain
 from .engine import resolve_engine
-from .exceptions import CoheriqError, CoheriqTypeError
+from .exceptions import CoheriqScopeError, CoheriqTypeError
 from .verdicts import (
     CoheriqVerificationError,
     CoheriqVerificationWarning,
@@ -44,7 +45,7 @@ from .verdicts import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Mapping
     from types import TracebackType
     from typing import Any, Literal, TypeVar
 
@@ -133,7 +134,7 @@ class Verification:
     ) -> None:
         with self._lock:
             if not self._blocks:
-                raise CoheriqError(
+                raise CoheriqScopeError(
                     f"{self!r} was exited more often than it was entered: each `with` "
                     "block, or __exit__ call, ends one __enter__."
                 )
@@ -306,10 +307,12 @@ class Verification:
                 engine_ns = perf_counter_ns() - started
                 _inside.reset(token)
         except Exception as error:
-            other = self._in_other(domain, _outcome, domain, name, prepared.theirs)
+            with self._other_side(domain) as members:
+                other = _outcome(members[name], prepared.theirs)
             self._judge(domain, name, prepared, engine_ns, other, error=error)
             raise
-        other = self._in_other(domain, _outcome, domain, name, prepared.theirs)
+        with self._other_side(domain) as members:
+            other = _outcome(members[name], prepared.theirs)
         self._judge(domain, name, prepared, engine_ns, other, result=result)
         return result
 
@@ -333,10 +336,12 @@ class Verification:
                 engine_ns = perf_counter_ns() - started
                 _inside.reset(token)
         except Exception as error:
-            other = await self._in_other_async(domain, name, prepared.theirs)
+            with self._other_side(domain) as members:
+                other = await _outcome_async(members[name], prepared.theirs)
             self._judge(domain, name, prepared, engine_ns, other, error=error)
             raise
-        other = await self._in_other_async(domain, name, prepared.theirs)
+        with self._other_side(domain) as members:
+            other = await _outcome_async(members[name], prepared.theirs)
         self._judge(domain, name, prepared, engine_ns, other, result=result)
         return result
 
@@ -353,7 +358,8 @@ class Verification:
             self._resolve(domain)  # an engine that cannot be found is an error of its own
             started = perf_counter_ns()
             try:
-                theirs = self._in_other(domain, domain.comparisons.copy_arguments, args, kwargs)
+                with self._other_side(domain):
+                    theirs = domain.comparisons.copy_arguments(args, kwargs)
             except Exception as error:
                 skip = (
                     f"arguments could not be copied for the other side "
@@ -365,36 +371,17 @@ class Verification:
                 return _Prepared(row, number, (args, kwargs), theirs, summarize(args, kwargs))
         with self._lock:
             row.not_compared += 1
-            if skip.split(":")[0] not in (note.split(":")[0] for note in row.notes):
-                row.notes.append(skip)
+        self._note(row, skip)
         return None
 
-    def _in_other(self, domain: AccelerationDomain, run: Callable[..., Any], *args: Any) -> Any:
-        """``run(*args)`` in a block of the other implementation, no watcher seeing it."""
+    @contextmanager
+    def _other_side(self, domain: AccelerationDomain) -> Iterator[Mapping[str, Any]]:
+        """A block of the other implementation, no watcher seeing it; gives its members."""
         found, other_cls = self._resolve(domain)
         quiet = observing.quiet.set(True)
         scope = found.scopes.enter(other_cls)
         try:
-            return run(*args)
-        finally:
-            found.scopes.exit(scope)
-            observing.quiet.reset(quiet)
-
-    async def _in_other_async(
-        self, domain: AccelerationDomain, name: str, theirs: tuple[Any, Any]
-    ) -> _Outcome:
-        """The other side's outcome of an ``async def`` candidate, awaited in its block."""
-        found, other_cls = self._resolve(domain)
-        quiet = observing.quiet.set(True)
-        scope = found.scopes.enter(other_cls)
-        try:
-            member = found.engines.members_of(other_cls)[name]
-            started = perf_counter_ns()
-            try:
-                result = await member(*theirs[0], **theirs[1])
-            except Exception as error:
-                return _Outcome(None, error, perf_counter_ns() - started)
-            return _Outcome(result, None, perf_counter_ns() - started)
+            yield found.engines.members_of(other_cls)
         finally:
             found.scopes.exit(scope)
             observing.quiet.reset(quiet)
@@ -480,8 +467,7 @@ class Verification:
             )
             if skipped:
                 self._note(
-                    domain,
-                    name,
+                    self._row(domain, name),
                     f"results of type {skipped[0]!r} compare by identity only and were not "
                     "compared: the library can register a comparison for the type",
                 )
@@ -491,11 +477,11 @@ class Verification:
             found = f"comparing the results raised {_exception(failure)}"
         return found, False
 
-    def _note(self, domain: AccelerationDomain, name: str, note: str) -> None:
-        """Keep ``note`` in the candidate's row, once."""
-        row = self._row(domain, name)
+    def _note(self, row: VerificationRow, note: str) -> None:
+        """Keep ``note`` in ``row``, once per kind (what it says before its first colon)."""
+        kind = note.split(":")[0]
         with self._lock:
-            if note not in row.notes:
+            if all(kept.split(":")[0] != kind for kept in row.notes):
                 row.notes.append(note)
 
     def _tell(self, mismatch: Mismatch | None, row: VerificationRow, error: Any) -> None:
@@ -655,12 +641,21 @@ class _Outcome:
         self.result, self.error, self.nanoseconds = result, error, nanoseconds
 
 
-def _outcome(domain: AccelerationDomain, name: str, theirs: tuple[Any, Any]) -> _Outcome:
-    """Run the implementation of ``name`` this context runs (the other side's block)."""
-    member = domain.scopes.member_here(name)
+def _outcome(member: Callable[..., Any], theirs: tuple[Any, Any]) -> _Outcome:
+    """What ``member`` returns or raises on the other side's arguments, and how long it took."""
     started = perf_counter_ns()
     try:
         result = member(*theirs[0], **theirs[1])
+    except Exception as error:
+        return _Outcome(None, error, perf_counter_ns() - started)
+    return _Outcome(result, None, perf_counter_ns() - started)
+
+
+async def _outcome_async(member: Callable[..., Any], theirs: tuple[Any, Any]) -> _Outcome:
+    """:func:`_outcome` for an ``async def`` candidate: the coroutine is awaited."""
+    started = perf_counter_ns()
+    try:
+        result = await member(*theirs[0], **theirs[1])
     except Exception as error:
         return _Outcome(None, error, perf_counter_ns() - started)
     return _Outcome(result, None, perf_counter_ns() - started)
