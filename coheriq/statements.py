@@ -29,6 +29,7 @@ from . import discovery
 from ._stdlib import TYPE_CHECKING
 from ._validate import check_candidate_name, check_name, is_engine_name
 from .exceptions import CoheriqTypeError, did_you_mean, listing
+from .meta import supplier
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -347,13 +348,12 @@ def _names(implements: object) -> tuple[str, ...]:
 def implemented_by(cls: Any) -> tuple[str, ...]:
     """The candidates engine class ``cls`` does not take from the reference, in domain order.
 
-    What its own body, a base engine or a mixin defines: every class of its MRO
-    but the reference and ``object`` (see :func:`coheriq.coverage`).
+    What its own body, a base engine or a mixin defines: the candidates whose
+    supplier along its MRO is not the reference (as :func:`coheriq.coverage` says).
     """
-    defined: set[str] = set()
-    for klass in cls.__mro__[:-2]:
-        defined.update(getattr(klass, "__coheriq_overrides__", ()))
-    return tuple(c for c in cls.__coheriq_domain__.candidate_kinds if c in defined)
+    reference = cls.__mro__[-2]  # the reference class, just before object
+    kinds = cls.__coheriq_domain__.candidate_kinds
+    return tuple(c for c in kinds if supplier(cls, c) is not reference)
 
 
 def statement_of(cls: Any, *, description: str, needs: str | None) -> EngineStatement:
