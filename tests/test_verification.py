@@ -353,13 +353,7 @@ print(half(3), half(4), coheriq.explain("envlib").engine)
 def test_the_environment_variable_verifies_the_whole_process_and_reports_at_exit(tmp_path):
     program = tmp_path / "program.py"
     program.write_text(ENVIRONMENT_PROGRAM)
-    done = subprocess.run(
-        [sys.executable, str(program)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**_environ(), "ENVLIB_VERIFY": "floor"},
-    )
+    done = python(str(program), timeout=60, ENVLIB_VERIFY="floor")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "2", "floor"]  # the engine named runs, and its results
     assert "ENVLIB_VERIFY" in done.stderr and "'floor' against 'reference'" in done.stderr
@@ -370,13 +364,7 @@ def test_the_environment_variable_verifies_the_whole_process_and_reports_at_exit
 def test_a_blank_engine_in_the_environment_variable_is_an_error(tmp_path):
     program = tmp_path / "program.py"
     program.write_text(ENVIRONMENT_PROGRAM)
-    done = subprocess.run(
-        [sys.executable, str(program)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**_environ(), "ENVLIB_VERIFY": ":floor"},
-    )
+    done = python(str(program), timeout=60, ENVLIB_VERIFY=":floor")
     assert done.returncode == 1
     assert "ENVLIB_VERIFY=':floor' names no engine to verify" in done.stderr
 
@@ -411,22 +399,15 @@ def test_odd():
 def test_the_pytest_option_fails_the_test_whose_calls_disagree(tmp_path):
     (tmp_path / "suitelib.py").write_text(LIBRARY)
     (tmp_path / "test_suite.py").write_text(SUITE)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "test_suite.py",
-            "--coheriq-verify=suitelib:floor",
-            "-q",
-        ],
+    done = python(
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "test_suite.py",
+        "--coheriq-verify=suitelib:floor",
+        "-q",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_environ(),
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed, 1 passed" in done.stdout
@@ -438,30 +419,32 @@ def test_the_pytest_option_fails_the_test_whose_calls_disagree(tmp_path):
 def test_the_pytest_option_checks_its_value(tmp_path):
     (tmp_path / "suitelib.py").write_text(LIBRARY)
     (tmp_path / "test_suite.py").write_text(SUITE)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "test_suite.py",
-            "--coheriq-verify=suitelib",
-        ],
+    done = python(
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "test_suite.py",
+        "--coheriq-verify=suitelib",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_environ(),
     )
     assert done.returncode == 4
     assert "is not DOMAIN:ENGINE or DOMAIN:ENGINE:AGAINST" in done.stderr
 
 
-def _environ():
+def python(*args, cwd=None, timeout=120, **variables):
+    """Run this Python with ``args``, in an environment with no engine or verification set."""
     import os
 
-    return {k: v for k, v in os.environ.items() if not k.endswith(("_VERIFY", "_ENGINE"))}
+    environ = {k: v for k, v in os.environ.items() if not k.endswith(("_VERIFY", "_ENGINE"))}
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**environ, **variables},
+    )
 
 
 def test_async_candidates_are_awaited_on_both_sides_and_generators_are_not_compared(unique):
@@ -538,14 +521,7 @@ def test_the_command_runs_a_program_verified_and_reports_after_its_output(tmp_pa
     (tmp_path / "program.py").write_text(PROGRAM)
 
     def verify(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "coheriq", *args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**_environ(), "PYTHONPATH": str(tmp_path)},
-        )
+        return python("-m", "coheriq", *args, cwd=tmp_path, PYTHONPATH=str(tmp_path))
 
     done = verify("verify", "suitelib", "floor", "program.py")
     assert done.returncode == 1, done.stderr
@@ -738,13 +714,7 @@ def test_a_compare_may_answer_with_a_numpy_style_bool(stats):
 def test_an_environment_variable_that_compares_nothing_is_an_error(tmp_path, value, said):
     program = tmp_path / "program.py"
     program.write_text(ENVIRONMENT_PROGRAM)
-    done = subprocess.run(
-        [sys.executable, str(program)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**_environ(), "ENVLIB_VERIFY": value},
-    )
+    done = python(str(program), timeout=60, ENVLIB_VERIFY=value)
     assert done.returncode == 1
     assert f"ENVLIB_VERIFY={value!r} {said}" in done.stderr
 
@@ -773,13 +743,8 @@ def test_the_pytest_option_and_isolated_tests_and_one_verification_per_domain(tm
     (tmp_path / "test_suite.py").write_text(ISOLATED_SUITE)
 
     def pytest_run(*options):
-        return subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_suite.py", *options],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=_environ(),
+        return python(
+            "-m", "pytest", "-p", "no:cacheprovider", "test_suite.py", *options, cwd=tmp_path
         )
 
     done = pytest_run("--coheriq-verify=suitelib:floor", "-q")
@@ -804,13 +769,15 @@ def test_the_command_runs_programs_as_python_does_and_always_reports(tmp_path):
         (scripts / file).write_text(text)
 
     def verify(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "coheriq", "verify", "suitelib", "floor", *args],
+        return python(
+            "-m",
+            "coheriq",
+            "verify",
+            "suitelib",
+            "floor",
+            *args,
             cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**_environ(), "PYTHONPATH": str(tmp_path)},
+            PYTHONPATH=str(tmp_path),
         )
 
     raised = verify("scripts/raises.py")
