@@ -47,6 +47,7 @@ from .exceptions import (
     CoheriqUserError,
 )
 from .meta import EngineMeta
+from .proxy import proxy_implementation
 
 if TYPE_CHECKING:
     from .introspection import Coverage, Explanation, coverage, explain
@@ -124,6 +125,7 @@ __all__ = [
     "explain",
     "import_domain",
     "profile",
+    "proxy_implementation",
     "resolve_impl",
     "snapshot",
     "using_engine",

@@ -26,7 +26,7 @@ engine started so far, the settled choice and the open blocks see it at once.
 from __future__ import annotations
 
 from . import registry
-from ._stdlib import TYPE_CHECKING
+from ._stdlib import TYPE_CHECKING, FunctionType
 from .exceptions import CoheriqDomainError, CoheriqTypeError
 from .marked import check_implementations, construct_directly, mark_class
 from .own_class import ClassCandidate
@@ -112,9 +112,12 @@ def update_proxy(proxy: Any, fresh: Any) -> None:
     So every reference to the proxy, taken before its module ran again, runs
     the new code with the new signature, documentation and attributes.
     """
-    proxy.__code__ = fresh.__code__
-    proxy.__defaults__ = fresh.__defaults__
-    proxy.__kwdefaults__ = fresh.__kwdefaults__
+    if isinstance(proxy, FunctionType):
+        proxy.__code__ = fresh.__code__
+        proxy.__defaults__ = fresh.__defaults__
+        proxy.__kwdefaults__ = fresh.__kwdefaults__
+    else:  # the compiled proxy
+        proxy._coheriq_take_over(fresh)
     for attr in ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__"):
         setattr(proxy, attr, getattr(fresh, attr))
     proxy.__dict__ = dict(fresh.__dict__)

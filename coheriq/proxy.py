@@ -41,6 +41,7 @@ Class candidates are the library's own classes, rebuilt with a metaclass whose
 from __future__ import annotations
 
 import sys
+from os import environ as _environ
 
 from ._stdlib import TYPE_CHECKING, FunctionType, caller_outside_coheriq
 
@@ -55,6 +56,7 @@ __all__ = [
     "bound_elsewhere",
     "candidate_of",
     "parameter_lists",
+    "proxy_implementation",
 ]
 
 # Parameters named so could clash with the generated code's own names.
@@ -69,6 +71,53 @@ _CO_COROUTINE = 0x80
 
 # Switchboards of copies freed since the last Switchboard.retire() (see forget()).
 _freed: list[Switchboard] = []
+
+
+def _compiled_proxy() -> tuple[Any, str]:
+    """The compiled proxy type (or None), and why coheriq uses the proxy it does.
+
+    The compiled proxy (``coheriq/_cproxy.c``) is used wherever it was built,
+    unless ``COHERIQ_PURE_PYTHON=1``; the generated Python proxy is the reference
+    and the fallback.
+    """
+    setting = _environ.get("COHERIQ_PURE_PYTHON", "")
+    if setting not in ("", "0"):
+        if setting != "1":
+            import warnings  # only for a mistyped setting
+
+            warnings.warn(
+                f"COHERIQ_PURE_PYTHON={setting!r} is neither '1' (use the pure-Python proxy) "
+                "nor '0' (use the compiled proxy where it is built); coheriq uses the "
+                "pure-Python proxy. Set it to '1' or '0'.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return None, "python (COHERIQ_PURE_PYTHON is set)"
+    try:
+        from ._cproxy import Proxy
+    except ModuleNotFoundError:  # an install without a compiler, a free-threaded CPython
+        return None, "python (the compiled proxy is not built here)"
+    except ImportError as error:  # built, but not loadable by this interpreter
+        return None, f"python (the compiled proxy could not be loaded: {error})"
+    return sys.modules[Proxy.__module__], "compiled"
+
+
+_compiled, _PROXY_IMPLEMENTATION = _compiled_proxy()
+
+
+def proxy_implementation() -> str:
+    """Which proxy stands at call sites in this process, and why.
+
+    ``"compiled"`` for the compiled proxy (a type written in C, with no Python
+    frame of its own); otherwise ``"python (...)"``, with the reason: the
+    extension was not built here (an install without a compiler, or a
+    free-threaded CPython), or ``COHERIQ_PURE_PYTHON=1`` asked for the
+    pure-Python proxy. Decided once, when coheriq is imported.
+
+    >>> coheriq.proxy_implementation().split()[0] in ("compiled", "python")
+    True
+    """
+    return _PROXY_IMPLEMENTATION
 
 
 class _Forward:
@@ -243,12 +292,19 @@ class Switchboard:
         namespace.setdefault("__name__", __name__)
         self._scoped = f"_coheriq{tag}_scoped"
         self._current = f"_coheriq{tag}_current"
+        # The context variable that ``current`` only reads, where it does: the
+        # compiled proxy then reads it itself (the Python proxy calls ``current``).
+        self._variable = f"_coheriq{tag}_variable"
         self._slot_prefix = f"_coheriq{tag}_impl_"
         self.retired = False  # see retire()
+        # The compiled proxies read the same state from a Board (the flag, the finder,
+        # the variable) and a Cell per candidate (its slot), written beside the names.
+        self._board: Any = _compiled.Board() if _compiled is not None else None
+        self._cells: dict[str, Any] = {}
         # Until the domain settles there is no implementation to call directly:
         # every call looks at the context, which settles the domain.
-        namespace[self._scoped] = True
-        namespace[self._current] = current
+        self._write(self._scoped, True)
+        self._write(self._current, current)
 
     def function_proxy(self, info: CandidateInfo) -> Callable[..., Any]:
         """Return a generated function that dispatches calls of ``info``'s candidate."""
@@ -317,6 +373,8 @@ class Switchboard:
         """
         slot = self._slot(candidate)
         self.namespace.setdefault(slot, None)
+        if _compiled is not None:
+            return self._compiled_proxy(candidate, defname, qualname, receiver is not None)
         exact = parameter_lists(signature_of)
         params, args = exact or ("*args, **kwargs", "*args, **kwargs")
         if receiver is not None:
@@ -347,6 +405,19 @@ class Switchboard:
             proxy.__kwdefaults__ = source_fn.__kwdefaults__
         return proxy
 
+    def _compiled_proxy(
+        self, candidate: str, defname: str, qualname: str, receiver: bool
+    ) -> Callable[..., Any]:
+        """The compiled proxy of ``candidate``: the same dispatch as the generated one,
+        with the caller's arguments passed on as they are and no frame of its own."""
+        slot = self._slot(candidate)
+        cell = self._cells.get(slot)
+        if cell is None:
+            cell = self._cells[slot] = _compiled.Cell(self.namespace[slot])
+        proxy: Callable[..., Any] = _compiled.Proxy(self._board, cell, candidate, receiver)
+        proxy.__name__, proxy.__qualname__ = defname, qualname
+        return proxy
+
     def member(self, candidate: str, undecided: Any = None) -> Any:
         """What a call of ``candidate`` runs in this context, as a proxy would find it.
 
@@ -367,17 +438,26 @@ class Switchboard:
         if self.retired:
             return
         for name, member in members.items():
-            self.namespace[self._slot(name)] = member
+            self._write(self._slot(name), member)
 
-    def set_current(self, current: Callable[[], Any]) -> None:
-        """Replace the function that finds the current context's scope."""
+    def set_current(self, current: Callable[[], Any], variable: Any = None) -> None:
+        """Replace the function that finds the current context's scope.
+
+        ``variable``: the context variable whose ``get`` ``current`` is, if it is
+        (the compiled proxy reads it directly), else None.
+        """
         if not self.retired:
-            self.namespace[self._current] = current
+            # A call between these steps finds the same scope either way: no variable
+            # and the old finder, or no variable and the new one.
+            self._write(self._variable, None)
+            self._write(self._current, current)
+            if variable is not None:
+                self._write(self._variable, variable)
 
     def set_scoped(self, scoped: bool) -> None:
         """Say whether proxies must look at the context before calling."""
         if not self.retired:
-            self.namespace[self._scoped] = scoped
+            self._write(self._scoped, scoped)
 
     def retire(self, current: Callable[[], Any]) -> None:
         """From now on, look at the context on every call, through ``current`` alone.
@@ -389,16 +469,17 @@ class Switchboard:
         what ``current`` finds, for a call that read the flag just before it
         was set. Later changes (connect, set_current, set_scoped) are ignored.
         """
+        _follow_autoreload()
         while _freed:  # the names of copies freed since the last retire() go now
             try:
                 _freed.pop()._drop_names()
             except IndexError:  # another thread took the last
                 break
-        namespace = self.namespace
-        namespace[self._current] = current
+        self._write(self._variable, None)
+        self._write(self._current, current)
         for key in self._slots():
-            namespace[key] = _Forward(current, key[len(self._slot_prefix) :])
-        namespace[self._scoped] = True
+            self._write(key, _Forward(current, key[len(self._slot_prefix) :]))
+        self._write(self._scoped, True)
         self.retired = True
 
     def forget(self, _: object = None) -> None:
@@ -410,8 +491,25 @@ class Switchboard:
         """
         _freed.append(self)
 
+    def _write(self, key: str, value: Any) -> None:
+        """Set the namespace's ``key`` (None: remove it), and the compiled proxies' copy."""
+        if value is None and key == self._variable:
+            self.namespace.pop(key, None)
+        else:
+            self.namespace[key] = value
+        if self._board is None:
+            return
+        if key == self._scoped:
+            self._board.scoped = value
+        elif key == self._current:
+            self._board.current = value
+        elif key == self._variable:
+            self._board.variable = value
+        elif key in self._cells:
+            self._cells[key].value = value
+
     def _drop_names(self) -> None:
-        for key in [self._scoped, self._current, *self._slots()]:
+        for key in [self._scoped, self._current, self._variable, *self._slots()]:
             self.namespace.pop(key, None)
 
     def _slots(self) -> list[str]:
@@ -421,6 +519,33 @@ class Switchboard:
 
     def _slot(self, name: str) -> str:
         return f"{self._slot_prefix}{name}"
+
+
+def _follow_autoreload() -> None:
+    """Let IPython's autoreload update compiled proxies in place, as it updates functions.
+
+    After an edit, autoreload swaps the code of each function of the module's old
+    copy for the new one's, so names imported earlier (``from lib import f``) run
+    the new code; a Python proxy's new code reads the new copy's names. It knows
+    nothing of other callables, so a compiled proxy is taught here: it takes over
+    what the new copy's proxy reads. Called when a copy of a domain is replaced,
+    which autoreload's reload does before it updates the old objects.
+    """
+    autoreload = sys.modules.get("IPython.extensions.autoreload")
+    rules = getattr(autoreload, "UPDATE_RULES", None)
+    if _compiled is None or not isinstance(rules, list):
+        return
+    if not any(rule[1] is _update_compiled_proxy for rule in rules):
+        rules.insert(0, (_both_compiled_proxies, _update_compiled_proxy))
+
+
+def _both_compiled_proxies(old: object, new: object) -> bool:
+    return type(old) is type(new) is _compiled.Proxy
+
+
+def _update_compiled_proxy(old: Any, new: Any) -> None:
+    old._coheriq_take_over(new)
+    old.__dict__ = dict(new.__dict__)
 
 
 def _on_one_line(code: Any, line: int, qualname: str) -> Any:

@@ -181,9 +181,10 @@ class Scopes:
         # The scope variable itself, where no translation is needed: the domain is
         # settled and has no other copies (see here()).
         direct = domain.choice.settled is not None and domain._lineage.copies == 1
-        domain._switchboard.set_current(
-            self._watching or (self.variable.get if direct else self.here)
-        )
+        if self._watching is None and direct:
+            domain._switchboard.set_current(self.variable.get, self.variable)
+        else:
+            domain._switchboard.set_current(self._watching or self.here)
         self.refresh_looking()
 
     def refresh_looking(self) -> None:

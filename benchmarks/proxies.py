@@ -1,0 +1,104 @@
+"""The compiled proxy beside the pure-Python one, on each Python: what a call costs.
+
+Run ``python benchmarks/proxies.py PYTHON [PYTHON ...]``, each PYTHON an
+interpreter with coheriq installed (``pip install -e .`` builds the compiled proxy
+for it). For each, ``benchmarks/run.py --only dispatch`` runs twice, once on each
+proxy (``COHERIQ_PURE_PYTHON=0`` and ``1``), each run pairing every statement with
+its baseline in one process as run.py always does. ``--record DIR`` writes each
+run's figures to ``DIR/<python>-<proxy>/`` and the comparison to
+``DIR/proxies.txt`` and ``DIR/proxies.json``, which the performance page shows.
+
+Each cell is the median ratio over the run's rounds; the floor row is
+``functools.partial(impl)``: what any callable written in C costs in front of a
+Python function, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+CASES = [
+    "call, global engine, positional",
+    "call, global engine, keyword",
+    "floor: functools.partial(impl)",
+    "call inside using_engine",
+    "call inside using_engine, reference",
+    "call while another thread is scoped",
+    "construct class candidate",
+    "construct inside using_engine",
+]
+PROXIES = {"compiled": "0", "python": "1"}
+
+
+def measure(python: str, proxy: str, folder: Path, quick: bool) -> dict[str, dict[str, float]]:
+    """Run the dispatch cases with ``python`` on ``proxy``; return each case's row."""
+    env = {**os.environ, "COHERIQ_PURE_PYTHON": PROXIES[proxy]}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    command = [python, str(HERE / "run.py"), "--only", "dispatch", "--record", str(folder)]
+    done = subprocess.run(
+        command + (["--quick"] if quick else []), env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.exit(f"{python} on the {proxy} proxy failed:\n{done.stderr}")
+    run = json.loads((folder / "dispatch.json").read_text(encoding="utf-8"))
+    if f"({proxy} proxy)" not in run["machine"] and f"({proxy} (" not in run["machine"]:
+        sys.exit(f"{python} did not run on the {proxy} proxy: {run['machine']}")
+    return {row["case"]: row for row in run["rows"]}
+
+
+def version_of(python: str) -> str:
+    return subprocess.run(
+        [python, "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pythons", nargs="+", help="interpreters with coheriq installed")
+    parser.add_argument("--record", type=Path, metavar="DIR", help="write the runs here")
+    parser.add_argument("--quick", action="store_true", help="a smoke run")
+    args = parser.parse_args(argv)
+    base = args.record or Path(os.environ.get("TMPDIR", "/tmp")) / "coheriq-proxies"
+    columns: list[tuple[str, str]] = []
+    figures: dict[str, dict[str, dict[str, float]]] = {}
+    for python in args.pythons:
+        version = version_of(python)
+        for proxy in PROXIES:
+            label = f"{version} {proxy}"
+            print(f"Python {version}, {proxy} proxy ...", file=sys.stderr, flush=True)
+            figures[label] = measure(python, proxy, base / f"{version}-{proxy}", args.quick)
+            columns.append((version, proxy))
+    width = max(len(case) for case in CASES) + 2
+    head = f"{'median ratio':<{width}}{'target':>7}" + "".join(
+        f"{f'{v} {p[:4]}':>14}" for v, p in columns
+    )
+    lines = [head, "-" * len(head)]
+    for case in CASES:
+        target = figures[f"{columns[0][0]} {columns[0][1]}"][case]["target"]
+        cells = "".join(f"{figures[f'{v} {p}'][case]['median']:>13.2f}x" for v, p in columns)
+        lines.append(f"{case:<{width}}{f'<={target:g}x':>7}{cells}")
+    ns = "".join(
+        f"{figures[f'{v} {p}']['call, global engine, positional']['baseline_ns']:>12.0f}ns"
+        for v, p in columns
+    )
+    lines.append(f"{'direct call of impl(1), ns':<{width}}{'':>7}{ns}")
+    table = "\n".join(lines)
+    print(table)
+    if args.record:
+        (base / "proxies.txt").write_text(table + "\n", encoding="utf-8")
+        summary = {f"{v} {p}": figures[f"{v} {p}"] for v, p in columns}
+        (base / "proxies.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,484 @@
+/* coheriq._cproxy: the function proxy as a type written in C, with vectorcall.
+ *
+ * The reference is the Python proxy in coheriq/proxy.py: a function generated with
+ * the candidate's parameters that reads names of its domain's namespace. This proxy
+ * reads the same state, kept where C reads it without a lookup: the domain's Board
+ * (the flag, the finder, the scope variable) and the candidate's Cell (the settled
+ * implementation), both written by coheriq.proxy.Switchboard beside the namespace.
+ *
+ *     if board.scoped:                           # a block, profile, unsettled domain
+ *         scope = board.variable.get() if board.variable else board.current()
+ *         if scope is not None:
+ *             return scope.members[candidate](*args, **kwargs)
+ *     return cell.value(*args, **kwargs)         # the settled implementation
+ *
+ * The caller's arguments are passed on untouched (vectorcall in, vectorcall out),
+ * and no Python frame of coheriq's is pushed: a warning's stacklevel, a traceback
+ * and the recursion limit count the library's frames as if it were unmarked.
+ *
+ * "receiver" proxies stand as a marked class's metaclass __call__: they are called
+ * with the class first (Py_TPFLAGS_METHOD_DESCRIPTOR, so CPython does not bind a
+ * method object for it) and do not pass it on.
+ *
+ * Free-threaded CPython is not supported: a steady-state call reads the Board and
+ * the Cell without a lock, which is only safe under the GIL. The build leaves the
+ * extension out there, and coheriq uses its Python proxy.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stddef.h>
+
+#ifdef Py_GIL_DISABLED
+#error "coheriq._cproxy does not support free-threaded CPython; coheriq uses its Python proxy there."
+#endif
+
+/* -- Board: what every proxy of one domain reads ---------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    char scoped;          /* look at the context before calling */
+    PyObject *current;    /* finds this context's scope (or None) */
+    PyObject *variable;   /* the context variable current() only reads, or None */
+} BoardObject;
+
+static PyObject *
+board_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Board() takes no arguments.");
+        return NULL;
+    }
+    BoardObject *self = PyObject_GC_New(BoardObject, type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->scoped = 1;  /* until the domain settles, every call looks */
+    self->current = Py_NewRef(Py_None);
+    self->variable = Py_NewRef(Py_None);
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static int
+board_traverse(BoardObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->current);
+    Py_VISIT(self->variable);
+    return 0;
+}
+
+static int
+board_clear(BoardObject *self)
+{
+    Py_CLEAR(self->current);
+    Py_CLEAR(self->variable);
+    return 0;
+}
+
+static void
+board_dealloc(BoardObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    board_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyMemberDef board_members[] = {
+    {"scoped", T_BOOL, offsetof(BoardObject, scoped), 0,
+     "Whether proxies look at the context before calling."},
+    {"current", T_OBJECT, offsetof(BoardObject, current), 0,
+     "Finds the current context's scope, or None."},
+    {"variable", T_OBJECT, offsetof(BoardObject, variable), 0,
+     "The context variable that current only reads, or None."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject BoardType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "coheriq._cproxy.Board",
+    .tp_doc = PyDoc_STR("What every compiled proxy of one domain reads at call time."),
+    .tp_basicsize = sizeof(BoardObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = board_new,
+    .tp_dealloc = (destructor)board_dealloc,
+    .tp_traverse = (traverseproc)board_traverse,
+    .tp_clear = (inquiry)board_clear,
+    .tp_members = board_members,
+};
+
+/* -- Cell: a candidate's settled implementation ------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *value;
+} CellObject;
+
+static PyObject *
+cell_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *value = Py_None;
+    static char *keywords[] = {"value", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Cell", keywords, &value)) {
+        return NULL;
+    }
+    CellObject *self = PyObject_GC_New(CellObject, type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->value = Py_NewRef(value);
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static int
+cell_traverse(CellObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->value);
+    return 0;
+}
+
+static int
+cell_clear(CellObject *self)
+{
+    Py_CLEAR(self->value);
+    return 0;
+}
+
+static void
+cell_dealloc(CellObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    cell_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyMemberDef cell_members[] = {
+    {"value", T_OBJECT, offsetof(CellObject, value), 0,
+     "What a call of the candidate runs while its proxies need not look at the context."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject CellType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "coheriq._cproxy.Cell",
+    .tp_doc = PyDoc_STR("A candidate's settled implementation, read by its compiled proxies."),
+    .tp_basicsize = sizeof(CellObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = cell_new,
+    .tp_dealloc = (destructor)cell_dealloc,
+    .tp_traverse = (traverseproc)cell_traverse,
+    .tp_clear = (inquiry)cell_clear,
+    .tp_members = cell_members,
+};
+
+/* -- Proxy ------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    BoardObject *board;
+    CellObject *cell;
+    PyObject *candidate;    /* str: the candidate's name in scope.members */
+    int receiver;           /* drop the first positional argument (a class) */
+    PyObject *dict;         /* __dict__: __name__, __wrapped__, ... */
+    PyObject *weakreflist;
+} ProxyObject;
+
+static PyObject *str_members;   /* "members" */
+static PyObject *str_qualname;  /* "__qualname__" */
+
+/* The scope this call finds: a new reference, None for the settled implementation. */
+static PyObject *
+find_scope(BoardObject *board)
+{
+    PyObject *variable = board->variable;
+    if (variable != NULL && PyContextVar_CheckExact(variable)) {
+        PyObject *scope = NULL;
+        if (PyContextVar_Get(variable, Py_None, &scope) < 0) {
+            return NULL;
+        }
+        return scope;
+    }
+    PyObject *current = board->current;
+    if (current == NULL || current == Py_None) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "coheriq: a compiled proxy's domain has no finder; this is a bug "
+                        "in coheriq, please report it.");
+        return NULL;
+    }
+    Py_INCREF(current);  /* the finder may replace itself */
+    PyObject *scope = PyObject_CallNoArgs(current);
+    Py_DECREF(current);
+    return scope;
+}
+
+/* What a call finds in this context: a new reference to the implementation. */
+static PyObject *
+implementation(ProxyObject *self)
+{
+    if (self->board->scoped) {
+        PyObject *scope = find_scope(self->board);
+        if (scope == NULL) {
+            return NULL;
+        }
+        if (scope != Py_None) {
+            PyObject *members = PyObject_GetAttr(scope, str_members);
+            Py_DECREF(scope);
+            if (members == NULL) {
+                return NULL;
+            }
+            PyObject *impl;
+            if (PyDict_CheckExact(members)) {  /* an open block's table */
+                impl = PyDict_GetItemWithError(members, self->candidate);
+                if (impl == NULL && !PyErr_Occurred()) {
+                    PyErr_SetObject(PyExc_KeyError, self->candidate);
+                }
+                Py_XINCREF(impl);
+            }
+            else {  /* a block that ended, a watcher's view */
+                impl = PyObject_GetItem(members, self->candidate);
+            }
+            Py_DECREF(members);
+            return impl;
+        }
+        Py_DECREF(scope);
+    }
+    PyObject *impl = self->cell->value;
+    if (impl == NULL) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "coheriq: candidate %R has no implementation; this is a bug in "
+                     "coheriq, please report it.", self->candidate);
+        return NULL;
+    }
+    return Py_NewRef(impl);
+}
+
+static PyObject *
+proxy_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    ProxyObject *self = (ProxyObject *)op;
+    if (self->receiver) {
+        Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+        if (nargs < 1) {
+            PyErr_Format(PyExc_TypeError,
+                         "the constructor of candidate %R must be called with the class "
+                         "first.", self->candidate);
+            return NULL;
+        }
+        /* Without PY_VECTORCALL_ARGUMENTS_OFFSET: args[-1] is now the caller's. */
+        args += 1;
+        nargsf = (size_t)(nargs - 1);
+    }
+    PyObject *impl = implementation(self);
+    if (impl == NULL) {
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(impl, args, nargsf, kwnames);
+    Py_DECREF(impl);
+    return result;
+}
+
+static int
+set_state(ProxyObject *self, PyObject *board, PyObject *cell, PyObject *candidate,
+          int receiver)
+{
+    if (!PyObject_TypeCheck(board, &BoardType) || !PyObject_TypeCheck(cell, &CellType)
+        || !PyUnicode_Check(candidate)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "Proxy(board, cell, candidate, receiver) takes a Board, a Cell "
+                        "and the candidate's name.");
+        return -1;
+    }
+    Py_XSETREF(self->board, (BoardObject *)Py_NewRef(board));
+    Py_XSETREF(self->cell, (CellObject *)Py_NewRef(cell));
+    Py_XSETREF(self->candidate, Py_NewRef(candidate));
+    self->receiver = receiver;
+    return 0;
+}
+
+static PyObject *
+proxy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"board", "cell", "candidate", "receiver", NULL};
+    PyObject *board, *cell, *candidate;
+    int receiver = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|p:Proxy", keywords, &board, &cell,
+                                     &candidate, &receiver)) {
+        return NULL;
+    }
+    ProxyObject *self = PyObject_GC_New(ProxyObject, type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = proxy_vectorcall;
+    self->board = NULL;
+    self->cell = NULL;
+    self->candidate = self->dict = self->weakreflist = NULL;
+    self->receiver = 0;
+    PyObject_GC_Track(self);
+    if (set_state(self, board, cell, candidate, receiver) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int
+proxy_traverse(ProxyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->board);
+    Py_VISIT(self->cell);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+proxy_clear(ProxyObject *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+proxy_dealloc(ProxyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
+    proxy_clear(self);
+    Py_CLEAR(self->board);
+    Py_CLEAR(self->cell);
+    Py_CLEAR(self->candidate);
+    PyObject_GC_Del(self);
+}
+
+/* Bound like a function where it is put in a class body. */
+static PyObject *
+proxy_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(self);
+    }
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *
+proxy_repr(ProxyObject *self)
+{
+    PyObject *name = self->dict ? PyDict_GetItemWithError(self->dict, str_qualname) : NULL;
+    if (name == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (name == NULL || !PyUnicode_Check(name)) {
+        name = self->candidate;
+    }
+    return PyUnicode_FromFormat("<function %U at %p>", name, self);
+}
+
+/* Pickled by reference, as functions are: the object pickle finds at
+ * __module__.__qualname__ (copy.copy and copy.deepcopy return it). */
+static PyObject *
+proxy_reduce(ProxyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyObject_GetAttr((PyObject *)self, str_qualname);
+}
+
+/* Make this proxy dispatch as ``other`` does: a module run again regenerated it. */
+static PyObject *
+proxy_take_over(ProxyObject *self, PyObject *other)
+{
+    if (!PyObject_TypeCheck(other, Py_TYPE(self))) {
+        PyErr_SetString(PyExc_TypeError, "a proxy takes over only from another proxy.");
+        return NULL;
+    }
+    ProxyObject *from = (ProxyObject *)other;
+    if (set_state(self, (PyObject *)from->board, (PyObject *)from->cell, from->candidate,
+                  from->receiver) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef proxy_methods[] = {
+    {"__reduce__", (PyCFunction)proxy_reduce, METH_NOARGS,
+     "Pickle by reference: the proxy's __module__ and __qualname__."},
+    {"_coheriq_take_over", (PyCFunction)proxy_take_over, METH_O,
+     "Dispatch as another proxy does, in place (a module marked its candidate again)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef proxy_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ProxyType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "coheriq._cproxy.Proxy",
+    .tp_doc = PyDoc_STR(
+        "A candidate's proxy: calls what the candidate's domain runs in this context.\n\n"
+        "Made by coheriq.proxy.Switchboard; see coheriq/proxy.py for the Python reference."),
+    .tp_basicsize = sizeof(ProxyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+                | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_new = proxy_new,
+    .tp_dealloc = (destructor)proxy_dealloc,
+    .tp_traverse = (traverseproc)proxy_traverse,
+    .tp_clear = (inquiry)proxy_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(ProxyObject, vectorcall),
+    .tp_descr_get = proxy_descr_get,
+    .tp_repr = (reprfunc)proxy_repr,
+    .tp_methods = proxy_methods,
+    .tp_getset = proxy_getset,
+    .tp_dictoffset = offsetof(ProxyObject, dict),
+    .tp_weaklistoffset = offsetof(ProxyObject, weakreflist),
+};
+
+static int
+cproxy_exec(PyObject *module)
+{
+    if (str_members == NULL) {
+        str_members = PyUnicode_InternFromString("members");
+    }
+    if (str_qualname == NULL) {
+        str_qualname = PyUnicode_InternFromString("__qualname__");
+    }
+    if (str_members == NULL || str_qualname == NULL) {
+        return -1;
+    }
+    PyTypeObject *types[] = {&BoardType, &CellType, &ProxyType};
+    const char *names[] = {"Board", "Cell", "Proxy"};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        if (PyType_Ready(types[i]) < 0) {
+            return -1;
+        }
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(module, names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyModuleDef_Slot cproxy_slots[] = {
+    {Py_mod_exec, cproxy_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef cproxy_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "coheriq._cproxy",
+    .m_doc = "coheriq's optional compiled proxy (see coheriq/proxy.py for the reference).",
+    .m_size = 0,
+    .m_slots = cproxy_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__cproxy(void)
+{
+    return PyModuleDef_Init(&cproxy_module);
+}
