@@ -1,0 +1,35 @@
+"""Types of coheriq's optional compiled proxy (coheriq/_cproxy.c; see coheriq/proxy.py)."""
+
+from collections.abc import Callable
+from typing import Any
+
+class Board:
+    """What every compiled proxy of one domain reads at call time."""
+
+    scoped: bool
+    current: Callable[[], Any] | None
+    variable: Any
+
+    def __init__(self) -> None: ...
+
+class Cell:
+    """A candidate's settled implementation, read by its compiled proxies."""
+
+    value: Any
+
+    def __init__(self, value: Any = None) -> None: ...
+
+class Proxy:
+    """A candidate's proxy: calls what the candidate's domain runs in this context."""
+
+    __name__: str
+    __qualname__: str
+    __wrapped__: Callable[..., Any]
+
+    def __init__(
+        self, board: Board, cell: Cell, candidate: str, receiver: bool = False
+    ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __get__(self, instance: object, owner: type | None = None) -> Any: ...
+    def __reduce__(self) -> str: ...
+    def _coheriq_take_over(self, other: Proxy) -> None: ...
