@@ -40,6 +40,8 @@ typedef struct {
     char scoped;          /* look at the context before calling */
     PyObject *current;    /* finds this context's scope (or None) */
     PyObject *variable;   /* the context variable current() only reads, or None */
+    PyObject *scope_type; /* the class of a block (coheriq.choice.Scope), or None */
+    PyObject *members;    /* scope_type's "members" descriptor, or None */
 } BoardObject;
 
 static PyObject *
@@ -56,6 +58,8 @@ board_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->scoped = 1;  /* until the domain settles, every call looks */
     self->current = Py_NewRef(Py_None);
     self->variable = Py_NewRef(Py_None);
+    self->scope_type = Py_NewRef(Py_None);
+    self->members = Py_NewRef(Py_None);
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -65,6 +69,8 @@ board_traverse(BoardObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->current);
     Py_VISIT(self->variable);
+    Py_VISIT(self->scope_type);
+    Py_VISIT(self->members);
     return 0;
 }
 
@@ -73,6 +79,8 @@ board_clear(BoardObject *self)
 {
     Py_CLEAR(self->current);
     Py_CLEAR(self->variable);
+    Py_CLEAR(self->scope_type);
+    Py_CLEAR(self->members);
     return 0;
 }
 
@@ -91,6 +99,10 @@ static PyMemberDef board_members[] = {
      "Finds the current context's scope, or None."},
     {"variable", T_OBJECT, offsetof(BoardObject, variable), 0,
      "The context variable that current only reads, or None."},
+    {"scope_type", T_OBJECT, offsetof(BoardObject, scope_type), 0,
+     "The class of a block, whose members descriptor is read directly, or None."},
+    {"members", T_OBJECT, offsetof(BoardObject, members), 0,
+     "scope_type's 'members' descriptor (a __slots__ member), or None."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -213,6 +225,21 @@ find_scope(BoardObject *board)
     return scope;
 }
 
+/* scope.members, a new reference. For a block (the board's scope_type exactly) the
+ * descriptor that attribute lookup would find is asked directly: the lookup through
+ * the type's MRO is most of what reading an attribute costs. */
+static PyObject *
+members_of(BoardObject *board, PyObject *scope)
+{
+    PyObject *descriptor = board->members;
+    if ((PyObject *)Py_TYPE(scope) == board->scope_type && descriptor != NULL
+        && Py_TYPE(descriptor)->tp_descr_get != NULL) {
+        return Py_TYPE(descriptor)->tp_descr_get(descriptor, scope,
+                                                 (PyObject *)Py_TYPE(scope));
+    }
+    return PyObject_GetAttr(scope, str_members);
+}
+
 /* What a call finds in this context: a new reference to the implementation. */
 static PyObject *
 implementation(ProxyObject *self)
@@ -223,7 +250,7 @@ implementation(ProxyObject *self)
             return NULL;
         }
         if (scope != Py_None) {
-            PyObject *members = PyObject_GetAttr(scope, str_members);
+            PyObject *members = members_of(self->board, scope);
             Py_DECREF(scope);
             if (members == NULL) {
                 return NULL;

@@ -9,6 +9,8 @@ class Board:
     scoped: bool
     current: Callable[[], Any] | None
     variable: Any
+    scope_type: type | None
+    members: Any
 
     def __init__(self) -> None: ...
 

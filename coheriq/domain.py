@@ -36,6 +36,7 @@ import sys
 from . import late_candidates, observing, registry
 from ._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq
 from ._validate import check_candidate_name, check_name
+from .choice import Scope
 from .engines import Engines
 from .exceptions import (
     CoheriqDomainError,
@@ -198,7 +199,9 @@ class AccelerationDomain:
             self._lineage, copy = registered
             self.scopes = Scopes(self, self._lineage.scope)
             tag = "" if copy == 1 else str(copy)
-            self._switchboard = Switchboard(self.scopes.here, self._lineage.namespace, tag)
+            self._switchboard = Switchboard(
+                self.scopes.here, self._lineage.namespace, tag, scope_class=Scope
+            )
             watching = observing.finder_for(self)
             if watching is not None:
                 self.scopes.set_watching(watching)

@@ -36,6 +36,16 @@ first call) before it is called, so nothing of coheriq's stays on the stack.
 
 Class candidates are the library's own classes, rebuilt with a metaclass whose
 ``__call__`` is generated here the same way (see :mod:`coheriq.marked`).
+
+That one frame is what the compiled proxy (``coheriq/_cproxy.c``, a type with
+vectorcall) does without: where it was built, :meth:`Switchboard.dispatcher`
+makes one of those instead. It reads the same state, which the Switchboard
+writes beside the namespace into a ``Board`` per domain (the flag, the finder,
+and the context variable the finder only reads, which the compiled proxy then
+reads itself) and a ``Cell`` per candidate (its slot), and calls the
+implementation with the caller's arguments as they are. The generated function
+stays the reference: used where the extension is not built and under
+``COHERIQ_PURE_PYTHON=1`` (see :func:`proxy_implementation`).
 """
 
 from __future__ import annotations
@@ -282,10 +292,16 @@ class Switchboard:
             earlier copy's proxy (as IPython's autoreload does to the functions
             of a reloaded module), reaches the later copy.
         tag: Distinguishes this copy's names in ``namespace`` (empty for the first).
+        scope_class: The class of what ``current`` returns for a block, whose
+            ``members`` the compiled proxies read through its descriptor.
     """
 
     def __init__(
-        self, current: Callable[[], Any], namespace: dict[str, Any], tag: str = ""
+        self,
+        current: Callable[[], Any],
+        namespace: dict[str, Any],
+        tag: str = "",
+        scope_class: type | None = None,
     ) -> None:
         self.namespace = namespace
         # The generated functions' frames count as coheriq's own.
@@ -301,6 +317,10 @@ class Switchboard:
         # the variable) and a Cell per candidate (its slot), written beside the names.
         self._board: Any = _compiled.Board() if _compiled is not None else None
         self._cells: dict[str, Any] = {}
+        members = scope_class.__dict__.get("members") if scope_class is not None else None
+        if self._board is not None and members is not None:
+            # A block's members, read through the descriptor without a lookup.
+            self._board.scope_type, self._board.members = scope_class, members
         # Until the domain settles there is no implementation to call directly:
         # every call looks at the context, which settles the domain.
         self._write(self._scoped, True)
