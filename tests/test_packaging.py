@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,42 @@ def test_the_readme_names_every_module_of_the_package():
         if path.stem not in ("__init__", "__main__")
     )
     assert [name for name in modules if f"`{name}`" not in readme] == []
+
+
+def build_wheel(folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Build coheriq's wheel from this tree into ``folder``, as pip would install it."""
+    pytest.importorskip("hatchling")
+    pytest.importorskip("setuptools")
+    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps"]
+    return subprocess.run(
+        [*pip, "-w", str(folder), str(ROOT)], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+@pytest.mark.parametrize("compiler", ["false", "cc"], ids=["no-compiler", "compiler"])
+def test_a_wheel_carries_the_compiled_proxy_only_where_it_compiles(tmp_path, compiler):
+    """The build hook (hatch_build.py) compiles coheriq/_cproxy.c, or leaves it out."""
+    if compiler == "cc" and shutil.which("cc") is None:
+        pytest.skip("no C compiler here")
+    env = {k: v for k, v in os.environ.items() if k != "COHERIQ_REQUIRE_COMPILED"}
+    env["CC"] = compiler
+    done = build_wheel(tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("coheriq-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    compiled = [name for name in names if name.startswith("coheriq/_cproxy.")]
+    if compiler == "false":  # a pure-Python wheel, for any platform
+        assert wheel.name.endswith("-py3-none-any.whl")
+        assert compiled == ["coheriq/_cproxy.pyi"]
+    else:  # this interpreter's ABI and platform
+        tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+        assert f"-{tag}-{tag}-" in wheel.name
+        assert len(compiled) == 2 and "coheriq/_cproxy.c" not in names
+
+
+def test_a_release_build_fails_rather_than_leave_the_compiled_proxy_out(tmp_path):
+    env = {**os.environ, "CC": "false", "COHERIQ_REQUIRE_COMPILED": "1"}
+    done = build_wheel(tmp_path, env)
+    assert done.returncode != 0
+    assert "COHERIQ_REQUIRE_COMPILED=1" in done.stderr + done.stdout
+    assert list(tmp_path.glob("*.whl")) == []
