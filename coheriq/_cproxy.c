@@ -193,12 +193,17 @@ typedef struct {
     CellObject *cell;
     PyObject *candidate;    /* str: the candidate's name in scope.members */
     int receiver;           /* drop the first positional argument (a class) */
-    PyObject *dict;         /* __dict__: __name__, __wrapped__, ... */
+    /* What a function has as slots, checked as funcobject.c checks them. */
+    PyObject *name;         /* str */
+    PyObject *qualname;     /* str */
+    PyObject *module;       /* anything; None when deleted */
+    PyObject *doc;          /* anything; None when deleted */
+    PyObject *annotations;  /* dict, made on first read; NULL when deleted */
+    PyObject *dict;         /* __dict__: __wrapped__, a library's own attributes */
     PyObject *weakreflist;
 } ProxyObject;
 
 static PyObject *str_members;   /* "members" */
-static PyObject *str_qualname;  /* "__qualname__" */
 
 /* The scope this call finds: a new reference, None for the settled implementation. */
 static PyObject *
@@ -207,10 +212,10 @@ find_scope(BoardObject *board)
     PyObject *variable = board->variable;
     if (variable != NULL && PyContextVar_CheckExact(variable)) {
         PyObject *scope = NULL;
-        if (PyContextVar_Get(variable, Py_None, &scope) < 0) {
+        if (PyContextVar_Get(variable, NULL, &scope) < 0) {
             return NULL;
         }
-        return scope;
+        return scope != NULL ? scope : Py_NewRef(Py_None);  /* no value, no default */
     }
     PyObject *current = board->current;
     if (current == NULL || current == Py_None) {
@@ -234,8 +239,11 @@ members_of(BoardObject *board, PyObject *scope)
     PyObject *descriptor = board->members;
     if ((PyObject *)Py_TYPE(scope) == board->scope_type && descriptor != NULL
         && Py_TYPE(descriptor)->tp_descr_get != NULL) {
-        return Py_TYPE(descriptor)->tp_descr_get(descriptor, scope,
-                                                 (PyObject *)Py_TYPE(scope));
+        Py_INCREF(descriptor);
+        PyObject *members = Py_TYPE(descriptor)->tp_descr_get(descriptor, scope,
+                                                              (PyObject *)Py_TYPE(scope));
+        Py_DECREF(descriptor);
+        return members;
     }
     return PyObject_GetAttr(scope, str_members);
 }
@@ -301,7 +309,22 @@ proxy_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
     if (impl == NULL) {
         return NULL;
     }
-    PyObject *result = PyObject_Vectorcall(impl, args, nargsf, kwnames);
+    PyObject *result;
+    if (PyFunction_Check(impl)) {
+        /* The interpreter counts the function's frame against the recursion limit. */
+        result = PyObject_Vectorcall(impl, args, nargsf, kwnames);
+    }
+    else {
+        /* A callable written in C (another candidate's proxy, a partial of one) pushes
+         * no frame: a loop of them would overflow the C stack instead of raising
+         * RecursionError, as the Python proxy's frames would. */
+        if (Py_EnterRecursiveCall(" while calling a coheriq candidate")) {
+            Py_DECREF(impl);
+            return NULL;
+        }
+        result = PyObject_Vectorcall(impl, args, nargsf, kwnames);
+        Py_LeaveRecursiveCall();
+    }
     Py_DECREF(impl);
     return result;
 }
@@ -343,6 +366,11 @@ proxy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->cell = NULL;
     self->candidate = self->dict = self->weakreflist = NULL;
     self->receiver = 0;
+    self->name = Py_NewRef(candidate);
+    self->qualname = Py_NewRef(candidate);
+    self->module = Py_NewRef(Py_None);
+    self->doc = Py_NewRef(Py_None);
+    self->annotations = NULL;
     PyObject_GC_Track(self);
     if (set_state(self, board, cell, candidate, receiver) < 0) {
         Py_DECREF(self);
@@ -356,6 +384,9 @@ proxy_traverse(ProxyObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->board);
     Py_VISIT(self->cell);
+    Py_VISIT(self->module);
+    Py_VISIT(self->doc);
+    Py_VISIT(self->annotations);
     Py_VISIT(self->dict);
     return 0;
 }
@@ -364,6 +395,9 @@ static int
 proxy_clear(ProxyObject *self)
 {
     Py_CLEAR(self->dict);
+    Py_CLEAR(self->annotations);
+    Py_SETREF(self->module, Py_NewRef(Py_None));
+    Py_SETREF(self->doc, Py_NewRef(Py_None));
     return 0;
 }
 
@@ -375,9 +409,13 @@ proxy_dealloc(ProxyObject *self)
         PyObject_ClearWeakRefs((PyObject *)self);
     }
     proxy_clear(self);
+    Py_CLEAR(self->module);
+    Py_CLEAR(self->doc);
     Py_CLEAR(self->board);
     Py_CLEAR(self->cell);
     Py_CLEAR(self->candidate);
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->qualname);
     PyObject_GC_Del(self);
 }
 
@@ -394,14 +432,7 @@ proxy_descr_get(PyObject *self, PyObject *obj, PyObject *type)
 static PyObject *
 proxy_repr(ProxyObject *self)
 {
-    PyObject *name = self->dict ? PyDict_GetItemWithError(self->dict, str_qualname) : NULL;
-    if (name == NULL && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (name == NULL || !PyUnicode_Check(name)) {
-        name = self->candidate;
-    }
-    return PyUnicode_FromFormat("<function %U at %p>", name, self);
+    return PyUnicode_FromFormat("<function %U at %p>", self->qualname, self);
 }
 
 /* Pickled by reference, as functions are: the object pickle finds at
@@ -409,7 +440,93 @@ proxy_repr(ProxyObject *self)
 static PyObject *
 proxy_reduce(ProxyObject *self, PyObject *Py_UNUSED(ignored))
 {
-    return PyObject_GetAttr((PyObject *)self, str_qualname);
+    return Py_NewRef(self->qualname);
+}
+
+/* -- the attributes a function has as slots ---------------------------------------- */
+
+static PyObject *
+get_name(ProxyObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->name);
+}
+
+static int
+set_string(PyObject **field, PyObject *value, const char *attribute)
+{
+    if (value == NULL || !PyUnicode_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be set to a string object", attribute);
+        return -1;
+    }
+    Py_SETREF(*field, Py_NewRef(value));
+    return 0;
+}
+
+static int
+set_name(ProxyObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    return set_string(&self->name, value, "__name__");
+}
+
+static PyObject *
+get_qualname(ProxyObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->qualname);
+}
+
+static int
+set_qualname(ProxyObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    return set_string(&self->qualname, value, "__qualname__");
+}
+
+static PyObject *
+get_module(ProxyObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->module);
+}
+
+static int
+set_module(ProxyObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    Py_SETREF(self->module, Py_NewRef(value != NULL ? value : Py_None));
+    return 0;
+}
+
+static PyObject *
+get_doc(ProxyObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->doc);
+}
+
+static int
+set_doc(ProxyObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    Py_SETREF(self->doc, Py_NewRef(value != NULL ? value : Py_None));
+    return 0;
+}
+
+static PyObject *
+get_annotations(ProxyObject *self, void *Py_UNUSED(closure))
+{
+    if (self->annotations == NULL) {
+        self->annotations = PyDict_New();
+    }
+    return Py_XNewRef(self->annotations);
+}
+
+static int
+set_annotations(ProxyObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == Py_None) {
+        value = NULL;
+    }
+    if (value != NULL && !PyDict_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "__annotations__ must be set to a dict object");
+        return -1;
+    }
+    Py_XSETREF(self->annotations, Py_XNewRef(value));
+    return 0;
 }
 
 /* Make this proxy dispatch as ``other`` does: a module run again regenerated it. */
@@ -425,6 +542,12 @@ proxy_take_over(ProxyObject *self, PyObject *other)
                   from->receiver) < 0) {
         return NULL;
     }
+    Py_SETREF(self->name, Py_NewRef(from->name));
+    Py_SETREF(self->qualname, Py_NewRef(from->qualname));
+    Py_SETREF(self->module, Py_NewRef(from->module));
+    Py_SETREF(self->doc, Py_NewRef(from->doc));
+    Py_XSETREF(self->annotations,
+               from->annotations != NULL ? PyDict_Copy(from->annotations) : NULL);
     Py_RETURN_NONE;
 }
 
@@ -438,6 +561,11 @@ static PyMethodDef proxy_methods[] = {
 
 static PyGetSetDef proxy_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"__name__", (getter)get_name, (setter)set_name, NULL, NULL},
+    {"__qualname__", (getter)get_qualname, (setter)set_qualname, NULL, NULL},
+    {"__module__", (getter)get_module, (setter)set_module, NULL, NULL},
+    {"__doc__", (getter)get_doc, (setter)set_doc, NULL, NULL},
+    {"__annotations__", (getter)get_annotations, (setter)set_annotations, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -470,10 +598,12 @@ cproxy_exec(PyObject *module)
     if (str_members == NULL) {
         str_members = PyUnicode_InternFromString("members");
     }
-    if (str_qualname == NULL) {
-        str_qualname = PyUnicode_InternFromString("__qualname__");
+    if (str_members == NULL) {
+        return -1;
     }
-    if (str_members == NULL || str_qualname == NULL) {
+    /* proxy.py uses this module only if it is the version it was written for: an
+     * editable install whose extension was built from older source falls back. */
+    if (PyModule_AddIntConstant(module, "VERSION", 2) < 0) {
         return -1;
     }
     PyTypeObject *types[] = {&BoardType, &CellType, &ProxyType};

@@ -103,13 +103,25 @@ def _compiled_proxy() -> tuple[Any, str]:
                 stacklevel=2,
             )
         return None, "python (COHERIQ_PURE_PYTHON is set)"
+    name = f"{__package__}._cproxy"
     try:
-        from ._cproxy import Proxy
+        __import__(name)  # not `from . import`: that says "circular import" when it is missing
     except ModuleNotFoundError:  # an install without a compiler, a free-threaded CPython
         return None, "python (the compiled proxy is not built here)"
     except ImportError as error:  # built, but not loadable by this interpreter
         return None, f"python (the compiled proxy could not be loaded: {error})"
-    return sys.modules[Proxy.__module__], "compiled"
+    _cproxy = sys.modules[name]
+    if getattr(_cproxy, "VERSION", None) != _COMPILED_VERSION:
+        # An editable install whose extension was built from older source.
+        return None, (
+            f"python (the compiled proxy at {_cproxy.__file__} was built from another "
+            "version of coheriq's source: reinstall coheriq to rebuild it)"
+        )
+    return _cproxy, "compiled"
+
+
+# The VERSION of coheriq/_cproxy.c that this module drives.
+_COMPILED_VERSION = 2
 
 
 _compiled, _PROXY_IMPLEMENTATION = _compiled_proxy()

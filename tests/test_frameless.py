@@ -63,7 +63,7 @@ def run_script(tmp_path: Path, proxy: str, body: str) -> subprocess.CompletedPro
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == proxy, "the script ran on another proxy than asked"
+    assert done.stdout.split()[0] == proxy, "the script ran on another proxy than asked"
     return done
 
 
@@ -238,3 +238,81 @@ def test_the_proxy_is_the_one_this_run_expects():
     if not expected:
         pytest.skip("COHERIQ_EXPECT_PROXY is not set: this run may use either proxy")
     assert proxy_implementation().split()[0] == expected, proxy_implementation()
+
+
+LOOP = """
+    import coheriq
+    from coheriq.proxy import proxy_implementation
+
+    ping_domain = coheriq.AccelerationDomain("ping")
+    pong_domain = coheriq.AccelerationDomain("pong")
+
+    @ping_domain.acceleration_candidate
+    def ping(x):
+        return x
+
+    @pong_domain.acceleration_candidate
+    def pong(x):
+        return x
+
+    ping_domain.materialize()
+    pong_domain.materialize()
+
+    class PingViaPong(coheriq.engine_class(ping_domain), name="loop"):
+        ping = pong  # another domain's candidate: a callable written in C, no frame
+
+    class PongViaPing(coheriq.engine_class(pong_domain), name="loop"):
+        pong = ping
+
+    print(proxy_implementation().split()[0])
+    with coheriq.using_engine(ping_domain, "loop"), coheriq.using_engine(pong_domain, "loop"):
+        try:
+            ping(1)
+        except RecursionError:
+            print("RecursionError")
+"""
+
+
+@pytest.mark.parametrize("proxy", PROXIES)
+def test_candidates_calling_each_other_for_ever_raise_recursion_error(tmp_path, proxy):
+    """A loop of proxies that pushes no Python frame must not overflow the C stack."""
+    done = run_script(tmp_path, proxy, LOOP)
+    assert done.stdout.split() == [proxy, "RecursionError"]
+
+
+def test_a_function_attribute_keeps_the_type_python_requires_of_it(unique):
+    domain = coheriq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    def named(x):
+        """Documented."""
+        return x
+
+    domain.materialize()
+    for attribute in ("__name__", "__qualname__"):
+        with pytest.raises(TypeError, match="must be set to a string object"):
+            setattr(named, attribute, 3)
+        with pytest.raises(TypeError):
+            delattr(named, attribute)
+    with pytest.raises(TypeError, match="__annotations__ must be set to a dict"):
+        named.__annotations__ = 3
+    assert named.__name__ == "named" and named.__doc__ == "Documented."
+    # Only what a function keeps in its __dict__ is there: not its name or module.
+    assert set(vars(named)) <= {"__wrapped__", "__coheriq_candidate__"}
+    del named.__doc__
+    assert named.__doc__ is None
+
+
+def test_an_extension_built_from_other_source_is_not_used(monkeypatch):
+    """An editable install whose extension is older than proxy.py falls back to Python."""
+    import types
+
+    from coheriq import proxy
+
+    stale = types.ModuleType("coheriq._cproxy")
+    stale.__file__ = "/somewhere/_cproxy.so"
+    monkeypatch.setitem(sys.modules, "coheriq._cproxy", stale)
+    monkeypatch.delenv("COHERIQ_PURE_PYTHON", raising=False)
+    found, reason = proxy._compiled_proxy()
+    assert found is None
+    assert reason.startswith("python (the compiled proxy at /somewhere/_cproxy.so was built")
