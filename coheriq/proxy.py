@@ -123,6 +123,13 @@ def _compiled_proxy() -> tuple[Any, str]:
 # The VERSION of coheriq/_cproxy.c that this module drives.
 _COMPILED_VERSION = 2
 
+# Whether a marked class's dispatching __call__ is the compiled proxy too. Measured
+# (benchmarks/proxies.py): it is the cheaper on 3.10 to 3.12; from 3.13 on, the
+# generated __call__ is, because inside a Python frame the interpreter specializes
+# the engine class's construction (its __init__ runs inlined), which a call from C
+# cannot have.
+_COMPILED_CONSTRUCTS = sys.version_info < (3, 13)
+
 
 _compiled, _PROXY_IMPLEMENTATION = _compiled_proxy()
 
@@ -405,7 +412,7 @@ class Switchboard:
         """
         slot = self._slot(candidate)
         self.namespace.setdefault(slot, None)
-        if _compiled is not None:
+        if _compiled is not None and (receiver is None or _COMPILED_CONSTRUCTS):
             return self._compiled_proxy(candidate, defname, qualname, receiver is not None)
         exact = parameter_lists(signature_of)
         params, args = exact or ("*args, **kwargs", "*args, **kwargs")
@@ -488,8 +495,10 @@ class Switchboard:
 
     def set_scoped(self, scoped: bool) -> None:
         """Say whether proxies must look at the context before calling."""
-        if not self.retired:
-            self._write(self._scoped, scoped)
+        if not self.retired:  # on every first block's entry and last block's exit: direct
+            self.namespace[self._scoped] = scoped
+            if self._board is not None:
+                self._board.scoped = scoped
 
     def retire(self, current: Callable[[], Any]) -> None:
         """From now on, look at the context on every call, through ``current`` alone.

@@ -198,17 +198,22 @@ def test_a_recursive_candidate_reaches_the_depth_of_an_unmarked_one(unique):
         assert unmarked // 2 - 10 <= deepest(marked) <= unmarked // 2 + 10
 
 
-@pytest.mark.parametrize("setting", ["1", "0", ""])
-def test_coheriq_pure_python_picks_the_proxy(setting):
-    env = {**os.environ, "COHERIQ_PURE_PYTHON": setting}
+def proxy_chosen_with(setting: str) -> subprocess.CompletedProcess[str]:
+    """What a fresh ``import coheriq`` says of its proxy, with COHERIQ_PURE_PYTHON=setting."""
     done = subprocess.run(
-        [sys.executable, "-c", "import coheriq; print(coheriq.proxy.proxy_implementation())"],
+        [sys.executable, "-c", "import coheriq; print(coheriq.proxy_implementation())"],
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, "COHERIQ_PURE_PYTHON": setting},
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.mark.parametrize("setting", ["1", "0", ""])
+def test_coheriq_pure_python_picks_the_proxy(setting):
+    done = proxy_chosen_with(setting)
     if setting == "1":
         assert done.stdout.startswith("python (COHERIQ_PURE_PYTHON is set)")
     elif _extension_built():
@@ -218,15 +223,7 @@ def test_coheriq_pure_python_picks_the_proxy(setting):
 
 
 def test_a_mistyped_coheriq_pure_python_warns_and_uses_the_python_proxy():
-    env = {**os.environ, "COHERIQ_PURE_PYTHON": "yes"}
-    done = subprocess.run(
-        [sys.executable, "-c", "import coheriq; print(coheriq.proxy.proxy_implementation())"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    done = proxy_chosen_with("yes")
     assert done.stdout.startswith("python")
     assert "COHERIQ_PURE_PYTHON='yes' is neither '1'" in done.stderr
 

@@ -54,17 +54,8 @@ def draw() -> None:
                     axes.plot([x - width, x], [floor["median"]] * 2, color="black", linewidth=1.5)
         target = runs[f"{versions[0]} python"][case]["target"]
         axes.axhline(target, color=OVER, linestyle="--", linewidth=0.8)
-        axes.text(
-            len(versions) - 0.5,
-            target,
-            f"target {target:g}x",
-            color=OVER,
-            fontsize=7,
-            ha="right",
-            va="bottom",
-        )
+        axes.set_title(f"{title} (target {target:g}x)", fontsize=9)
         axes.set_xticks(range(len(versions)), versions, fontsize=8)
-        axes.set_title(title, fontsize=9)
         for side in ("top", "right"):
             axes.spines[side].set_visible(False)
     axes_row[0].set_ylabel("times a direct call (median)", fontsize=8)
@@ -73,8 +64,9 @@ def draw() -> None:
             plt.Rectangle((0, 0), 1, 1, color=COLOURS["compiled"]),
             plt.Rectangle((0, 0), 1, 1, color=COLOURS["python"]),
             plt.Line2D([0], [0], color="black", linewidth=1.5),
+            plt.Line2D([0], [0], color=OVER, linestyle="--", linewidth=0.8),
         ],
-        labels=["compiled proxy", "pure-Python proxy", "functools.partial (C floor)"],
+        labels=["compiled proxy", "pure-Python proxy", "functools.partial (C floor)", "target"],
         loc="upper left",
         fontsize=7,
         frameon=False,
