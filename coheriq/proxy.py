@@ -327,13 +327,12 @@ class Switchboard:
         namespace.setdefault("__name__", __name__)
         self._scoped = f"_coheriq{tag}_scoped"
         self._current = f"_coheriq{tag}_current"
-        # The context variable that ``current`` only reads, where it does: the
-        # compiled proxy then reads it itself (the Python proxy calls ``current``).
-        self._variable = f"_coheriq{tag}_variable"
         self._slot_prefix = f"_coheriq{tag}_impl_"
         self.retired = False  # see retire()
         # The compiled proxies read the same state from a Board (the flag, the finder,
-        # the variable) and a Cell per candidate (its slot), written beside the names.
+        # and the context variable that the finder only reads, where it does, which
+        # they then read themselves) and a Cell per candidate (its slot), written
+        # beside the names.
         self._board: Any = _compiled.Board() if _compiled is not None else None
         self._cells: dict[str, Any] = {}
         members = scope_class.__dict__.get("members") if scope_class is not None else None
@@ -485,13 +484,11 @@ class Switchboard:
         ``variable``: the context variable whose ``get`` ``current`` is, if it is
         (the compiled proxy reads it directly), else None.
         """
-        if not self.retired:
-            # A call between these steps finds the same scope either way: no variable
-            # and the old finder, or no variable and the new one.
-            self._write(self._variable, None)
-            self._write(self._current, current)
-            if variable is not None:
-                self._write(self._variable, variable)
+        if self.retired:
+            return
+        self._read_variable(None)  # until the new finder is in, the finder alone
+        self._write(self._current, current)
+        self._read_variable(variable)
 
     def set_scoped(self, scoped: bool) -> None:
         """Say whether proxies must look at the context before calling."""
@@ -516,7 +513,7 @@ class Switchboard:
                 _freed.pop()._drop_names()
             except IndexError:  # another thread took the last
                 break
-        self._write(self._variable, None)
+        self._read_variable(None)
         self._write(self._current, current)
         for key in self._slots():
             self._write(key, _Forward(current, key[len(self._slot_prefix) :]))
@@ -533,24 +530,24 @@ class Switchboard:
         _freed.append(self)
 
     def _write(self, key: str, value: Any) -> None:
-        """Set the namespace's ``key`` (None: remove it), and the compiled proxies' copy."""
-        if value is None and key == self._variable:
-            self.namespace.pop(key, None)
-        else:
-            self.namespace[key] = value
+        """Set the namespace's ``key``, and the compiled proxies' copy of it."""
+        self.namespace[key] = value
         if self._board is None:
             return
         if key == self._scoped:
             self._board.scoped = value
         elif key == self._current:
             self._board.current = value
-        elif key == self._variable:
-            self._board.variable = value
         elif key in self._cells:
             self._cells[key].value = value
 
+    def _read_variable(self, variable: Any) -> None:
+        """Let the compiled proxies read ``variable`` instead of calling the finder."""
+        if self._board is not None:
+            self._board.variable = variable
+
     def _drop_names(self) -> None:
-        for key in [self._scoped, self._current, self._variable, *self._slots()]:
+        for key in [self._scoped, self._current, *self._slots()]:
             self.namespace.pop(key, None)
 
     def _slots(self) -> list[str]:
