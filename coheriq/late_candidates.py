@@ -26,10 +26,11 @@ engine started so far, the settled choice and the open blocks see it at once.
 from __future__ import annotations
 
 from . import registry
-from ._stdlib import TYPE_CHECKING, FunctionType
+from ._stdlib import TYPE_CHECKING
 from .exceptions import CoheriqDomainError, CoheriqTypeError
 from .marked import check_implementations, construct_directly, mark_class
 from .own_class import ClassCandidate
+from .proxy import update_proxy
 
 if TYPE_CHECKING:
     from typing import Any
@@ -45,7 +46,6 @@ __all__ = [
     "publish",
     "redefine",
     "runs_again",
-    "update_proxy",
 ]
 
 
@@ -104,23 +104,6 @@ class Declared:
             f"<{kind} candidate {self.name!r} of domain {self.domain.name!r}, "
             f"declared in module {self.module!r}, not imported yet>"
         )
-
-
-def update_proxy(proxy: Any, fresh: Any) -> None:
-    """Make the function ``proxy`` what the newly generated ``fresh`` is, in place.
-
-    So every reference to the proxy, taken before its module ran again, runs
-    the new code with the new signature, documentation and attributes.
-    """
-    if isinstance(proxy, FunctionType):
-        proxy.__code__ = fresh.__code__
-        proxy.__defaults__ = fresh.__defaults__
-        proxy.__kwdefaults__ = fresh.__kwdefaults__
-    else:  # the compiled proxy
-        proxy._coheriq_take_over(fresh)
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__"):
-        setattr(proxy, attr, getattr(fresh, attr))
-    proxy.__dict__ = dict(fresh.__dict__)
 
 
 def publish(domain: Any, info: CandidateInfo) -> None:

@@ -67,6 +67,7 @@ __all__ = [
     "candidate_of",
     "parameter_lists",
     "proxy_implementation",
+    "update_proxy",
 ]
 
 # Parameters named so could clash with the generated code's own names.
@@ -83,8 +84,8 @@ _CO_COROUTINE = 0x80
 _freed: list[Switchboard] = []
 
 
-def _compiled_proxy() -> tuple[Any, str]:
-    """The compiled proxy type (or None), and why coheriq uses the proxy it does.
+def _load_compiled() -> tuple[Any, str]:
+    """The compiled proxy's module (or None), and why coheriq uses the proxy it does.
 
     The compiled proxy (``coheriq/_cproxy.c``) is used wherever it was built,
     unless ``COHERIQ_PURE_PYTHON=1``; the generated Python proxy is the reference
@@ -131,7 +132,7 @@ _COMPILED_VERSION = 2
 _COMPILED_CONSTRUCTS = sys.version_info < (3, 13)
 
 
-_compiled, _PROXY_IMPLEMENTATION = _compiled_proxy()
+_compiled, _PROXY_IMPLEMENTATION = _load_compiled()
 
 
 def proxy_implementation() -> str:
@@ -412,7 +413,7 @@ class Switchboard:
         slot = self._slot(candidate)
         self.namespace.setdefault(slot, None)
         if _compiled is not None and (receiver is None or _COMPILED_CONSTRUCTS):
-            return self._compiled_proxy(candidate, defname, qualname, receiver is not None)
+            return self._compiled_proxy(candidate, slot, defname, qualname, receiver is not None)
         exact = parameter_lists(signature_of)
         params, args = exact or ("*args, **kwargs", "*args, **kwargs")
         if receiver is not None:
@@ -444,11 +445,10 @@ class Switchboard:
         return proxy
 
     def _compiled_proxy(
-        self, candidate: str, defname: str, qualname: str, receiver: bool
+        self, candidate: str, slot: str, defname: str, qualname: str, receiver: bool
     ) -> Callable[..., Any]:
         """The compiled proxy of ``candidate``: the same dispatch as the generated one,
         with the caller's arguments passed on as they are and no frame of its own."""
-        slot = self._slot(candidate)
         cell = self._cells.get(slot)
         if cell is None:
             cell = self._cells[slot] = _compiled.Cell(self.namespace[slot])
@@ -573,17 +573,30 @@ def _follow_autoreload() -> None:
     rules = getattr(autoreload, "UPDATE_RULES", None)
     if _compiled is None or not isinstance(rules, list):
         return
-    if not any(rule[1] is _update_compiled_proxy for rule in rules):
-        rules.insert(0, (_both_compiled_proxies, _update_compiled_proxy))
+    if not any(rule[1] is update_proxy for rule in rules):
+        rules.insert(0, (_both_compiled_proxies, update_proxy))
 
 
 def _both_compiled_proxies(old: object, new: object) -> bool:
     return type(old) is type(new) is _compiled.Proxy
 
 
-def _update_compiled_proxy(old: Any, new: Any) -> None:
-    old._coheriq_take_over(new)
-    old.__dict__ = dict(new.__dict__)
+def update_proxy(proxy: Any, fresh: Any) -> None:
+    """Make the function ``proxy`` what the newly generated ``fresh`` is, in place.
+
+    So every reference to the proxy, taken before its module ran again (or, for
+    a compiled proxy, before IPython's autoreload reloaded it), runs the new
+    code with the new signature, documentation and attributes.
+    """
+    if isinstance(proxy, FunctionType):
+        proxy.__code__ = fresh.__code__
+        proxy.__defaults__ = fresh.__defaults__
+        proxy.__kwdefaults__ = fresh.__kwdefaults__
+    else:  # the compiled proxy
+        proxy._coheriq_take_over(fresh)
+    for attr in ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__"):
+        setattr(proxy, attr, getattr(fresh, attr))
+    proxy.__dict__ = dict(fresh.__dict__)
 
 
 def _on_one_line(code: Any, line: int, qualname: str) -> Any:

@@ -310,6 +310,6 @@ def test_an_extension_built_from_other_source_is_not_used(monkeypatch):
     stale.__file__ = "/somewhere/_cproxy.so"
     monkeypatch.setitem(sys.modules, "coheriq._cproxy", stale)
     monkeypatch.delenv("COHERIQ_PURE_PYTHON", raising=False)
-    found, reason = proxy._compiled_proxy()
+    found, reason = proxy._load_compiled()
     assert found is None
     assert reason.startswith("python (the compiled proxy at /somewhere/_cproxy.so was built")
