@@ -492,10 +492,8 @@ class Switchboard:
 
     def set_scoped(self, scoped: bool) -> None:
         """Say whether proxies must look at the context before calling."""
-        if not self.retired:  # on every first block's entry and last block's exit: direct
-            self.namespace[self._scoped] = scoped
-            if self._board is not None:
-                self._board.scoped = scoped
+        if not self.retired:
+            self._write(self._scoped, scoped)
 
     def retire(self, current: Callable[[], Any]) -> None:
         """From now on, look at the context on every call, through ``current`` alone.
