@@ -52,8 +52,8 @@ def measure(
     if done.returncode != 0:
         sys.exit(f"{python} on the {proxy} proxy failed:\n{done.stderr}")
     run = json.loads((folder / "dispatch.json").read_text(encoding="utf-8"))
-    if f"({proxy} proxy)" not in run["machine"] and f"({proxy} (" not in run["machine"]:
-        print(f"left out: {run['machine']}", file=sys.stderr)
+    if run["proxy"].split()[0] != proxy:
+        print(f"left out: {python} ran on {run['proxy']}", file=sys.stderr)
         return None
     return {row["case"]: row for row in run["rows"]}
 
@@ -74,36 +74,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     args = parser.parse_args(argv)
     base = args.record or Path(os.environ.get("TMPDIR", "/tmp")) / "coheriq-proxies"
-    columns: list[tuple[str, str]] = []
-    figures: dict[str, dict[str, dict[str, float]]] = {}
+    # Each column: (Python version, proxy) -> that run's rows by case, in run order.
+    runs: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
     for python in args.pythons:
         version = version_of(python)
         for proxy in PROXIES:
-            label = f"{version} {proxy}"
             print(f"Python {version}, {proxy} proxy ...", file=sys.stderr, flush=True)
             found = measure(python, proxy, base / f"{version}-{proxy}", args.quick)
             if found is not None:
-                figures[label] = found
-                columns.append((version, proxy))
+                runs[version, proxy] = found
     width = max(len(case) for case in CASES) + 2
     head = f"{'median ratio':<{width}}{'target':>7}" + "".join(
-        f"{f'{v} {p[:4]}':>14}" for v, p in columns
+        f"{f'{v} {p[:4]}':>14}" for v, p in runs
     )
     lines = [head, "-" * len(head)]
+    first = next(iter(runs.values()))
     for case in CASES:
-        target = figures[f"{columns[0][0]} {columns[0][1]}"][case]["target"]
-        cells = "".join(f"{figures[f'{v} {p}'][case]['median']:>13.2f}x" for v, p in columns)
-        lines.append(f"{case:<{width}}{f'<={target:g}x':>7}{cells}")
-    ns = "".join(
-        f"{figures[f'{v} {p}']['call, global engine, positional']['baseline_ns']:>12.0f}ns"
-        for v, p in columns
-    )
+        cells = "".join(f"{rows[case]['median']:>13.2f}x" for rows in runs.values())
+        target = f"<={first[case]['target']:g}x"
+        lines.append(f"{case:<{width}}{target:>7}{cells}")
+    direct = "call, global engine, positional"
+    ns = "".join(f"{rows[direct]['baseline_ns']:>12.0f}ns" for rows in runs.values())
     lines.append(f"{'direct call of impl(1), ns':<{width}}{'':>7}{ns}")
     table = "\n".join(lines)
     print(table)
     if args.record:
         (base / "proxies.txt").write_text(table + "\n", encoding="utf-8")
-        summary = {f"{v} {p}": figures[f"{v} {p}"] for v, p in columns}
+        summary = {f"{v} {p}": rows for (v, p), rows in runs.items()}
         (base / "proxies.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
     return 0
 

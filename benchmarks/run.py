@@ -373,6 +373,7 @@ def record(folder: Path, heading: str, table: str, rows: list[Row], added: list[
     (folder / "dispatch.txt").write_text(table + "\n", encoding="utf-8")
     figures = {
         "machine": heading,
+        "proxy": coheriq.proxy_implementation(),
         "date": time.strftime("%Y-%m-%d"),
         "rows": [{**asdict(r), "verdict": r.verdict} for r in rows],
         "import_adds": added,
