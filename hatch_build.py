@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import sysconfig
 import tempfile
 from pathlib import Path
@@ -91,5 +90,5 @@ def _compile(root: Path, scratch: Path, *, inplace: bool) -> Path:
 
 
 if __name__ == "__main__":  # python hatch_build.py: compile in place, for development
-    print(_compile(Path(__file__).parent, Path(tempfile.mkdtemp()), inplace=True))
-    sys.exit(0)
+    with tempfile.TemporaryDirectory(prefix="coheriq-build-") as scratch:
+        print(_compile(Path(__file__).parent, Path(scratch), inplace=True))

@@ -33,6 +33,18 @@ _counter = itertools.count()
 pytest_plugins = ["pytester"]
 
 
+def compiled_proxy_built() -> bool:
+    """Whether this interpreter can run coheriq's compiled proxy (COHERIQ_PURE_PYTHON aside):
+    the extension is built here, from the source coheriq.proxy drives."""
+    from coheriq import proxy
+
+    try:
+        from coheriq import _cproxy
+    except ImportError:
+        return False
+    return getattr(_cproxy, "VERSION", None) == proxy._COMPILED_VERSION
+
+
 @pytest.fixture(autouse=True)
 def _clean_world(coheriq_isolated):
     """Every test runs in a coheriq world of its own, forked or not."""

@@ -24,16 +24,9 @@ import pytest
 
 import coheriq
 from coheriq.proxy import proxy_implementation
+from conftest import compiled_proxy_built
 
 COMPILED = proxy_implementation() == "compiled"
-
-
-def _extension_built() -> bool:
-    try:
-        import coheriq._cproxy  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 PROXIES = [
@@ -42,7 +35,7 @@ PROXIES = [
         "compiled",
         id="compiled-proxy",
         marks=pytest.mark.skipif(
-            not _extension_built(), reason="the compiled proxy is not built here"
+            not compiled_proxy_built(), reason="the compiled proxy is not built here"
         ),
     ),
 ]
@@ -216,7 +209,7 @@ def test_coheriq_pure_python_picks_the_proxy(setting):
     done = proxy_chosen_with(setting)
     if setting == "1":
         assert done.stdout.startswith("python (COHERIQ_PURE_PYTHON is set)")
-    elif _extension_built():
+    elif compiled_proxy_built():
         assert done.stdout.strip() == "compiled"
     else:
         assert done.stdout.startswith("python (the compiled proxy is not built here")
