@@ -199,6 +199,7 @@ typedef struct {
     PyObject *module;       /* anything; None when deleted */
     PyObject *doc;          /* anything; None when deleted */
     PyObject *annotations;  /* dict, made on first read; NULL when deleted */
+    PyObject *annotate;     /* 3.14+: what computes them (PEP 649); NULL for none */
     PyObject *dict;         /* __dict__: __wrapped__, a library's own attributes */
     PyObject *weakreflist;
 } ProxyObject;
@@ -370,7 +371,7 @@ proxy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->qualname = Py_NewRef(candidate);
     self->module = Py_NewRef(Py_None);
     self->doc = Py_NewRef(Py_None);
-    self->annotations = NULL;
+    self->annotations = self->annotate = NULL;
     PyObject_GC_Track(self);
     if (set_state(self, board, cell, candidate, receiver) < 0) {
         Py_DECREF(self);
@@ -387,6 +388,7 @@ proxy_traverse(ProxyObject *self, visitproc visit, void *arg)
     Py_VISIT(self->module);
     Py_VISIT(self->doc);
     Py_VISIT(self->annotations);
+    Py_VISIT(self->annotate);
     Py_VISIT(self->dict);
     return 0;
 }
@@ -396,6 +398,7 @@ proxy_clear(ProxyObject *self)
 {
     Py_CLEAR(self->dict);
     Py_CLEAR(self->annotations);
+    Py_CLEAR(self->annotate);
     Py_SETREF(self->module, Py_NewRef(Py_None));
     Py_SETREF(self->doc, Py_NewRef(Py_None));
     return 0;
@@ -509,6 +512,20 @@ set_doc(ProxyObject *self, PyObject *value, void *Py_UNUSED(closure))
 static PyObject *
 get_annotations(ProxyObject *self, void *Py_UNUSED(closure))
 {
+    /* As a function's: computed by __annotate__ on first read (3.14+), kept after. */
+    if (self->annotations == NULL && self->annotate != NULL) {
+        PyObject *computed = PyObject_CallFunction(self->annotate, "i", 1);  /* VALUE */
+        if (computed == NULL) {
+            return NULL;
+        }
+        if (!PyDict_Check(computed)) {
+            PyErr_Format(PyExc_TypeError, "__annotate__ returned non-dict of type '%.100s'",
+                         Py_TYPE(computed)->tp_name);
+            Py_DECREF(computed);
+            return NULL;
+        }
+        self->annotations = computed;
+    }
     if (self->annotations == NULL) {
         self->annotations = PyDict_New();
     }
@@ -526,8 +543,37 @@ set_annotations(ProxyObject *self, PyObject *value, void *Py_UNUSED(closure))
         return -1;
     }
     Py_XSETREF(self->annotations, Py_XNewRef(value));
+    Py_CLEAR(self->annotate);  /* as for a function: the dict set is what they are */
     return 0;
 }
+
+#if PY_VERSION_HEX >= 0x030E0000
+static PyObject *
+get_annotate(ProxyObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->annotate != NULL ? self->annotate : Py_None);
+}
+
+static int
+set_annotate(ProxyObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "__annotate__ cannot be deleted");
+        return -1;
+    }
+    if (value == Py_None) {
+        Py_CLEAR(self->annotate);
+        return 0;
+    }
+    if (!PyCallable_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "__annotate__ must be callable or None");
+        return -1;
+    }
+    Py_XSETREF(self->annotate, Py_NewRef(value));
+    Py_CLEAR(self->annotations);  /* computed again, by the new one, on the next read */
+    return 0;
+}
+#endif
 
 /* Make this proxy dispatch as ``other`` does: a module run again regenerated it. */
 static PyObject *
@@ -548,6 +594,7 @@ proxy_take_over(ProxyObject *self, PyObject *other)
     Py_SETREF(self->doc, Py_NewRef(from->doc));
     Py_XSETREF(self->annotations,
                from->annotations != NULL ? PyDict_Copy(from->annotations) : NULL);
+    Py_XSETREF(self->annotate, Py_XNewRef(from->annotate));
     Py_RETURN_NONE;
 }
 
@@ -566,6 +613,9 @@ static PyGetSetDef proxy_getset[] = {
     {"__module__", (getter)get_module, (setter)set_module, NULL, NULL},
     {"__doc__", (getter)get_doc, (setter)set_doc, NULL, NULL},
     {"__annotations__", (getter)get_annotations, (setter)set_annotations, NULL, NULL},
+#if PY_VERSION_HEX >= 0x030E0000
+    {"__annotate__", (getter)get_annotate, (setter)set_annotate, NULL, NULL},
+#endif
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -603,7 +653,7 @@ cproxy_exec(PyObject *module)
     }
     /* proxy.py uses this module only if it is the version it was written for: an
      * editable install whose extension was built from older source falls back. */
-    if (PyModule_AddIntConstant(module, "VERSION", 2) < 0) {
+    if (PyModule_AddIntConstant(module, "VERSION", 3) < 0) {
         return -1;
     }
     PyTypeObject *types[] = {&BoardType, &CellType, &ProxyType};

@@ -12,7 +12,10 @@ so it must not import :mod:`typing` (several milliseconds, with ``re`` and
 - logging: :func:`log` sends to ``logging.getLogger("coheriq")`` only if the
   program has imported logging and enabled the level, so coheriq is silent unless
   the application configures logging. Nothing is logged per call: INFO when a
-  domain settles or an engine is loaded, DEBUG when a scope is entered or left.
+  domain settles or an engine is loaded, DEBUG when a scope is entered or left;
+- inspect and annotationlib: imported only when a signature or annotations are
+  asked for (:func:`signature`, :func:`carry_annotations`), which also keep 3.14's
+  deferred annotations deferred.
 """
 
 from __future__ import annotations
@@ -49,9 +52,11 @@ __all__ = [
     "MappingProxyType",
     "MemberDescriptorType",
     "caller_outside_coheriq",
+    "carry_annotations",
     "log",
     "outside_coheriq",
     "overload",
+    "signature",
 ]
 
 DEBUG = 10
@@ -105,3 +110,63 @@ def caller_outside_coheriq() -> Any:
             return frame
         frame = frame.f_back  # type: ignore[assignment]
     return None
+
+
+def carry_annotations(target: Any, source: Any) -> None:
+    """Give ``target`` the annotations of ``source``, evaluated no sooner than source's.
+
+    From Python 3.14 annotations are computed when first asked for (PEP 649): a
+    name defined further down the module, or imported only under
+    ``TYPE_CHECKING``, is legal in them. ``target`` then gets an ``__annotate__``
+    that answers each format (:mod:`annotationlib`) from ``source``, so asking
+    either object fails or succeeds alike, and :func:`functools.wraps` over the
+    target carries them on. Before 3.14, ``target`` gets a copy of the dict.
+    """
+    if sys.version_info >= (3, 14):
+        target.__annotate__ = _AnnotationsOf(source)
+    else:
+        target.__annotations__ = dict(getattr(source, "__annotations__", None) or {})
+
+
+class _AnnotationsOf:
+    """An ``__annotate__`` function that answers with another object's annotations."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def __call__(self, format: int) -> dict[str, Any]:
+        import annotationlib  # type: ignore[import-not-found, unused-ignore]  # 3.14+
+
+        if format == annotationlib.Format.VALUE_WITH_FAKE_GLOBALS:
+            # Not code that can run with fake globals: annotationlib then asks for
+            # the format it wants directly, which the source answers.
+            raise NotImplementedError
+        return dict(annotationlib.get_annotations(self.source, format=format))
+
+    def __repr__(self) -> str:
+        return f"<annotations of {self.source!r}>"
+
+
+def signature(obj: Any, **options: Any) -> Any:
+    """:func:`inspect.signature`, without evaluating an annotation that cannot be.
+
+    From 3.14 an annotation may name what is not defined yet (see
+    :func:`carry_annotations`): such a name reads as a forward reference, as
+    :func:`help` shows it, instead of raising :class:`NameError`. Any other error
+    that computing the signature raises comes out as :class:`ValueError`, which
+    is what a caller asking "has it a signature?" already handles.
+    """
+    import inspect
+
+    if sys.version_info >= (3, 14):
+        import annotationlib  # type: ignore[import-not-found, unused-ignore]
+
+        options.setdefault("annotation_format", annotationlib.Format.FORWARDREF)
+    try:
+        return inspect.signature(obj, **options)
+    except (TypeError, ValueError):
+        raise
+    except Exception as error:
+        raise ValueError(f"no signature could be computed for {obj!r}: {error}") from error

@@ -265,7 +265,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         Raises:
             CoheriqScopeError: Every block of this object has exited already.
         """
-        entry = self._open_here() or (self._entered[-1] if self._entered else None)
+        entry = self._open_here() or self._newest()
         try:
             self._entered.remove(entry)  # type: ignore[arg-type]
         except ValueError:  # none left, or another thread exited it just now
@@ -276,16 +276,29 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         found, scope = entry  # type: ignore[misc]
         found.scopes.exit(scope)
 
+    # Other threads enter and exit this object while these run (on a free-threaded
+    # build, truly at once): they index the list of entries, and never iterate it,
+    # since an iterator over a list that another thread shrinks may stop early.
+
     def _open_here(self) -> tuple[AccelerationDomain, Any] | None:
         """This object's innermost block that is open in this context, if any."""
-        for found, _ in reversed(self._entered):
-            scope = found.scopes.live()
-            while scope is not None:
-                if scope.owner is self:
-                    return found, scope
-                scope = live_scope(scope.parent)
-            break  # every entry of this object looks at the same context variable
+        newest = self._newest()
+        if newest is None:
+            return None
+        # Every entry of this object looks at the same context variable.
+        scope = newest[0].scopes.live()
+        while scope is not None:
+            if scope.owner is self:
+                return scope.domain, scope
+            scope = live_scope(scope.parent)
         return None
+
+    def _newest(self) -> tuple[AccelerationDomain, Any] | None:
+        """This object's newest block not exited yet, in any context."""
+        try:
+            return self._entered[-1]
+        except IndexError:
+            return None
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this scope.

@@ -159,10 +159,32 @@ def _read_leniently(dist: Any, group: str | None) -> list[EntryPoint]:
             section = line[1:-1].strip()
         elif section is not None and group in (None, section) and "=" in line:
             name, _, value = line.partition("=")
-            ep = EntryPoint(name.strip(), value.strip(), section)
+            ep = _unchecked(EntryPoint, name.strip(), value.strip(), section)
+            if ep is None:
+                continue
             attach = getattr(ep, "_for", None)  # how importlib.metadata ties it to dist
             found.append(attach(dist) if attach is not None else ep)
     return found
+
+
+def _unchecked(entry_point: Any, name: str, value: str, group: str) -> EntryPoint | None:
+    """An entry point made as written, its value unchecked (None where none can be).
+
+    From Python 3.15 an ``EntryPoint`` checks its value when made; one that is
+    malformed is then made as earlier versions made it, so that it raises the
+    same ``ValueError`` when its module is asked for, and loading it is a clear
+    error of coheriq's, while the distribution's other entry points still count.
+    """
+    try:
+        return entry_point(name, value, group)  # type: ignore[no-any-return]
+    except ValueError:
+        pass
+    try:
+        ep = object.__new__(entry_point)
+        vars(ep).update(name=name, value=value, group=group)  # as its __init__ does
+    except (TypeError, AttributeError):  # a reader that keeps them otherwise
+        return None
+    return ep  # type: ignore[no-any-return]
 
 
 def clear_cache() -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import _thread
 import sys
 
+from . import _stdlib
 from ._stdlib import TYPE_CHECKING, FunctionType, MemberDescriptorType
 from .exceptions import CoheriqTypeError
 from .proxy import Method, bound_elsewhere, parameter_lists
@@ -64,7 +65,27 @@ _MADE_ANEW = frozenset({"__dict__", "__weakref__", "__qualname__", "_abc_impl"})
 _MISSING = object()
 
 
-class CandidateClassMeta(type):
+if TYPE_CHECKING:
+
+    class _MarkedClassMetaAttributes:
+        """What the metaclass of a marked class carries. Declared for the type
+        checker only: annotations in a metaclass's own body would be what a marked
+        class without annotations of its own reports as ``__annotations__``."""
+
+        __coheriq_candidate__: CandidateInfo
+        _coheriq_root: type  # the class's own metaclass
+        _coheriq_implementations: Container[type]
+        _coheriq_signature: Any  # what inspect.signature gave unmarked, or None
+        _coheriq_for_subclasses: type
+        _coheriq_dispatch: Callable[..., Any]
+        _coheriq_construct: Callable[..., Any]
+        _coheriq_member: Callable[[], Any]  # what a call of the class here runs
+
+else:
+    _MarkedClassMetaAttributes = object
+
+
+class CandidateClassMeta(type, _MarkedClassMetaAttributes):
     """The base of the metaclass of every marked class.
 
     The metaclass of a marked class ``C`` derives from this class and from
@@ -74,18 +95,6 @@ class CandidateClassMeta(type):
     deriving from ``C`` gets the metaclass's subclass for subclasses, which
     constructs, and checks ``isinstance``, as the original metaclass does.
     """
-
-    # For the type checker only: annotations in a metaclass's body would be what
-    # a marked class without annotations of its own reports as __annotations__.
-    if TYPE_CHECKING:
-        __coheriq_candidate__: CandidateInfo
-        _coheriq_root: type  # the class's own metaclass
-        _coheriq_implementations: Container[type]
-        _coheriq_signature: Any  # what inspect.signature gave unmarked, or None
-        _coheriq_for_subclasses: type
-        _coheriq_dispatch: Callable[..., Any]
-        _coheriq_construct: Callable[..., Any]
-        _coheriq_member: Callable[[], Any]  # what a call of the class here runs
 
     def __new__(
         mcls, cls_name: str, bases: tuple[type, ...], namespace: dict[str, Any], /, **kwargs: Any
@@ -110,7 +119,11 @@ class CandidateClassMeta(type):
     def __signature__(cls) -> Any:
         """What :func:`inspect.signature` shows for the class: what it shows unmarked.
 
-        That is the class's own ``__signature__`` where it has one; else its
+        That is the class's own ``__signature__`` where it has one. Else, where
+        the metaclass's ``__call__`` leads :mod:`inspect` to the constructor (it
+        constructs directly, or is the generated dispatcher, whose ``__wrapped__``
+        is the constructor), None: ``inspect`` then reads the constructor itself,
+        in the annotation format it was asked for, as it does unmarked. Else the
         constructor's parameters, less the first, as they are now (a decorator
         above the marker may have added ``__init__``); else what
         :func:`inspect.signature` gave for the unmarked class. Raises what that
@@ -121,12 +134,16 @@ class CandidateClassMeta(type):
                 own = klass.__dict__["__signature__"]
                 get = getattr(type(own), "__get__", None)
                 return own if get is None else get(own, None, cls)
-        import inspect  # introspection only: marking and calling never need it
-
         meta: Any = type(cls)
+        call = meta.__call__
+        if call is meta._coheriq_construct:
+            return None
         constructor = _constructor(cls)
+        function = getattr(constructor, "function", None)
+        if function is not None and getattr(call, "__wrapped__", None) is function:
+            return None
         if meta._coheriq_root.__call__ is type.__call__ and parameter_lists(constructor):
-            signature = inspect.signature(constructor.function)
+            signature = _stdlib.signature(function)  # the compiled __call__ (3.10 to 3.12)
             return signature.replace(parameters=tuple(signature.parameters.values())[1:])
         found = meta._coheriq_signature
         if isinstance(found, Exception):
@@ -273,14 +290,20 @@ def _derive_metaclass(
     def dispatcher_for(cls: type) -> Any:
         """The generated ``__call__``, with the parameters ``cls``'s constructor has now."""
         constructor = _constructor(cls)
-        return switchboard.dispatcher(
+        function = getattr(constructor, "function", None)
+        call = switchboard.dispatcher(
             info.name,
             defname="__call__",
             signature_of=constructor,
-            where=getattr(getattr(constructor, "function", None), "__code__", None),
+            where=getattr(function, "__code__", None),
             qualname=f"{qualname}.__call__",
             receiver="_coheriq_cls",
         )
+        if isinstance(call, FunctionType) and root.__call__ is type.__call__ and function:
+            # What inspect follows to read the class's signature from its constructor,
+            # as for the unmarked class (see CandidateClassMeta.__signature__).
+            call.__wrapped__ = function  # type: ignore[attr-defined]
+        return call
 
     constructor = _constructor(original)
     call = dispatcher_for(original)
@@ -288,6 +311,12 @@ def _derive_metaclass(
     # names the metaclass where it lists classmethods); the qualified name, which
     # repr() shows, says what it is.
     label = f"coheriq candidate {original.__qualname__}"
+    # What a class's __doc__ is read through, as with its own metaclass: for type, a
+    # descriptor that runs the descriptor a class may keep as its __doc__ (3.15's
+    # dataclasses compute the docstring so, on first read). type() would put None.
+    root_doc = next(
+        klass.__dict__["__doc__"] for klass in root.__mro__ if "__doc__" in klass.__dict__
+    )
     with _newest_lock:
         newest = _newest.get(root)
         try:
@@ -298,6 +327,7 @@ def _derive_metaclass(
                     "__module__": root.__module__,
                     "__qualname__": f"{root.__qualname__}[{label}]",
                     "__call__": call,
+                    "__doc__": root_doc,
                     # The original metaclass's checks, until an engine brings a class
                     # that does not derive from this one (see check_implementations).
                     "__instancecheck__": root.__instancecheck__,
@@ -334,6 +364,7 @@ def _derive_metaclass(
                 # The original metaclass's own hooks, so that a subclass constructs and
                 # answers isinstance exactly as it would without coheriq.
                 "__call__": root.__call__,
+                "__doc__": root_doc,
                 "__instancecheck__": root.__instancecheck__,
                 "__subclasscheck__": root.__subclasscheck__,
                 "__signature__": None,
@@ -631,10 +662,8 @@ def _unmarked_signature(cls: type, own: type, constructor: Any) -> Any:
     """
     if own.__call__ is type.__call__ and parameter_lists(constructor) is not None:
         return None
-    import inspect  # only for such classes, and only while marking
-
-    try:
-        return inspect.signature(cls)
+    try:  # only for such classes, and only while marking
+        return _stdlib.signature(cls)
     except (TypeError, ValueError) as error:
         return error
 

@@ -55,7 +55,22 @@ if TYPE_CHECKING:
             """Candidate name -> whether it is a class candidate."""
 
 
-class EngineMeta(type):
+if TYPE_CHECKING:
+
+    class _EngineClassAttributes:
+        """What every engine class carries. Declared for the type checker only:
+        annotations in the metaclass's own body would be what its classes, lacking
+        annotations of their own, report as ``__annotations__``."""
+
+        __coheriq_domain__: _Domain
+        __coheriq_name__: str | None
+        __coheriq_overrides__: frozenset[str]
+
+else:
+    _EngineClassAttributes = object
+
+
+class EngineMeta(type, _EngineClassAttributes):
     """Metaclass of a domain's reference class and of every engine class.
 
     Create an engine by subclassing :func:`coheriq.engine_class`:
@@ -79,10 +94,6 @@ class EngineMeta(type):
     The domain's reference class is created by
     :meth:`AccelerationDomain.materialize`, never directly.
     """
-
-    __coheriq_domain__: _Domain
-    __coheriq_name__: str | None
-    __coheriq_overrides__: frozenset[str]
 
     def __new__(
         mcls,

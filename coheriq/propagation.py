@@ -110,15 +110,18 @@ class Snapshot:
     ) -> None:
         # The entry of this context (a snapshot may be entered by several tasks at
         # once), else the newest one anywhere, as using_engine does.
-        here = [e for e in self._stacks if not e[1] or e[1][0]._open_here() is not None]
-        entries = here or self._stacks
-        if not entries:
+        # A copy: other threads may enter and exit it while this looks.
+        stacks = list(self._stacks)
+        here = [e for e in stacks if not e[1] or e[1][0]._open_here() is not None]
+        entries = here or stacks
+        try:
+            entry = entries[-1]
+            self._stacks.remove(entry)
+        except (IndexError, ValueError):  # none left, or another thread took it just now
             raise CoheriqScopeError(
                 f"{self!r} was exited more often than it was entered: each `with` block "
                 "ends one entry."
-            )
-        entry = entries[-1]
-        self._stacks.remove(entry)
+            ) from None
         entry[0].close()
 
     def wrap(self, fn: Callable[..., T]) -> Callable[..., T]:

@@ -53,7 +53,7 @@ from __future__ import annotations
 import sys
 from os import environ as _environ
 
-from ._stdlib import TYPE_CHECKING, FunctionType, caller_outside_coheriq
+from ._stdlib import TYPE_CHECKING, FunctionType, caller_outside_coheriq, carry_annotations
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -122,7 +122,7 @@ def _load_compiled() -> tuple[Any, str]:
 
 
 # The VERSION of coheriq/_cproxy.c that this module drives.
-_COMPILED_VERSION = 2
+_COMPILED_VERSION = 3
 
 # Whether a marked class's dispatching __call__ is the compiled proxy too. Measured
 # (benchmarks/proxies.py): it is the cheaper on 3.10 to 3.12; from 3.13 on, the
@@ -380,7 +380,10 @@ class Switchboard:
         if home is not None:  # so that pickle finds the proxy
             proxy.__module__, proxy.__qualname__ = home
             proxy.__name__ = info.name
-        proxy.__annotations__ = dict(getattr(fn, "__annotations__", {}) or {})
+        carry_annotations(proxy, fn)
+        type_params = getattr(fn, "__type_params__", ())
+        if type_params:  # a generic function (3.12+): def f[T](x: T) -> T
+            proxy.__type_params__ = type_params  # type: ignore[attr-defined]
         proxy.__wrapped__ = fn  # type: ignore[attr-defined]
         proxy.__coheriq_candidate__ = info  # type: ignore[attr-defined]
         if getattr(code, "co_flags", 0) & _CO_COROUTINE:
@@ -590,11 +593,14 @@ def update_proxy(proxy: Any, fresh: Any) -> None:
         proxy.__code__ = fresh.__code__
         proxy.__defaults__ = fresh.__defaults__
         proxy.__kwdefaults__ = fresh.__kwdefaults__
+        if sys.version_info >= (3, 12):
+            proxy.__type_params__ = fresh.__type_params__
     else:  # the compiled proxy
         proxy._coheriq_take_over(fresh)
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__"):
+    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
         setattr(proxy, attr, getattr(fresh, attr))
     proxy.__dict__ = dict(fresh.__dict__)
+    carry_annotations(proxy, fresh.__wrapped__)
 
 
 def _on_one_line(code: Any, line: int, qualname: str) -> Any:

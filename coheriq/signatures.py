@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from . import _stdlib
 from ._stdlib import TYPE_CHECKING, FunctionType, outside_coheriq
 from .exceptions import (
     CoheriqEngineError,
@@ -68,14 +69,11 @@ def check_override(
         not is_class and _same_parameters(reference, _callable_of(override), skip=is_method)
     ):
         return  # the usual case, decided without building Signature objects
-    # Imported here: inspect costs milliseconds that ``import coheriq`` need not pay.
-    import inspect
-
-    try:
-        wanted = inspect.signature(reference)
+    try:  # (inspect is imported here: ``import coheriq`` need not pay for it)
+        wanted = _stdlib.signature(reference)
         # The override's own parameters: a method decorated with functools.wraps
         # (to take the candidate's docstring) would otherwise show the candidate's.
-        given = inspect.signature(_callable_of(override), follow_wrapped=False)
+        given = _stdlib.signature(_callable_of(override), follow_wrapped=False)
     except (TypeError, ValueError):  # no introspectable signature: nothing to compare
         return
     if is_method:
@@ -173,11 +171,9 @@ def _raw_attribute(cls: type, name: str) -> Any:
 
 def _method_incompatibilities(theirs: Any, ours: Any) -> list[str]:
     """How a classmethod or staticmethod ``ours`` rejects calls that ``theirs`` takes."""
-    import inspect
-
     try:
-        wanted = inspect.signature(theirs.__func__)
-        given = inspect.signature(ours.__func__, follow_wrapped=False)
+        wanted = _stdlib.signature(theirs.__func__)
+        given = _stdlib.signature(ours.__func__, follow_wrapped=False)
     except (TypeError, ValueError):
         return []
     if isinstance(theirs, classmethod):  # cls is filled in, not passed

@@ -4,7 +4,10 @@ import asyncio
 import builtins
 import gc
 import os
+import subprocess
 import sys
+import sysconfig
+import textwrap
 import threading
 import time
 import tracemalloc
@@ -360,3 +363,38 @@ def test_fork_during_a_slow_engine_import(lib, two_engines, make_dist, unique):
         thread.join()
         del sys.modules[gate]
     assert cq.active_implementation(lib.name) == "slowimport"
+
+
+@pytest.mark.skipif(
+    not sysconfig.get_config_var("Py_GIL_DISABLED"),
+    reason="only a free-threaded build runs without the GIL",
+)
+def test_the_gil_stays_off_through_coheriq_and_the_compiled_example_engine():
+    # A free-threaded build turns the GIL back on, with a warning, when it imports an
+    # extension that does not declare itself safe without it.
+    pytest.importorskip("ragbatch_compiled", reason="the compiled example engine is absent")
+    code = textwrap.dedent(
+        """
+        import sys, threading, warnings
+        warnings.simplefilter("error")  # the warning that the GIL came back fails the run
+        import coheriq, ragbatch
+        coheriq.enable_engine("ragbatch", "compiled")
+        batch = ragbatch.from_flat([1.0, 2.0, 3.0, 4.0], [0, 1, 4])
+        wrong = []
+
+        def work():
+            for _ in range(2000):
+                if list(ragbatch.row_sum(batch)) != [1.0, 9.0]:
+                    wrong.append(1)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(ragbatch.row_sum.__module__, len(wrong), sys._is_gil_enabled())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1:] == ["0", "False"], done.stdout

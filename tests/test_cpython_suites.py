@@ -7,10 +7,11 @@ must pass their own suites test for test like the unmarked modules; on an
 engine, ``statistics``' suite must pass except for the tests listed, with the
 reason, in ``cpython/statistics_xfails.py``.
 
-Needs a Python 3.13 with CPython's ``test`` package (``python3.13`` on ``PATH``, or
-the interpreter named by ``COHERIQ_CPYTHON``); the engine run also needs pytest and
-NumPy for it, installed once into a cached virtual environment. Without them the
-tests are skipped, with the reason.
+Needs a Python with CPython's ``test`` package: the interpreter named by
+``COHERIQ_CPYTHON`` (CI names each newer Python it tests), else a 3.13
+(``python3.13`` on ``PATH``, or pyenv's); the engine run also needs pytest and
+NumPy for it, installed once per Python version into a cached virtual environment.
+Without them the tests are skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pytest
 
 HERE = Path(__file__).parent / "cpython"
 ROOT = Path(__file__).parent.parent  # coheriq itself is imported from the source tree
-VERSION = "3.13"
+VERSION = "3.13"  # looked for where COHERIQ_CPYTHON names none
 TIMEOUT = 600  # seconds; a hang fails the test instead of stalling the run
 
 
@@ -93,10 +94,19 @@ def marked(cpython: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return where
 
 
+def version_of(cpython: str) -> str:
+    """``3.13``, say, or ``3.13t`` for a free-threaded build: what ``cpython`` is."""
+    code = (
+        "import sys, sysconfig; print('%d.%d%s' % (*sys.version_info[:2], "
+        "'t' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))"
+    )
+    return run([cpython, "-c", code]).stdout.strip()
+
+
 @pytest.fixture(scope="session")
 def cpython_with_numpy(cpython: str) -> str:
     """That interpreter's virtual environment with pytest and NumPy, built once and kept."""
-    home = Path(tempfile.gettempdir()) / f"coheriq-cpython{VERSION}-pytest-numpy"
+    home = Path(tempfile.gettempdir()) / f"coheriq-cpython{version_of(cpython)}-pytest-numpy"
     python = home / "bin" / "python"
     check = [str(python), "-c", "import pytest, numpy"]
     if python.exists() and run(check).returncode == 0:
@@ -104,10 +114,11 @@ def cpython_with_numpy(cpython: str) -> str:
     shutil.rmtree(home, ignore_errors=True)
     made = run([cpython, "-m", "venv", str(home)])
     if made.returncode == 0:
-        made = run([str(python), "-m", "pip", "install", "-q", "pytest>=7,<9", "numpy"])
+        pip = [str(python), "-m", "pip", "install", "-q", "--prefer-binary"]
+        made = run([*pip, "pytest>=7,<9", "numpy"])
     if made.returncode != 0:
         why = made.stderr[-300:]
-        pytest.skip(f"could not install pytest and NumPy for Python {VERSION}: {why}")
+        pytest.skip(f"could not install pytest and NumPy for {cpython}: {why}")
     return str(python)
 
 
@@ -132,7 +143,8 @@ def test_the_suite_passes_test_for_test_like_the_unmarked_module(cpython, marked
         outcomes = marked_report["outcomes"]
         imported = [t for t in outcomes if ".TestNormalDistImported." in t]
         assert len(imported) == 19 and "statistics.NormalDist.overlap" in outcomes  # a doctest
-    print(f"\nCPython {VERSION} test_{module}: {marked_report['ran']} tests, unmarked and marked")
+    version = version_of(cpython)
+    print(f"\nCPython {version} test_{module}: {marked_report['ran']} tests, unmarked and marked")
 
 
 def test_the_suite_on_a_numpy_engine_differs_only_where_listed(cpython_with_numpy, marked):
@@ -172,4 +184,5 @@ def test_the_suite_on_a_numpy_engine_differs_only_where_listed(cpython_with_nump
     xfailed = [line for line in done.stdout.splitlines() if line.startswith("XFAIL ")]
     for test in KNOWN:
         assert any(f"test_statistics.py::{test} - " in line for line in xfailed), test
-    print(f"\nCPython {VERSION} test_statistics on engine numpy: {summary}")
+    version = version_of(cpython_with_numpy)
+    print(f"\nCPython {version} test_statistics on engine numpy: {summary}")

@@ -219,7 +219,7 @@ def test_data_stays_on_the_workers_between_steps(scheduler, tmp_path):
 
 
 SHARED = """
-import json, os, threading
+import json, os, sys, threading
 import numpy as np
 import coheriq, ragbatch
 
@@ -253,6 +253,7 @@ def main():
     for thread in threads:
         thread.join(timeout=120)
     print(json.dumps({"alive": sum(t.is_alive() for t in threads), "failures": failures[:3]}))
+    sys.stdout.flush()  # os._exit does not: to a pipe, without PYTHONUNBUFFERED, it is lost
     os._exit(0)  # a thread still hanging must not keep the process
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -45,7 +46,15 @@ def test_the_classifiers_name_every_supported_python():
         for c in project["classifiers"]
         if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
     }
-    assert versions == {"3.10", "3.11", "3.12", "3.13"}
+    supported = [f"3.{minor}" for minor in range(10, 16)]
+    assert versions == set(supported)
+    assert "Programming Language :: Python :: Free Threading :: 2 - Beta" in project["classifiers"]
+    # The release wheels cover the same versions, and the docs say the same.
+    cibuildwheel = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    built = cibuildwheel["cibuildwheel"]["build"].split()
+    assert built == [f"cp{v.replace('.', '')}-*" for v in supported]
+    index = " ".join((ROOT / "docs" / "index.rst").read_text(encoding="utf-8").split())
+    assert f"CPython {', '.join(supported[:-1])} and {supported[-1]}" in index
     assert project["keywords"]
     assert "version" in project["dynamic"]  # one number: coheriq.__version__
     assert re.fullmatch(r"\d+\.\d+\.\d+", coheriq.__version__)
@@ -83,7 +92,8 @@ def test_a_wheel_carries_the_compiled_proxy_only_where_it_compiles(tmp_path, com
     (wheel,) = tmp_path.glob("coheriq-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     compiled = [name for name in names if name.startswith("coheriq/_cproxy.")]
-    if compiler == "false":  # a pure-Python wheel, for any platform
+    free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    if compiler == "false" or free_threaded:  # a pure-Python wheel, for any platform
         assert wheel.name.endswith("-py3-none-any.whl")
         assert compiled == ["coheriq/_cproxy.pyi"]
     else:  # this interpreter's ABI and platform

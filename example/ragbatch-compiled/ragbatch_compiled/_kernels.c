@@ -368,4 +368,15 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_kernels", "Row kernels of ragbatch's compiled engine.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels(void) {
+    PyObject *m = PyModule_Create(&module);
+#ifdef Py_GIL_DISABLED
+    /* Safe without the GIL: no state of its own, each call reads and writes only the
+       buffers it is given. Without this, importing it turns the GIL back on. */
+    if (m != NULL && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
+    return m;
+}
