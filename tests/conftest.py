@@ -45,6 +45,23 @@ def compiled_proxy_built() -> bool:
     return getattr(_cproxy, "VERSION", None) == proxy._COMPILED_VERSION
 
 
+def classes_are_freed() -> bool:
+    """Whether a class that nothing refers to any more is freed here.
+
+    Not on a free-threaded CPython 3.13 once any thread has started: it makes
+    classes (and what they hold) immortal then. Tests that watch a class being
+    freed check, there, what holds instead.
+    """
+    import gc
+    import weakref
+
+    probe = type("Probe", (), {})
+    freed = weakref.ref(probe)
+    del probe
+    gc.collect()
+    return freed() is None
+
+
 @pytest.fixture(autouse=True)
 def _clean_world(coheriq_isolated):
     """Every test runs in a coheriq world of its own, forked or not."""

@@ -4,6 +4,7 @@ The timings themselves live in benchmarks/run.py; here we only keep the suite
 runnable and hold the import promise, which is not a timing.
 """
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,25 @@ def test_the_proxies_comparison_runs_each_proxy_in_quick_mode(tmp_path):
     assert f"{version} pyth" in table
     assert "floor: functools.partial(impl)" in table
     assert (tmp_path / f"{version}-python" / "dispatch.json").is_file()
+
+
+def test_the_threads_benchmark_runs_in_quick_mode(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "threads.py"),
+            "--quick",
+            "--record",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    (table,) = tmp_path.glob("threads-*.txt")
+    assert table.read_text(encoding="utf-8") == done.stdout
+    assert "marked, inside using_engine" in done.stdout and "4 threads" in done.stdout
+    (figures,) = tmp_path.glob("threads-*.json")
+    rows = json.loads(figures.read_text(encoding="utf-8"))["rows"]
+    assert len(rows) == 4 and all(row["1 threads"] > 0 for row in rows)
