@@ -6,7 +6,9 @@ for it). For each, ``benchmarks/run.py --only dispatch`` runs twice, once on eac
 proxy (``COHERIQ_PURE_PYTHON=0`` and ``1``), each run pairing every statement with
 its baseline in one process as run.py always does. ``--record DIR`` writes each
 run's figures to ``DIR/<python>-<proxy>/`` and the comparison to
-``DIR/proxies.txt`` and ``DIR/proxies.json``, which the performance page shows.
+``DIR/proxies.txt`` and ``DIR/proxies.json``, which the performance page shows;
+with ``--keep`` the columns recorded there for other Pythons stay in the table
+(each Python measured where it runs: CI's newer Pythons live in a chroot).
 
 Each cell is the median ratio over the run's rounds; the floor row is
 ``functools.partial(impl)``: what any callable written in C costs in front of a
@@ -72,10 +74,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pythons", nargs="+", help="interpreters with coheriq installed")
     parser.add_argument("--record", type=Path, metavar="DIR", help="write the runs here")
     parser.add_argument("--quick", action="store_true", help="a smoke run")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep DIR's recorded columns of other Pythons"
+    )
     args = parser.parse_args(argv)
     base = args.record or Path(os.environ.get("TMPDIR", "/tmp")) / "coheriq-proxies"
-    # Each column: (Python version, proxy) -> that run's rows by case, in run order.
+    # Each column: (Python version, proxy) -> that run's rows by case.
     runs: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    if args.keep and (base / "proxies.json").is_file():
+        kept = json.loads((base / "proxies.json").read_text(encoding="utf-8"))
+        runs.update({tuple(label.split(" ")): rows for label, rows in kept.items()})  # type: ignore[misc]
     for python in args.pythons:
         version = version_of(python)
         for proxy in PROXIES:
@@ -83,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
             found = measure(python, proxy, base / f"{version}-{proxy}", args.quick)
             if found is not None:
                 runs[version, proxy] = found
+
+    def order(column: tuple[str, str]) -> tuple[list[int], int]:  # by version, then proxy
+        version, proxy = column
+        return [int(part) for part in version.split(".")], list(PROXIES).index(proxy)
+
+    runs = {column: runs[column] for column in sorted(runs, key=order)}
     width = max(len(case) for case in CASES) + 2
     head = f"{'median ratio':<{width}}{'target':>7}" + "".join(
         f"{f'{v} {p[:4]}':>14}" for v, p in runs

@@ -9,10 +9,11 @@ scales, which the table shows too.
 
 Each case: N threads each make the same number of calls after a barrier; the
 figure is the calls of all threads per second, the median of the rounds, and
-its ratio to one thread's. The cases are a direct call of the implementation, a
-marked candidate on the reference and on an engine, and a call inside a
-``using_engine`` block that each thread enters. Scaling is bounded by the
-machine's cores, which the table names.
+its ratio to one thread's. The cases are a direct call of a function that each
+thread has a copy of (what the machine allows, nothing shared), a direct call of
+the implementation that all threads share, a marked candidate on the reference
+and on an engine, and a call inside a ``using_engine`` block that each thread
+enters. Scaling is bounded by the machine's cores, which the table names.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FunctionType
 
 import coheriq
 
@@ -56,12 +58,19 @@ def make_domain(name: str, engine: str) -> tuple[Callable[[int], int], Callable[
 
 
 def throughput(
-    threads: int, calls: int, call: Callable[[int], int], block: Callable[[], object]
+    threads: int,
+    calls: int,
+    callee: Callable[[], Callable[[int], int]],
+    block: Callable[[], object],
 ) -> float:
-    """Calls per second of ``threads`` threads, each making ``calls`` calls in ``block()``."""
+    """Calls per second of ``threads`` threads, each making ``calls`` calls in ``block()``.
+
+    Each thread calls what ``callee()`` gives it.
+    """
     barrier = threading.Barrier(threads + 1)
 
     def work() -> None:
+        call = callee()
         with block():  # type: ignore[attr-defined]
             barrier.wait()
             for _ in range(calls):
@@ -98,21 +107,27 @@ def main(argv: list[str] | None = None) -> int:
     on_reference, impl = make_domain("threads_reference", coheriq.REFERENCE)
     on_engine, _ = make_domain("threads_engine", "fast")
     nothing = _Nothing
-    cases: dict[str, tuple[Callable[[int], int], Callable[[], object]]] = {
-        "direct call of the implementation": (impl, nothing),
-        "marked, on the reference": (on_reference, nothing),
-        "marked, on an engine": (on_engine, nothing),
+
+    def own_copy() -> Callable[[int], int]:  # what no other thread touches
+        return FunctionType(impl.__code__, impl.__globals__)  # type: ignore[attr-defined]
+
+    cases: dict[str, tuple[Callable[[], Callable[[int], int]], Callable[[], object]]] = {
+        # What the machine allows: nothing shared between the threads.
+        "direct call, each thread its own function": (own_copy, nothing),
+        "direct call of the implementation": (lambda: impl, nothing),
+        "marked, on the reference": (lambda: on_reference, nothing),
+        "marked, on an engine": (lambda: on_engine, nothing),
         "marked, inside using_engine": (
-            on_reference,
+            lambda: on_reference,
             lambda: coheriq.using_engine("threads_reference", "fast"),
         ),
     }
     rows = []
-    for case, (call, block) in cases.items():
+    for case, (callee, block) in cases.items():
         figures = {}
         for threads in THREADS:
             figures[threads] = statistics.median(
-                throughput(threads, calls, call, block) for _ in range(rounds)
+                throughput(threads, calls, callee, block) for _ in range(rounds)
             )
         rows.append({"case": case, **{f"{n} threads": figures[n] for n in THREADS}})
 
@@ -121,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     python = f"{platform.python_version()}{'t' if free_threaded else ''}"
     title = (
         f"Python {python}, the GIL {'on' if gil else 'off'}, "
-        f"{coheriq.proxy_implementation()} proxy, {os.cpu_count()} cores; "
+        f"{coheriq.proxy_implementation().split()[0]} proxy, {os.cpu_count()} cores; "
         f"{calls} calls per thread, median of {rounds} rounds"
     )
     width = max(len(row["case"]) for row in rows) + 2
