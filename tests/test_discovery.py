@@ -97,3 +97,20 @@ def test_advertised_engine_not_found_error_lists_it(lib, make_dist, unique):
     advertise(make_dist, lib, "gpu", unique("listed_mod"))
     with pytest.raises(cq.CoheriqEngineNotFoundError, match="Did you mean 'gpu'"):
         cq.enable_engine(lib.name, "gpuu")
+
+
+def test_a_malformed_value_costs_only_its_own_entry_point(lib, make_dist, unique):
+    # From Python 3.15 importlib.metadata refuses a malformed value when it reads
+    # one: the distribution's other engines must still count.
+    module = unique("sound_mod")
+    source = ENGINE_MODULE.format(domain=lib.name, engine="sound")
+    group = f"coheriq.engines.{lib.name}"
+    make_dist(
+        unique("mixed_dist"), {module: source}, {group: {"sound": module, "bad": "not valid!:"}}
+    )
+    assert cq.available_engines(lib.name) == ("bad", "sound")
+    with pytest.raises(cq.CoheriqEngineLoadError, match="'bad'") as raised:
+        cq.enable_engine(lib.name, "bad")
+    assert "not valid!:" in str(raised.value)
+    cq.enable_engine(lib.name, "sound")
+    assert lib.total([4]) == ("sound", 4)
