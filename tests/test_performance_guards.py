@@ -109,4 +109,4 @@ def test_the_threads_benchmark_runs_in_quick_mode(tmp_path):
     assert "marked, inside using_engine" in done.stdout and "4 threads" in done.stdout
     (figures,) = tmp_path.glob("threads-*.json")
     rows = json.loads(figures.read_text(encoding="utf-8"))["rows"]
-    assert len(rows) == 4 and all(row["1 threads"] > 0 for row in rows)
+    assert len(rows) == 5 and all(row["1 threads"] > 0 for row in rows)
