@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     plan = Plan(3, 2_000, 1, 2) if args.quick else Plan(31, 300_000, 5, 10)
     heading = (
-        f"coheriq {coheriq.__version__} ({coheriq.proxy.proxy_implementation()} proxy), "
+        f"coheriq {coheriq.__version__} ({coheriq.proxy_implementation()} proxy), "
         f"Python {platform.python_version()} "
         f"({platform.python_implementation()}), {platform.machine()}, "
         f"{os.cpu_count()} CPUs{', --quick' if args.quick else ''}"

@@ -12,9 +12,8 @@ accelerated library does not pay for them.
 
 from os import environ as _environ
 
-from ._stdlib import TYPE_CHECKING
-from ._validate import REFERENCE
-from .activation import (
+from ._api.engine_forms import AccelerationEngine, engine_class
+from ._api.verbs import (
     active_implementation,
     available_engines,
     enable_engine,
@@ -23,8 +22,11 @@ from .activation import (
     resolve_impl,
     using_engine,
 )
-from .domain import AccelerationDomain
-from .engine import AccelerationEngine, engine_class
+from ._call.proxy import proxy_implementation
+from ._engines.meta import EngineMeta
+from ._library.domain import AccelerationDomain
+from ._names import REFERENCE
+from ._stdlib import TYPE_CHECKING
 from .exceptions import (
     CoheriqDomainError,
     CoheriqDomainNameError,
@@ -46,39 +48,38 @@ from .exceptions import (
     CoheriqTypeError,
     CoheriqUserError,
 )
-from .meta import EngineMeta
-from .proxy import proxy_implementation
 
 if TYPE_CHECKING:
-    from .introspection import Coverage, Explanation, coverage, explain
-    from .profiling import Profile, profile
-    from .propagation import Snapshot, snapshot
-    from .statements import EngineStatement, engine_statements
-    from .verdicts import (
+    from ._tools.introspection import Coverage, Explanation, coverage, explain
+    from ._tools.profiling import Profile, ProfileRow, profile
+    from ._tools.snapshot import Snapshot, snapshot
+    from ._tools.verdicts import (
         CoheriqVerificationError,
         CoheriqVerificationWarning,
         Mismatch,
         VerificationRow,
     )
-    from .verification import Verification, verify
+    from ._tools.verification import Verification, verify
+    from .statements import EngineStatement, engine_statements
 
 _ON_FIRST_USE = {
-    "Coverage": "introspection",
-    "Explanation": "introspection",
-    "coverage": "introspection",
-    "explain": "introspection",
-    "Profile": "profiling",
-    "profile": "profiling",
-    "Snapshot": "propagation",
-    "snapshot": "propagation",
+    "Coverage": "_tools.introspection",
+    "Explanation": "_tools.introspection",
+    "coverage": "_tools.introspection",
+    "explain": "_tools.introspection",
+    "Profile": "_tools.profiling",
+    "ProfileRow": "_tools.profiling",
+    "profile": "_tools.profiling",
+    "Snapshot": "_tools.snapshot",
+    "snapshot": "_tools.snapshot",
     "EngineStatement": "statements",
     "engine_statements": "statements",
-    "CoheriqVerificationError": "verdicts",
-    "CoheriqVerificationWarning": "verdicts",
-    "Mismatch": "verdicts",
-    "Verification": "verification",
-    "VerificationRow": "verdicts",
-    "verify": "verification",
+    "CoheriqVerificationError": "_tools.verdicts",
+    "CoheriqVerificationWarning": "_tools.verdicts",
+    "Mismatch": "_tools.verdicts",
+    "Verification": "_tools.verification",
+    "VerificationRow": "_tools.verdicts",
+    "verify": "_tools.verification",
 }
 
 __all__ = [
@@ -112,6 +113,7 @@ __all__ = [
     "Explanation",
     "Mismatch",
     "Profile",
+    "ProfileRow",
     "Snapshot",
     "Verification",
     "VerificationRow",
@@ -137,7 +139,7 @@ __version__ = "0.1.0"
 if any(name.endswith("_VERIFY") for name in _environ):
     # A library's <PREFIX>_VERIFY may be set: the verification hooks in before any
     # domain is materialized.
-    from . import verification as _verification  # noqa: F401
+    from ._tools import verification as _verification  # noqa: F401
 
 
 def __getattr__(name: str) -> object:

@@ -4,7 +4,7 @@
  * the candidate's parameters that reads names of its domain's namespace. This proxy
  * reads the same state, kept where C reads it without a lookup: the domain's Board
  * (the flag, the finder, the scope variable) and the candidate's Cell (the settled
- * implementation), both written by coheriq.proxy.Switchboard beside the namespace.
+ * implementation), both written by coheriq._call.proxy.Switchboard beside the namespace.
  *
  *     if board.scoped:                           # a block, profile, unsettled domain
  *         scope = board.variable.get() if board.variable else board.current()
@@ -40,7 +40,7 @@ typedef struct {
     char scoped;          /* look at the context before calling */
     PyObject *current;    /* finds this context's scope (or None) */
     PyObject *variable;   /* the context variable current() only reads, or None */
-    PyObject *scope_type; /* the class of a block (coheriq.choice.Scope), or None */
+    PyObject *scope_type; /* the class of a block (coheriq._choice.records.Scope), or None */
     PyObject *members;    /* scope_type's "members" descriptor, or None */
 } BoardObject;
 
@@ -624,7 +624,7 @@ static PyTypeObject ProxyType = {
     .tp_name = "coheriq._cproxy.Proxy",
     .tp_doc = PyDoc_STR(
         "A candidate's proxy: calls what the candidate's domain runs in this context.\n\n"
-        "Made by coheriq.proxy.Switchboard; see coheriq/proxy.py for the Python reference."),
+        "Made by coheriq._call.proxy.Switchboard; see coheriq/proxy.py for the Python reference."),
     .tp_basicsize = sizeof(ProxyObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
                 | Py_TPFLAGS_METHOD_DESCRIPTOR,

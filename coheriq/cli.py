@@ -28,14 +28,14 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from . import discovery
-from ._validate import REFERENCE
-from .activation import available_engines, import_domain
-from .domain import AccelerationDomain
-from .engine import engine_class
+from ._api.engine_forms import engine_class
+from ._api.verbs import available_engines, import_domain
+from ._engines.overrides import STRICT_ENV, bypassed_classes
+from ._library.domain import AccelerationDomain
+from ._library.late_candidates import import_declared, not_imported_note
+from ._names import REFERENCE
+from ._tools.introspection import Coverage, coverage, explain
 from .exceptions import CoheriqError, CoheriqSignatureWarning, did_you_mean
-from .introspection import Coverage, coverage, explain
-from .late_candidates import import_declared, not_imported_note
-from .signatures import STRICT_ENV, bypassed_classes
 from .statements import EngineStatement, compare, dumps, engine_statements, statement_of
 
 __all__ = ["main"]
@@ -566,7 +566,7 @@ def _verify(args: argparse.Namespace) -> int:
     (``sys.argv``, ``sys.path[0]``); an exception it raises is printed as Python
     would, and the report follows all the same.
     """
-    from .verification import verify
+    from ._tools.verification import verify
 
     program = _verify_program(args)
     domain = _domain(args)

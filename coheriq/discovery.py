@@ -222,7 +222,7 @@ def load(domain_name: str, engine_name: str, ep: EntryPoint, *, again: bool = Fa
 
     With ``again``, a module imported already is run again first
     (:func:`importlib.reload`): its engine was defined for another copy of the
-    domain (see :mod:`coheriq.registry`).
+    domain (see :mod:`coheriq._library.registry`).
 
     Raises:
         CoheriqEngineLoadError: The import, or the lookup of the object the value

@@ -59,16 +59,17 @@ from contextlib import ExitStack, nullcontext
 import pytest
 
 from . import discovery
-from ._stdlib import TYPE_CHECKING
-from ._validate import REFERENCE
-from .activation import (
+from ._api.verbs import (
     active_implementation,
     available_engines,
     enable_engine,
     import_domain,
     using_engine,
 )
-from .domain import all_domains, lookup_domain
+from ._choice.ordered import describe_tried, parse_engine_list
+from ._library.domain import all_domains, lookup_domain
+from ._names import REFERENCE
+from ._stdlib import TYPE_CHECKING
 from .exceptions import (
     CoheriqDomainNotFoundError,
     CoheriqEngineStartError,
@@ -76,15 +77,14 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
-from .ordered import describe_tried, parse_engine_list
 from .statements import engine_statements
 from .testing import isolated
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from .domain import AccelerationDomain
-    from .verification import Verification
+    from ._library.domain import AccelerationDomain
+    from ._tools.verification import Verification
 
 ENV = "COHERIQ_TEST_ENGINES"
 OPTION = "--coheriq-engine"
@@ -158,7 +158,7 @@ def _parse_verify(text: str) -> tuple[str, str, str]:
 
 
 def _verification(domain: str, engine: str, against: str) -> Verification:
-    from .verification import verify
+    from ._tools.verification import verify
 
     # The domain itself, not its name: a test in a world of its own (coheriq_isolated)
     # does not find the run's domains by name.

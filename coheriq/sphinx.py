@@ -38,7 +38,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from . import __version__
-from .proxy import candidate_of
+from ._call.proxy import candidate_of
 from .statements import EngineStatement, engine_statements, parse_statement
 
 __all__ = ["setup"]

@@ -26,10 +26,10 @@ be read is reported as a problem, and its engine is treated as stating nothing.
 from __future__ import annotations
 
 from . import discovery
+from ._engines.meta import supplier
+from ._names import check_candidate_name, check_name, is_engine_name
 from ._stdlib import TYPE_CHECKING
-from ._validate import check_candidate_name, check_name, is_engine_name
 from .exceptions import CoheriqTypeError, did_you_mean, listing
-from .meta import supplier
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

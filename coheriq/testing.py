@@ -22,7 +22,9 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 
-from . import discovery, marked, registry
+from . import discovery
+from ._call import marked
+from ._library import registry
 from ._stdlib import TYPE_CHECKING
 
 if TYPE_CHECKING:

@@ -1,8 +1,12 @@
 """Read the layout of coheriq's own modules from their source, for the docs and tests.
 
-The design FAQ draws the layers with :func:`print_layers`; the test suite checks
-the house rule (no cycle; the parts of a domain never import it) with
-:func:`import_graph`. Imports under ``if TYPE_CHECKING:`` are left out;
+coheriq's modules sit in private packages, one for each step of a call
+(:data:`PACKAGES`, bottom to top), above a few base modules and below the
+public entry points. The design FAQ draws the packages with
+:func:`print_packages` and the modules' layers with :func:`print_layers`; the
+test suite checks the house rules (no cycle; no package imports one above it;
+the parts of a domain never import it) with :func:`import_graph` and
+:func:`upward_imports`. Imports under ``if TYPE_CHECKING:`` are left out;
 function-local imports count: hiding a cycle in a function does not remove it.
 """
 
@@ -16,12 +20,39 @@ import coheriq
 PACKAGE = Path(coheriq.__file__).parent
 
 
-def imports_of(path: Path, *, typing: bool = False) -> set[str]:
-    """The coheriq modules that the module at ``path`` imports at run time.
+def modules() -> dict[str, Path]:
+    """Every module of the package by its name below ``coheriq``: ``discovery``,
+    ``_call.proxy``; the package's own ``__init__`` too (a subpackage's, which only
+    says what its modules are, is left out)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            continue
+        found[".".join(parts)] = path
+    return found
+
+
+def package_of(module: str) -> str:
+    """The private package ``module`` belongs to (``_call``), or ``""`` for a top-level one."""
+    return module.rpartition(".")[0]
+
+
+def imports_of(module: str, *, typing: bool = False) -> set[str]:
+    """The coheriq modules that ``module`` imports at run time (names as :func:`modules`).
 
     With ``typing``, also those it imports for the type checker only.
     """
+    known = modules()
+    here = package_of(module).split(".") if package_of(module) else []
     found: set[str] = set()
+
+    def add(target: str, names: list[str]) -> None:
+        for name in names:  # `from .pkg import module`
+            if f"{target}.{name}".strip(".") in known:
+                found.add(f"{target}.{name}".strip("."))
+        if target in known:
+            found.add(target)
 
     class Visitor(ast.NodeVisitor):
         def visit_If(self, node: ast.If) -> None:
@@ -32,27 +63,27 @@ def imports_of(path: Path, *, typing: bool = False) -> set[str]:
             self.generic_visit(node)
 
         def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-            module = node.module or ""
-            if node.level == 1:
-                found.update([module.split(".")[0]] if module else [a.name for a in node.names])
-            elif module == "coheriq":
-                found.update(a.name for a in node.names)
-            elif module.startswith("coheriq."):
-                found.add(module.split(".")[1])
+            names = [alias.name for alias in node.names]
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                add(".".join([*base, *(node.module.split(".") if node.module else [])]), names)
+            elif node.module == "coheriq":
+                add("", names)
+            elif node.module and node.module.startswith("coheriq."):
+                add(node.module.removeprefix("coheriq."), names)
 
         def visit_Import(self, node: ast.Import) -> None:
             for alias in node.names:
                 if alias.name.startswith("coheriq."):
-                    found.add(alias.name.split(".")[1])
+                    add(alias.name.removeprefix("coheriq."), [])
 
-    Visitor().visit(ast.parse(path.read_text(encoding="utf-8")))
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
-    return {name for name in found if name in modules and name != path.stem}
+    Visitor().visit(ast.parse(known[module].read_text(encoding="utf-8")))
+    return found - {module}
 
 
 def import_graph(*, typing: bool = False) -> dict[str, set[str]]:
     """Module -> the coheriq modules it imports, for every module of the package."""
-    return {path.stem: imports_of(path, typing=typing) for path in sorted(PACKAGE.glob("*.py"))}
+    return {module: imports_of(module, typing=typing) for module in modules()}
 
 
 def layers(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -77,3 +108,34 @@ def print_layers() -> None:
     rows = layers(import_graph())
     for number, row in reversed(list(enumerate(rows))):
         print(f"{number:>2}  {'  '.join(m for m in row if not m.startswith('__'))}")
+
+
+# What every module may import: the standard library's stand-ins, the error tree,
+# names and entry points.
+BASE = ("_stdlib", "exceptions", "_names", "discovery")
+# The steps of a call, bottom to top: each package imports only those before it.
+PACKAGES = ("_call", "_choice", "_engines", "_library", "_api", "_tools")
+
+
+def rank(module: str) -> int:
+    """0 for a base module, 1... for the packages in order, then the public entry points."""
+    if module in BASE:
+        return 0
+    package = package_of(module)
+    return 1 + PACKAGES.index(package) if package else len(PACKAGES) + 1
+
+
+def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The imports (module, imported) that reach a package above the importer's."""
+    return {(m, i) for m, imported in graph.items() for i in imported if rank(i) > rank(m)}
+
+
+def print_packages() -> None:
+    """Print the packages, top (the public entry points) to bottom (the base)."""
+    by_rank: dict[int, list[str]] = {}
+    for module in modules():
+        by_rank.setdefault(rank(module), []).append(module.rpartition(".")[2])
+    names = ["base", *PACKAGES, "public"]
+    for number in sorted(by_rank, reverse=True):
+        shown = "  ".join(m for m in sorted(by_rank[number]) if not m.startswith("__"))
+        print(f"{names[number]:<9} {shown}")

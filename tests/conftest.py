@@ -35,8 +35,8 @@ pytest_plugins = ["pytester"]
 
 def compiled_proxy_built() -> bool:
     """Whether this interpreter can run coheriq's compiled proxy (COHERIQ_PURE_PYTHON aside):
-    the extension is built here, from the source coheriq.proxy drives."""
-    from coheriq import proxy
+    the extension is built here, from the source coheriq._call.proxy drives."""
+    from coheriq._call import proxy
 
     try:
         from coheriq import _cproxy

@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 import coheriq as cq
-from coheriq.domain import lookup_domain
+from coheriq._library.domain import lookup_domain
 
 LIBRARY = """
 import coheriq

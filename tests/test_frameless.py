@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import coheriq
-from coheriq.proxy import proxy_implementation
+from coheriq import proxy_implementation
 from conftest import compiled_proxy_built
 
 COMPILED = proxy_implementation() == "compiled"
@@ -63,7 +63,7 @@ def run_script(tmp_path: Path, proxy: str, body: str) -> subprocess.CompletedPro
 DEPRECATED = """
     import warnings
     import coheriq
-    from coheriq.proxy import proxy_implementation
+    from coheriq import proxy_implementation
 
     domain = coheriq.AccelerationDomain("deprecating")
 
@@ -96,7 +96,7 @@ def test_a_deprecation_warning_names_the_callers_line(tmp_path, proxy):
 ERROR_AS_EXIT = """
     import sys
     import coheriq
-    from coheriq.proxy import proxy_implementation
+    from coheriq import proxy_implementation
 
     domain = coheriq.AccelerationDomain("raising")
 
@@ -232,7 +232,7 @@ def test_the_proxy_is_the_one_this_run_expects():
 
 LOOP = """
     import coheriq
-    from coheriq.proxy import proxy_implementation
+    from coheriq import proxy_implementation
 
     ping_domain = coheriq.AccelerationDomain("ping")
     pong_domain = coheriq.AccelerationDomain("pong")
@@ -297,7 +297,7 @@ def test_an_extension_built_from_other_source_is_not_used(monkeypatch):
     """An editable install whose extension is older than proxy.py falls back to Python."""
     import types
 
-    from coheriq import proxy
+    from coheriq._call import proxy
 
     stale = types.ModuleType("coheriq._cproxy")
     stale.__file__ = "/somewhere/_cproxy.so"

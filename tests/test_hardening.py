@@ -93,7 +93,7 @@ print("done", len(seen) > 0)
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_a_child_forked_while_another_thread_is_in_a_profile_can_profile(lib):
-    from coheriq import observing
+    from coheriq._library import observing
 
     prof = cq.profile()
     inside = threading.Event()

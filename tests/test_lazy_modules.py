@@ -259,7 +259,7 @@ def test_declaration_mistakes_are_clear(tmp_path, unique, monkeypatch):
         lib = importlib.import_module(name)
         with pytest.raises(coheriq.CoheriqDomainError, match="did not mark it"):
             coheriq.engine_class(name).predict  # noqa: B018
-        from coheriq.late_candidates import import_declared
+        from coheriq._library.late_candidates import import_declared
 
         problems = import_declared(lib.domain)
         assert "predict" in problems[f"{name}.heavy"]

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import coheriq as cq
-from coheriq.domain import lookup_domain
+from coheriq._library.domain import lookup_domain
 from coheriq.testing import isolated
 
 DOMAINS = ["d0", "d1"]

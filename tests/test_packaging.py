@@ -63,11 +63,11 @@ def test_the_classifiers_name_every_supported_python():
 def test_the_readme_names_every_module_of_the_package():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     modules = sorted(
-        path.stem
-        for path in (ROOT / "coheriq").glob("*.py")
-        if path.stem not in ("__init__", "__main__")
+        {path.stem for path in (ROOT / "coheriq").rglob("*.py")} - {"__init__", "__main__"}
     )
-    assert [name for name in modules if f"`{name}`" not in readme] == []
+    packages = sorted(path.parent.name for path in (ROOT / "coheriq").glob("*/__init__.py"))
+    assert [name for name in packages if f"{name}/" not in readme] == []
+    assert [name for name in modules if not re.search(rf"(?<![\w.]){name}\b", readme)] == []
 
 
 def build_wheel(folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import coheriq as cq
-from coheriq.domain import all_domains
+from coheriq._library.domain import all_domains
 from conftest import build_lib
 
 

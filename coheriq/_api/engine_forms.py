@@ -18,7 +18,7 @@ The decorator form builds the same kind of class from plain functions::
 
     fast.materialize()
 
-Either way the result is a class of :class:`~coheriq.meta.EngineMeta` registered
+Either way the result is a class of :class:`~coheriq._engines.meta.EngineMeta` registered
 under its name in its domain, so hybrids are ordinary multiple inheritance.
 """
 
@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import sys
 
-from ._stdlib import TYPE_CHECKING
-from ._validate import REFERENCE, check_candidate_name, check_name
-from .domain import AccelerationDomain, lookup_domain
-from .engines import building
-from .exceptions import (
+from .._engines.meta import EngineMeta
+from .._engines.registry import building
+from .._library.domain import AccelerationDomain, lookup_domain
+from .._names import REFERENCE, check_candidate_name, check_name
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import (
     CoheriqDomainNotReadyError,
     CoheriqEngineDomainNotFoundError,
     CoheriqEngineError,
@@ -39,14 +40,13 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
-from .meta import EngineMeta
 
 # typing.overload for readers of the source (type checkers, Sphinx's autodoc, which
 # shows the overloads only when they come from typing); the stand-in at run time.
 if TYPE_CHECKING:
     from typing import overload
 else:
-    from ._stdlib import overload
+    from .._stdlib import overload
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

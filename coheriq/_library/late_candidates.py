@@ -25,17 +25,17 @@ engine started so far, the settled choice and the open blocks see it at once.
 
 from __future__ import annotations
 
+from .._call.marked import check_implementations, construct_directly, mark_class
+from .._call.proxy import update_proxy
+from .._engines.own_class import ClassCandidate
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import CoheriqDomainError, CoheriqTypeError
 from . import registry
-from ._stdlib import TYPE_CHECKING
-from .exceptions import CoheriqDomainError, CoheriqTypeError
-from .marked import check_implementations, construct_directly, mark_class
-from .own_class import ClassCandidate
-from .proxy import update_proxy
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from .proxy import CandidateInfo
+    from .._call.proxy import CandidateInfo
 
 __all__ = [
     "Declared",
@@ -79,7 +79,7 @@ class Declared:
     def __get__(self, engine: Any, owner: Any = None) -> Any:
         import importlib  # only when a declared candidate is first needed
 
-        from .exceptions import CoheriqError
+        from ..exceptions import CoheriqError
 
         try:
             importlib.import_module(self.module)

@@ -17,7 +17,7 @@ While :data:`quiet` is set in a context, no watcher sees the calls made there:
 a verification sets it while it runs the other implementation and compares.
 
 A domain whose ``<PREFIX>_VERIFY`` variable is set calls :func:`materialized`
-once it is materialized; :mod:`coheriq.verification` (imported by ``import
+once it is materialized; :mod:`coheriq._tools.verification` (imported by ``import
 coheriq`` where such a variable is set) hooks in there and turns verification
 on for the whole process.
 """
@@ -28,8 +28,8 @@ import _thread
 import os
 from _contextvars import ContextVar  # what contextvars re-exports, without importing it
 
+from .._stdlib import TYPE_CHECKING
 from . import registry
-from ._stdlib import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Callable

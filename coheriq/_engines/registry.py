@@ -24,12 +24,12 @@ import sys
 # spares a module at start-up.
 from _contextvars import ContextVar
 
-from . import registry
-from ._stdlib import TYPE_CHECKING, caller_outside_coheriq
-from ._validate import REFERENCE, is_engine_name
-from .choice import Scope, Starting
-from .engine_start import EngineStart
-from .exceptions import (
+from .._call.marked import check_implementations
+from .._choice.records import Scope, Starting
+from .._library import registry
+from .._names import REFERENCE, is_engine_name
+from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
+from ..exceptions import (
     CoheriqEngineError,
     CoheriqEngineLoadError,
     CoheriqEngineNotFoundError,
@@ -37,14 +37,14 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
-from .marked import check_implementations
 from .own_class import LibraryClass
+from .start import EngineStart
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from ._domain_view import DomainView as _Domain
+    from .._choice.domain_view import DomainView as _Domain
     from .meta import EngineMeta
 
 
@@ -220,7 +220,7 @@ class Engines:
 
     def names(self) -> list[str]:
         """Sorted names of the registered and the advertised engines (imports none)."""
-        from . import discovery  # first use of entry points: see engine_class
+        from .. import discovery  # first use of entry points: see engine_class
 
         advertised = [n for n in discovery.advertised(self.domain.name) if is_engine_name(n)]
         return sorted(set(self.by_name) | set(self.reserved) | set(advertised))
@@ -254,7 +254,7 @@ class Engines:
             )
         # Imported on the first look for an advertised engine, not with coheriq:
         # a program that only uses registered engines never reads package metadata.
-        from . import discovery
+        from .. import discovery
 
         ep = discovery.advertised(domain.name).get(name) if is_engine_name(name) else None
         if ep is None:
@@ -281,13 +281,13 @@ class Engines:
         Raises:
             CoheriqEngineLoadError: The import failed or defined no such engine.
         """
-        from . import discovery
+        from .. import discovery
 
         domain = self.domain
         module = discovery.module_of(ep)
         imported = sys.modules.get(module)
         # A module that defined its engines for another copy of this library's
-        # module only (see coheriq.registry) runs again, for this copy.
+        # module only (see coheriq._library.registry) runs again, for this copy.
         again = (
             imported is not None
             and domain._lineage.copies > 1
@@ -443,10 +443,10 @@ class Engines:
         """Check the overrides of candidate ``name``, now ``reference``, in every engine class.
 
         For a candidate marked or redefined after engines were defined: warns, or
-        raises in strict mode (see :func:`coheriq.signatures.check_override`).
+        raises in strict mode (see :func:`coheriq._engines.overrides.check_override`).
         """
         # As in EngineMeta: only when needed.
-        from .signatures import check_exception_class, check_override
+        from .overrides import check_exception_class, check_override
 
         is_class = isinstance(reference, type)
         for cls in list(self.classes):

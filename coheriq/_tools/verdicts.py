@@ -1,13 +1,13 @@
 """What a verification found (:func:`coheriq.verify`): its rows, its mismatches, its table.
 
-Plain records, filled by :mod:`coheriq.verification` as calls are compared, and
+Plain records, filled by :mod:`coheriq._tools.verification` as calls are compared, and
 the text a :class:`~coheriq.Verification` prints.
 """
 
 from __future__ import annotations
 
-from ._stdlib import TYPE_CHECKING
-from .exceptions import CoheriqError
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import CoheriqError
 
 if TYPE_CHECKING:
     from typing import Any

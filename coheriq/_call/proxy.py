@@ -21,7 +21,7 @@ them into a tuple and a dict. For ``def normalize(xs, *, eps=1e-9)`` it reads::
 
 ``_coheriq_scoped`` is set while the domain must look at the context: a scope
 is open somewhere, a profile is recording, or the global choice is not made yet.
-``_coheriq_current`` then finds this context's scope (see :mod:`coheriq.choice`).
+``_coheriq_current`` then finds this context's scope (see :mod:`coheriq._choice.records`).
 (A later copy of a library's domain uses names with its number: ``_coheriq2_scoped``.)
 Callables whose parameters cannot be read from a code object get the same body
 with ``*args, **kwargs``.
@@ -35,7 +35,7 @@ It is one frame: the implementation is fetched (and the domain settled, on the
 first call) before it is called, so nothing of coheriq's stays on the stack.
 
 Class candidates are the library's own classes, rebuilt with a metaclass whose
-``__call__`` is generated here the same way (see :mod:`coheriq.marked`).
+``__call__`` is generated here the same way (see :mod:`coheriq._call.marked`).
 
 That one frame is what the compiled proxy (``coheriq/_cproxy.c``, a type with
 vectorcall) does without: where it was built, :meth:`Switchboard.dispatcher`
@@ -53,7 +53,7 @@ from __future__ import annotations
 import sys
 from os import environ as _environ
 
-from ._stdlib import TYPE_CHECKING, FunctionType, caller_outside_coheriq, carry_annotations
+from .._stdlib import TYPE_CHECKING, FunctionType, caller_outside_coheriq, carry_annotations
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -104,7 +104,7 @@ def _load_compiled() -> tuple[Any, str]:
                 stacklevel=2,
             )
         return None, "python (COHERIQ_PURE_PYTHON is set)"
-    name = f"{__package__}._cproxy"
+    name = "coheriq._cproxy"  # built beside coheriq/__init__.py (hatch_build.py)
     try:
         __import__(name)  # not `from . import`: that says "circular import" when it is missing
     except ModuleNotFoundError:  # an install without a compiler, a free-threaded CPython
@@ -222,7 +222,7 @@ class CandidateInfo:
         module: The name of the module that marked it.
         run: The frame of the module run (or function) that marked it last:
             when it has ended, the module may run again and mark the candidate
-            anew (see :mod:`coheriq.late_candidates`).
+            anew (see :mod:`coheriq._library.late_candidates`).
         first_run: The frame of the run that marked it first.
     """
 
@@ -307,7 +307,7 @@ class Switchboard:
             settles, a view that settles it), or ``None`` for the settled
             implementation. Consulted only while the ``scoped`` flag is set.
         namespace: The globals of the generated functions, shared by every copy
-            of a library's domain (see :mod:`coheriq.registry`); each copy's
+            of a library's domain (see :mod:`coheriq._library.registry`); each copy's
             names carry ``tag``. So the code of a later copy's proxy, put into an
             earlier copy's proxy (as IPython's autoreload does to the functions
             of a reloaded module), reaches the later copy.
@@ -325,7 +325,9 @@ class Switchboard:
     ) -> None:
         self.namespace = namespace
         # The generated functions' frames count as coheriq's own.
-        namespace.setdefault("__name__", __name__)
+        # The module name tracebacks and warnings show for the generated proxies
+        # (documented; kept when this module moved).
+        namespace.setdefault("__name__", "coheriq.proxy")
         self._scoped = f"_coheriq{tag}_scoped"
         self._current = f"_coheriq{tag}_current"
         self._slot_prefix = f"_coheriq{tag}_impl_"
@@ -524,7 +526,7 @@ class Switchboard:
     def forget(self, _: object = None) -> None:
         """The copy was freed: its names leave the namespace at the next :meth:`retire`.
 
-        (A weak reference's callback: see :meth:`coheriq.scopes.Scopes.retire`.)
+        (A weak reference's callback: see :meth:`coheriq._choice.blocks.Scopes.retire`.)
         Not at once: the collector calls it before the finalizers (``__del__``)
         of the same garbage, which may still call the copy's proxies.
         """

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from . import observing
-from ._stdlib import TYPE_CHECKING
-from ._validate import REFERENCE
-from .domain import AccelerationDomain, lookup_domain
-from .exceptions import CoheriqTypeError
-from .late_candidates import not_imported_note
-from .meta import EngineMeta, supplier
-from .ordered import describe_tried
-from .proxy import candidate_of
+from .._call.proxy import candidate_of
+from .._choice.ordered import describe_tried
+from .._engines.meta import EngineMeta, supplier
+from .._library import observing
+from .._library.domain import AccelerationDomain, lookup_domain
+from .._library.late_candidates import not_imported_note
+from .._names import REFERENCE
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import CoheriqTypeError
 
 if TYPE_CHECKING:
     from typing import Any

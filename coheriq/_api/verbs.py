@@ -15,12 +15,14 @@ from __future__ import annotations
 # choice may be any sequence (a deque too), without importing collections.
 from _collections_abc import Sequence as _Sequence
 
-from ._stdlib import TYPE_CHECKING
-from ._validate import REFERENCE, check_name
-from .choice import Settlement, live_scope
-from .domain import AccelerationDomain, all_domains, lookup_domain
-from .engine import AccelerationEngine, resolve_engine
-from .exceptions import (
+from .._call.proxy import candidate_of
+from .._choice.ordered import first_that_starts
+from .._choice.records import Settlement, live_scope
+from .._engines.meta import EngineMeta
+from .._library.domain import AccelerationDomain, all_domains, lookup_domain
+from .._names import REFERENCE, check_name
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import (
     CoheriqDomainNotFoundError,
     CoheriqEngineNameError,
     CoheriqEngineSettledError,
@@ -29,16 +31,14 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
-from .meta import EngineMeta
-from .ordered import first_that_starts
-from .proxy import candidate_of
+from .engine_forms import AccelerationEngine, resolve_engine
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from types import TracebackType
     from typing import Any, TypeAlias, TypeGuard, TypeVar
 
-    from .ordered import Tried
+    from .._choice.ordered import Tried
 
     F = TypeVar("F", bound=Callable[..., Any])
     T = TypeVar("T")
@@ -472,7 +472,7 @@ def import_domain(name: str) -> AccelerationDomain:
     try:
         return lookup_domain(name)
     except CoheriqDomainNotFoundError as missing:
-        from . import discovery  # metadata is read only when a domain is missing
+        from .. import discovery  # metadata is read only when a domain is missing
 
         advertised = discovery.advertised_domains()
         ep = advertised.get(name)

@@ -20,13 +20,13 @@ library's class runs in a block of the engine, so that what it builds through
 
 from __future__ import annotations
 
-from ._stdlib import TYPE_CHECKING
-from .marked import own_attribute
+from .._call.marked import own_attribute
+from .._stdlib import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from .proxy import CandidateInfo
+    from .._call.proxy import CandidateInfo
 
 __all__ = ["ClassCandidate", "LibraryClass"]
 
@@ -63,7 +63,7 @@ class LibraryClass:
     the marked class does (true for every engine's implementation); it equals
     the marked class, and a class statement deriving from it derives from the
     marked class. Its other attributes are the marked class's own (see
-    :func:`~coheriq.marked.own_attribute`). ``type(obj) is self.Batch`` is
+    :func:`~coheriq._call.marked.own_attribute`). ``type(obj) is self.Batch`` is
     false: it stands for the class, it is not the class.
 
     Args:

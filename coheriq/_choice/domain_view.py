@@ -1,26 +1,27 @@
 """What the parts of a domain read of the domain that owns them: for the type checker only.
 
-A domain owns three parts, :mod:`coheriq.engines`, :mod:`coheriq.settling` and
-:mod:`coheriq.scopes`, and each reaches it through the object that owns it, never
-by importing :mod:`coheriq.domain` (that would be a cycle). What they read of it
-is described here once, as :class:`DomainView`; a part that reads more adds it in
+A domain owns three parts, :mod:`coheriq._engines.registry`,
+:mod:`coheriq._choice.global_choice` and :mod:`coheriq._choice.blocks`, and each
+reaches it through the object that owns it, never by importing
+:mod:`coheriq._library.domain` (that would be a cycle). What they read of it is
+described here once, as :class:`DomainView`; a part that reads more adds it in
 a Protocol of its own derived from it. Nothing here runs: the parts import this
 module under ``TYPE_CHECKING`` only, and so does nothing else.
 """
 
 from __future__ import annotations
 
-from ._stdlib import TYPE_CHECKING
+from .._stdlib import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, Protocol
 
-    from .meta import EngineMeta
-    from .proxy import CandidateInfo, Switchboard
-    from .registry import Lineage
+    from .._call.proxy import CandidateInfo, Switchboard
+    from .._engines.meta import EngineMeta
+    from .._library.registry import Lineage
 
     class DomainView(Protocol):
-        """A domain as its parts see it (a coheriq.domain.AccelerationDomain)."""
+        """A domain as its parts see it (a coheriq._library.domain.AccelerationDomain)."""
 
         @property
         def name(self) -> str: ...

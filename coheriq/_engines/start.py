@@ -7,7 +7,7 @@ waiting thread: an engine that warms up in a worker thread which calls the
 library (``Thread(target=...).start(); join()``, ``pool.submit(...).result()``)
 would wait for its worker for ever, and the worker for it. A call from
 ``__init__``'s own thread is refused at once (see
-:meth:`coheriq.engines.Engines.members_of`); a waiting thread is refused when
+:meth:`coheriq._engines.registry.Engines.members_of`); a waiting thread is refused when
 it finds, looking every :data:`POLL_SECONDS`, that:
 
 * the starting thread is blocked in a wait of the standard library's
@@ -29,8 +29,8 @@ from __future__ import annotations
 import _thread
 import sys
 
-from ._stdlib import TYPE_CHECKING
-from .exceptions import CoheriqEngineError
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import CoheriqEngineError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -13,15 +13,15 @@ This module holds the library's side: marking candidates, building the
 reference class, and finding a domain by name. What happens afterwards is the
 work of three parts each domain owns, one module each:
 
-* ``domain.engines`` (:mod:`coheriq.engines`): its engine classes, loaded from
+* ``domain.engines`` (:mod:`coheriq._engines.registry`): its engine classes, loaded from
   entry points and started once;
-* ``domain.choice`` (:mod:`coheriq.settling`): the process-global choice, made
+* ``domain.choice`` (:mod:`coheriq._choice.global_choice`): the process-global choice, made
   once;
-* ``domain.scopes`` (:mod:`coheriq.scopes`): the ``using_engine`` blocks, and how
+* ``domain.scopes`` (:mod:`coheriq._choice.blocks`): the ``using_engine`` blocks, and how
   proxies find what a call runs.
 
 Copies of the domain made when the library's module runs again are tracked by
-:mod:`coheriq.registry`. Locks guard setup only: none is held while an engine
+:mod:`coheriq._library.registry`. Locks guard setup only: none is held while an engine
 module is imported or an engine's ``__init__`` runs. A forked child gets fresh
 locks.
 """
@@ -33,12 +33,16 @@ import _thread
 import os
 import sys
 
-from . import late_candidates, observing, registry
-from ._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq
-from ._validate import check_candidate_name, check_name
-from .choice import Scope
-from .engines import Engines
-from .exceptions import (
+from .._call.marked import mark_class, release
+from .._call.proxy import CandidateInfo, Switchboard, candidate_of
+from .._choice.blocks import Scopes
+from .._choice.global_choice import GlobalChoice
+from .._choice.records import Scope
+from .._engines.meta import EngineMeta
+from .._engines.registry import Engines
+from .._names import check_candidate_name, check_name
+from .._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq
+from ..exceptions import (
     CoheriqDomainError,
     CoheriqDomainNameError,
     CoheriqDomainNotFoundError,
@@ -47,18 +51,14 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
-from .marked import mark_class, release
-from .meta import EngineMeta
-from .proxy import CandidateInfo, Switchboard, candidate_of
-from .scopes import Scopes
-from .settling import GlobalChoice
+from . import late_candidates, observing, registry
 
 # typing.overload for readers of the source (type checkers, Sphinx's autodoc, which
 # shows the overloads only when they come from typing); the stand-in at run time.
 if TYPE_CHECKING:
     from typing import overload
 else:
-    from ._stdlib import overload
+    from .._stdlib import overload
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -74,7 +74,7 @@ __all__ = ["AccelerationDomain", "all_domains", "lookup_domain"]
 def all_domains() -> list[AccelerationDomain]:
     """Return every domain created in this process, in creation order.
 
-    Where a library's module ran more than once (see :mod:`coheriq.registry`),
+    Where a library's module ran more than once (see :mod:`coheriq._library.registry`),
     the copy its name stands for now.
     """
     return registry.named_domains()
@@ -129,14 +129,15 @@ class AccelerationDomain:
         CoheriqDomainError: A domain of that name exists already, created by
             another module. (The same module running again, by a reload or a
             fresh import, makes a new copy of the domain: see
-            :mod:`coheriq.registry`.)
+            :mod:`coheriq._library.registry`.)
 
     Attributes:
         name: The domain's name.
         module: The name of the module that created the domain (the library's).
-        engines: Its engine classes and their instances (:class:`coheriq.engines.Engines`).
-        choice: Its process-global choice (:class:`coheriq.settling.GlobalChoice`).
-        scopes: Its ``using_engine`` blocks (:class:`coheriq.scopes.Scopes`).
+        engines: Its engine classes and their instances
+            (:class:`coheriq._engines.registry.Engines`).
+        choice: Its process-global choice (:class:`coheriq._choice.global_choice.GlobalChoice`).
+        scopes: Its ``using_engine`` blocks (:class:`coheriq._choice.blocks.Scopes`).
 
     ``engines``, ``choice`` and ``scopes`` are coheriq's machinery, reached by
     its own modules and tools; a program uses the functions of :mod:`coheriq`
@@ -329,7 +330,9 @@ class AccelerationDomain:
     def comparisons(self) -> Comparisons:
         """How a verification compares this library's values (see :meth:`register_comparison`)."""
         if self._comparisons is None:
-            from .comparing import Comparisons  # only where a library or a verification asks
+            from .comparing import (
+                Comparisons,  # only where a library or a verification asks
+            )
 
             self._comparisons = Comparisons(self.name)
         return self._comparisons
@@ -364,7 +367,7 @@ class AccelerationDomain:
         what the decorator returns is a proxy that stands in its place: calling
         it runs the active engine's implementation. For a class, it returns the
         class itself, rebuilt with a metaclass whose ``__call__`` constructs the
-        active engine's implementation (see :mod:`coheriq.marked`); everything
+        active engine's implementation (see :mod:`coheriq._call.marked`); everything
         else about the class is unchanged, and constructing its subclasses is
         never dispatched.
 
@@ -380,7 +383,7 @@ class AccelerationDomain:
                 before runs again), or the name is taken.
 
         A module that runs again (a reload) and marks a name it marked before
-        redefines that candidate: see :mod:`coheriq.late_candidates`.
+        redefines that candidate: see :mod:`coheriq._library.late_candidates`.
         """
         if not isinstance(side_effects, bool):
             raise CoheriqTypeError(
@@ -583,7 +586,7 @@ class AccelerationDomain:
         each candidate as an attribute: functions as static methods, classes as
         classes (read from an engine's instance, a class candidate the engine
         does not override is the library's class constructed as it is: see
-        :mod:`coheriq.own_class`). Every engine subclasses it.
+        :mod:`coheriq._engines.own_class`). Every engine subclasses it.
 
         Candidates declared with :meth:`declare` and not imported yet are
         attributes too, which import their module when read.

@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 import sys
 
-from ._stdlib import TYPE_CHECKING
-from .activation import active_implementation, enable_engine, import_domain, using_engine
-from .domain import all_domains
-from .exceptions import CoheriqEngineSettledError, CoheriqScopeError
+from .._api.verbs import active_implementation, enable_engine, import_domain, using_engine
+from .._library.domain import all_domains
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import CoheriqEngineSettledError, CoheriqScopeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -167,5 +167,5 @@ def snapshot() -> Snapshot:
             engines[domain.name] = engine
             if domain.env_var is not None:
                 env_vars[domain.name] = domain.env_var
-    verification = sys.modules.get("coheriq.verification")  # none if never imported
+    verification = sys.modules.get("coheriq._tools.verification")  # none if never imported
     return Snapshot(engines, env_vars, verification.carried() if verification else ())

@@ -10,7 +10,7 @@ module; they share one :class:`Lineage`, which holds:
 
 - the **global choice**: the first generation to settle fixes the engine's name
   for all of them, so a copy made later runs the engine the program chose (see
-  ``GlobalChoice.settle`` in :mod:`coheriq.settling`);
+  ``GlobalChoice.settle`` in :mod:`coheriq._choice.global_choice`);
 - the ``using_engine`` **blocks**: one context variable for all of them, so a
   block entered through any copy covers every copy, also one made inside it;
 - which generation the domain's **name** stands for (:meth:`Lineage.named`): the
@@ -20,7 +20,7 @@ module; they share one :class:`Lineage`, which holds:
 A package's module that runs again in the same module object, while some of
 the domain's candidates are marked by its other modules (which do not run
 again), carries on the same domain instead of making a copy that would lack
-them (:func:`continuing`; see :mod:`coheriq.late_candidates` for what its
+them (:func:`continuing`; see :mod:`coheriq._library.late_candidates` for what its
 candidates do then).
 
 The registry holds older generations weakly, but their proxies' names in the
@@ -37,7 +37,7 @@ import _weakref
 import sys
 from _contextvars import ContextVar
 
-from ._stdlib import TYPE_CHECKING, caller_outside_coheriq
+from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -74,7 +74,7 @@ class Lineage:
         scope: The context variable of every generation's ``using_engine`` blocks.
         open_scopes: How many blocks are open, anywhere.
         lock: Guards ``open_scopes``.
-        choice: The global choice (a :class:`~coheriq.choice.Settlement`) of the
+        choice: The global choice (a :class:`~coheriq._choice.records.Settlement`) of the
             first generation that settled, or ``None``.
     """
 
@@ -97,7 +97,7 @@ class Lineage:
         self.current = first
         self.choice: Any = None
         self.copies = 1  # how many generations were made, the first included
-        # The globals of every generation's proxies (see coheriq.proxy.Switchboard).
+        # The globals of every generation's proxies (see coheriq._call.proxy.Switchboard).
         self.namespace: dict[str, Any] = {}
         # using_engine blocks, one variable for every generation: a block entered
         # through one copy is the program's choice for all of them.
@@ -194,7 +194,7 @@ def continuing(name: str, creator: Any) -> Any:
     or in a new one after its import failed (the domain never materialized:
     a retry). The domain then carries on, belonging to the new run; its
     module's own candidates are redefined when they are marked again (see
-    :mod:`coheriq.late_candidates`).
+    :mod:`coheriq._library.late_candidates`).
     """
     with _lock:
         lineage = _lineages.get(name)

@@ -11,9 +11,10 @@ lookup along ``Engine.__mro__``.
 
 from __future__ import annotations
 
-from ._stdlib import TYPE_CHECKING
-from ._validate import REFERENCE, check_name
-from .exceptions import (
+from .._call.proxy import candidate_of
+from .._names import REFERENCE, check_name
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import (
     CoheriqEngineError,
     CoheriqEngineInheritanceError,
     CoheriqEngineNameError,
@@ -21,7 +22,6 @@ from .exceptions import (
     did_you_mean,
     listing,
 )
-from .proxy import candidate_of
 
 __all__ = ["EngineMeta", "supplier"]
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     class _Engines(Protocol):
-        """The seam of a domain's engine registry (see :mod:`coheriq.engines`)."""
+        """The seam of a domain's engine registry (see :mod:`coheriq._engines.registry`)."""
 
         def reference_of(self, candidate: str) -> Any:
             """The reference implementation, or None where not imported yet."""
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         def register(self, cls: EngineMeta) -> None: ...
 
     class _Domain(Protocol):
-        """What the metaclass needs from a domain (see :mod:`coheriq.domain`)."""
+        """What the metaclass needs from a domain (see :mod:`coheriq._library.domain`)."""
 
         name: str
         strict: bool
@@ -129,7 +129,7 @@ class EngineMeta(type, _EngineClassAttributes):
         if reference_of is None:
             _check_delegation(cls_name, namespace, bases, domain)
             # Imported here: only defining an engine needs it, `import coheriq` does not.
-            from .signatures import check_override
+            from .overrides import check_override
 
             label = name if name is not None else cls_name
             for candidate in sorted(overrides):
@@ -305,7 +305,7 @@ def _checked_override(cls_name: str, attr: str, value: Any, domain: _Domain, is_
                 f"{domain.name!r} with {type(value).__name__} {value!r}; a class candidate "
                 "must be overridden by a class."
             )
-        from .signatures import check_exception_class  # only when defining an engine
+        from .overrides import check_exception_class  # only when defining an engine
 
         check_exception_class(cls_name, attr, value, domain.engines.reference_of(attr), domain)
         return value

@@ -5,13 +5,13 @@ that the program makes there on the verified engine runs that engine's
 implementation (whose result, or exception, the program gets) and then the
 other implementation (the reference, by default) on its own copy of the
 arguments, inside a ``using_engine`` block of it; the two results are compared
-by the library's rules (:mod:`coheriq.comparing`), and the outcome is recorded
+by the library's rules (:mod:`coheriq._library.comparing`), and the outcome is recorded
 in the :class:`Verification`. Calls made inside a verified call (the engine's
 code calling the library, say) are part of it and are not verified on their
 own. Constructing a class candidate is never compared: its objects are, through
 the calls that return or take them.
 
-A verification is a watcher (see :mod:`coheriq.observing`), carried like a
+A verification is a watcher (see :mod:`coheriq._library.observing`), carried like a
 block: asyncio tasks created inside it and :func:`coheriq.snapshot` carry it.
 When none is on anywhere, the proxies' fast path is what it is without this
 module. ``<PREFIX>_VERIFY=ENGINE`` (or ``ENGINE:OTHER``) turns one on for the
@@ -28,14 +28,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from time import perf_counter_ns
 
-from . import observing, registry
-from ._stdlib import TYPE_CHECKING, outside_coheriq
-from ._validate import REFERENCE
-from .activation import using_engine
-from .comparing import summarize
-from .domain import AccelerationDomain, lookup_domain
-from .engine import resolve_engine
-from .exceptions import CoheriqScopeError, CoheriqTypeError
+from .._api.engine_forms import resolve_engine
+from .._api.verbs import using_engine
+from .._library import observing, registry
+from .._library.comparing import summarize
+from .._library.domain import AccelerationDomain, lookup_domain
+from .._names import REFERENCE
+from .._stdlib import TYPE_CHECKING, outside_coheriq
+from ..exceptions import CoheriqScopeError, CoheriqTypeError
 from .verdicts import (
     CoheriqVerificationError,
     CoheriqVerificationWarning,
@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any, Literal, TypeVar
 
-    from .activation import EngineLike
-    from .meta import EngineMeta
+    from .._api.verbs import EngineLike
+    from .._engines.meta import EngineMeta
 
     F = TypeVar("F", bound=Callable[..., Any])
     OnMismatch = Literal["warn", "record", "raise"]
@@ -694,7 +694,7 @@ class _Checked(observing.View):
 
 
 def _running_engine(domain: AccelerationDomain, found: Any) -> str | None:
-    """The engine whose member a call takes from ``found`` (see :mod:`coheriq.choice`).
+    """The engine whose member a call takes from ``found`` (see :mod:`coheriq._choice.records`).
 
     Not the engine of the block around: a copy of a reloaded library that cannot
     run that block's engine runs its own choice instead.

@@ -7,7 +7,7 @@ candidate outside any block (or ``enable_engine``, or ``resolve_impl``) makes
 it with :meth:`GlobalChoice.settle`. The one rule, in order: the choice another
 copy of the library's module made; else an earlier ``enable_engine``; else the
 engine named by ``<PREFIX>_ENGINE``; else the reference. Blocks
-(:mod:`coheriq.scopes`) override it for their context only.
+(:mod:`coheriq._choice.blocks`) override it for their context only.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from __future__ import annotations
 import os
 import sys
 
-from ._stdlib import INFO, TYPE_CHECKING, log, outside_coheriq
-from ._validate import REFERENCE
-from .choice import Settlement, Unsettled
-from .exceptions import CoheriqError
+from .._names import REFERENCE
+from .._stdlib import INFO, TYPE_CHECKING, log, outside_coheriq
+from ..exceptions import CoheriqError
 from .ordered import Tried, describe_tried, first_that_starts, parse_engine_list
+from .records import Settlement, Unsettled
 
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from ._domain_view import DomainView
-    from .meta import EngineMeta
+    from .._engines.meta import EngineMeta
+    from .domain_view import DomainView
 
     class _Domain(DomainView, Protocol):
         """What the global choice reads of its domain, besides what every part reads."""
@@ -86,7 +86,7 @@ class GlobalChoice:
 
         Where another copy of the library's module has chosen a different engine
         already, that choice is returned instead (copies share one global choice,
-        see :mod:`coheriq.registry`), unless ``inherited`` says this copy is taking
+        see :mod:`coheriq._library.registry`), unless ``inherited`` says this copy is taking
         its share of it. ``tried`` is what an ordered list tried to choose ``cls``.
         """
         domain, lineage = self.domain, self.domain._lineage
@@ -248,7 +248,7 @@ class GlobalChoice:
             return engine, f"{reason}; the first of the list that starts here", cls, tried
         if value in by_name:
             return value, reason, by_name[value], ()
-        from . import discovery  # reading metadata imports no engine
+        from .. import discovery  # reading metadata imports no engine
 
         if value in discovery.advertised(domain.name):
             return value, reason + " (advertised, not imported yet)", None, ()

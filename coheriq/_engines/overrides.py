@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import os
 
-from . import _stdlib
-from ._stdlib import TYPE_CHECKING, FunctionType, outside_coheriq
-from .exceptions import (
+from .. import _stdlib
+from .._call.marked import alternate_constructors
+from .._stdlib import TYPE_CHECKING, FunctionType, outside_coheriq
+from ..exceptions import (
     CoheriqEngineError,
     CoheriqSignatureWarning,
     CoheriqTypeError,
     did_you_mean,
 )
-from .marked import alternate_constructors
 
 if TYPE_CHECKING:
     from inspect import Signature
@@ -116,7 +116,7 @@ def _constructor_problems(candidate: str, library: type, engine: type) -> list[s
 
     Under the engine, a classmethod or staticmethod read from the library's class
     is the engine's class's where it defines one (see
-    :class:`~coheriq.marked.AlternateConstructor`): one that cannot take the
+    :class:`~coheriq._call.marked.AlternateConstructor`): one that cannot take the
     library's calls, or that is of another kind, is a problem; so is one whose
     name is close to, but not, the name of one of the library's.
     """

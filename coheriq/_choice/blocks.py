@@ -1,9 +1,9 @@
 """The ``using_engine`` blocks of one copy of a domain, and how its proxies find them.
 
 A :class:`Scopes` belongs to one :class:`~coheriq.AccelerationDomain`
-(``domain.scopes``). A block is a :class:`~coheriq.choice.Scope` held in a
+(``domain.scopes``). A block is a :class:`~coheriq._choice.records.Scope` held in a
 context variable that every copy of the library's module shares (see
-:mod:`coheriq.registry`), so a block entered through one copy covers them all.
+:mod:`coheriq._library.registry`), so a block entered through one copy covers them all.
 
 Proxies do not read the variable on every call: they look at the context only
 while they must (the domain is not settled, or a block, a profile or a
@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import _weakref
 
-from ._stdlib import DEBUG, TYPE_CHECKING, log
-from ._validate import REFERENCE
-from .choice import Fallthrough, Scope, Starting, live_scope
-from .exceptions import CoheriqError
-from .marked import construct_directly
+from .._call.marked import construct_directly
+from .._names import REFERENCE
+from .._stdlib import DEBUG, TYPE_CHECKING, log
+from ..exceptions import CoheriqError
+from .records import Fallthrough, Scope, Starting, live_scope
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextvars import ContextVar
     from typing import Any, Protocol
 
-    from ._domain_view import DomainView
-    from .meta import EngineMeta
+    from .._call.proxy import CandidateInfo
+    from .._engines.meta import EngineMeta
+    from .domain_view import DomainView
     from .ordered import Tried
-    from .proxy import CandidateInfo
 
     class _Domain(DomainView, Protocol):
         """What the blocks read of their domain, besides what every part reads."""
@@ -55,7 +55,7 @@ class Scopes:
     def __init__(self, domain: _Domain, variable: ContextVar[Scope | None]) -> None:
         self.domain = domain
         self.variable = variable
-        # While a profile or verification is on (see coheriq.observing): the finder
+        # While a profile or verification is on (see coheriq._library.observing): the finder
         # that lets it see each call.
         self._watching: Callable[[], Any] | None = None
         # Set for a copy of the domain once a newer copy exists: its proxies look
@@ -85,7 +85,7 @@ class Scopes:
         return member
 
     def here(self) -> Any:
-        """What proxies look at while they look at the context (see coheriq.choice)."""
+        """What proxies look at while they look at the context (see coheriq._choice.records)."""
         domain = self.domain
         scope = self.variable.get()
         if scope is not None and scope.domain is not domain:
@@ -151,7 +151,7 @@ class Scopes:
         Its proxies look at the context on every call from now on (a block
         entered through any copy, else this copy's own choice), through a
         finder that holds the copy weakly (see
-        :meth:`~coheriq.proxy.Switchboard.retire`).
+        :meth:`~coheriq._call.proxy.Switchboard.retire`).
         """
         self.always_look = True
         # Once the copy is freed, its names leave the namespace.

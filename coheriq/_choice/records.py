@@ -17,14 +17,14 @@ stack while the implementation runs.
 
 from __future__ import annotations
 
-from ._stdlib import TYPE_CHECKING
-from .exceptions import CoheriqDomainError, CoheriqEngineError
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import CoheriqDomainError, CoheriqEngineError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from .meta import EngineMeta
+    from .._engines.meta import EngineMeta
 
 __all__ = ["Fallthrough", "Scope", "Settlement", "Starting", "Unsettled", "live_scope"]
 
@@ -42,7 +42,7 @@ class Settlement:
             member; for a class candidate the engine uses as it is, the class's
             own construction).
         where: ``FILE:LINE`` of the code whose call or ``enable_engine`` made the choice.
-        domain: The domain (the copy of it, see :mod:`coheriq.registry`) that made it.
+        domain: The domain (the copy of it, see :mod:`coheriq._library.registry`) that made it.
         during_import: Whether the library's module was still being imported
             when the choice was made (a library that calls its own candidates at
             import chooses before its users can).
@@ -94,7 +94,7 @@ class Scope:
 
     ``domain`` is the copy of the domain the block was entered through; its
     members are that copy's. Other copies of the same library (see
-    :mod:`coheriq.registry`) see the block through ``elsewhere``: each one's own
+    :mod:`coheriq._library.registry`) see the block through ``elsewhere``: each one's own
     engine of the same name, made on first use. ``tried`` is what an ordered
     list of engines tried before this one was chosen (``()`` for one engine).
     """

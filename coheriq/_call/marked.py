@@ -32,9 +32,9 @@ from __future__ import annotations
 import _thread
 import sys
 
-from . import _stdlib
-from ._stdlib import TYPE_CHECKING, FunctionType, MemberDescriptorType
-from .exceptions import CoheriqTypeError
+from .. import _stdlib
+from .._stdlib import TYPE_CHECKING, FunctionType, MemberDescriptorType
+from ..exceptions import CoheriqTypeError
 from .proxy import Method, bound_elsewhere, parameter_lists
 
 if TYPE_CHECKING:
@@ -359,7 +359,7 @@ def _derive_metaclass(
                 # A name that pickle can look up (see SubclassesOf): a user's class
                 # defined in __main__ is pickled by value by cloudpickle (dask,
                 # joblib), its metaclass by this name.
-                "__module__": __name__,
+                "__module__": "coheriq.marked",  # kept for good by that module, a shim
                 "__qualname__": f"subclasses_of.{SubclassesOf.name_of(original)}",
                 # The original metaclass's own hooks, so that a subclass constructs and
                 # answers isinstance exactly as it would without coheriq.
@@ -671,7 +671,7 @@ def _unmarked_signature(cls: type, own: type, constructor: Any) -> Any:
 def _constructor(cls: type) -> Any:
     """What fixes the call signature of ``cls``: its ``__init__`` or its ``__new__``.
 
-    Returns a :class:`~coheriq.proxy.Method`, or None (a generic ``__call__``)
+    Returns a :class:`~coheriq._call.proxy.Method`, or None (a generic ``__call__``)
     when both are the class's own or neither is a Python function.
     """
     new, init = cls.__new__, cls.__init__  # type: ignore[misc]

@@ -10,9 +10,9 @@ order, and what it tried (:data:`Tried`) stays with the choice, for
 
 from __future__ import annotations
 
-from ._stdlib import TYPE_CHECKING
-from ._validate import REFERENCE, is_engine_name
-from .exceptions import (
+from .._names import REFERENCE, is_engine_name
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import (
     CoheriqEngineLoadError,
     CoheriqEngineNotFoundError,
     CoheriqEngineStartError,
@@ -21,8 +21,8 @@ from .exceptions import (
 )
 
 if TYPE_CHECKING:
-    from .engines import Engines
-    from .meta import EngineMeta
+    from .._engines.meta import EngineMeta
+    from .._engines.registry import Engines
 
 __all__ = ["Tried", "describe_tried", "first_that_starts", "parse_engine_list"]
 

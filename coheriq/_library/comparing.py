@@ -17,8 +17,8 @@ relative tolerance (NaN equals NaN), sequences and array-likes (anything with
 
 from __future__ import annotations
 
-from ._stdlib import TYPE_CHECKING
-from .exceptions import CoheriqTypeError
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import CoheriqTypeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

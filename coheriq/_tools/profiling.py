@@ -2,7 +2,7 @@
 
 While a ``with coheriq.profile() as prof:`` block is open anywhere, proxies find
 their implementation through this module (a watcher, see
-:mod:`coheriq.observing`), which wraps it in a timer if the calling context has
+:mod:`coheriq._library.observing`), which wraps it in a timer if the calling context has
 a profiler. Outside any profile block proxies are exactly as fast as without
 this module: it swaps itself out when the last block closes.
 
@@ -21,10 +21,10 @@ import weakref
 from contextvars import ContextVar
 from time import perf_counter_ns
 
-from . import observing
-from ._stdlib import TYPE_CHECKING
-from .domain import AccelerationDomain
-from .exceptions import CoheriqScopeError
+from .._library import observing
+from .._library.domain import AccelerationDomain
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import CoheriqScopeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
