@@ -12,6 +12,9 @@ accelerated library does not pay for them.
 
 from os import environ as _environ
 
+# The module whose name pickles of users' subclasses of marked classes carry: it
+# must be imported for pickle (and cloudpickle) to pickle them by that name.
+from . import marked as _marked  # noqa: F401
 from ._api.engine_forms import AccelerationEngine, engine_class
 from ._api.verbs import (
     active_implementation,
