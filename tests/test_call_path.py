@@ -19,8 +19,8 @@ NOT_COUNTED = {"coheriq._stdlib", "coheriq.exceptions"}
 # The pure-Python proxies are generated code whose globals carry the documented
 # namespace name; they are coheriq._call.proxy's code.
 GENERATED = {"coheriq.proxy": "coheriq._call.proxy"}
-# Measured before the layout moved into packages; the layout's aim is 8 for each.
-MOST = {"enable_engine and the first call": 12, "a block with two calls": 11}
+# 12 and 11 before the layout moved into packages; the aim is 8 for each.
+MOST = {"enable_engine and the first call": 10, "a block with two calls": 9}
 
 
 def modules_run(action) -> list[str]:

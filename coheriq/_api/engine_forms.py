@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 
 from .._engines.meta import EngineMeta
-from .._engines.registry import building
+from .._engines.registry import EngineForm, building
 from .._library.domain import AccelerationDomain, lookup_domain
 from .._names import REFERENCE, check_candidate_name, check_name
 from .._stdlib import TYPE_CHECKING
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["AccelerationEngine", "engine_class", "resolve_engine"]
+__all__ = ["AccelerationEngine", "engine_class"]
 
 
 def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> EngineMeta:
@@ -90,54 +90,7 @@ def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> E
     return found.engines.engine_class(check_name(name, "engine name", CoheriqEngineNameError))
 
 
-def resolve_engine(domain: AccelerationDomain, engine: object) -> EngineMeta:
-    """Return the engine class that ``engine`` stands for in ``domain``.
-
-    Args:
-        domain: The domain the engine must belong to.
-        engine: An engine name (or :data:`~coheriq.REFERENCE`), an
-            :class:`AccelerationEngine` or an engine class.
-
-    Raises:
-        CoheriqTypeError: ``engine`` is none of these, or is an unnamed mixin.
-        CoheriqEngineNotFoundError: No such engine in ``domain``.
-        CoheriqEngineError: An :class:`AccelerationEngine` not materialized yet.
-    """
-    if isinstance(engine, str):
-        return domain.engines.engine_class(
-            check_name(engine, "engine name", CoheriqEngineNameError)
-        )
-    if isinstance(engine, AccelerationEngine):
-        cls = engine.engine_class
-    elif isinstance(engine, EngineMeta):
-        cls = engine
-    else:
-        raise CoheriqTypeError(
-            f"An engine of domain {domain.name!r} is given by its name, its "
-            f"AccelerationEngine or its engine class, not by {type(engine).__name__} "
-            f"({engine!r})."
-        )
-    owner = cls.__coheriq_domain__
-    if owner is not domain:
-        if owner.name == domain.name:  # two copies of one library's domain
-            raise CoheriqTypeError(
-                f"{cls!r} was defined for an earlier copy of domain {domain.name!r}, before "
-                "its library's module ran again (a reload): pass the engine by name, which "
-                "loads it for the copy in use."
-            )
-        raise CoheriqTypeError(
-            f"{cls!r} belongs to domain {owner.name!r}, not to {domain.name!r}; pass an engine "
-            f"of domain {domain.name!r}."
-        )
-    if cls.__coheriq_name__ is None:
-        raise CoheriqTypeError(
-            f"{cls!r} is an unnamed engine mixin of domain {domain.name!r}; only named engines "
-            "can be activated. Subclass it with name='...' to make an engine of it."
-        )
-    return cls
-
-
-class AccelerationEngine:
+class AccelerationEngine(EngineForm):
     """An engine of a domain written as decorated functions (the decorator form).
 
     Args:
@@ -315,8 +268,9 @@ class AccelerationEngine:
 def resolve_base(domain: AccelerationDomain, base: object) -> EngineMeta:
     """Return the class for one entry of ``AccelerationEngine(..., bases=...)``.
 
-    Unlike :func:`resolve_engine`, unnamed mixins and the reference are allowed.
+    Unlike :meth:`Engines.resolve <coheriq._engines.registry.Engines.resolve>`,
+    unnamed mixins and the reference are allowed.
     """
     if isinstance(base, EngineMeta) and base.__coheriq_domain__ is domain:
         return base
-    return resolve_engine(domain, base)
+    return domain.engines.resolve(base)

@@ -16,8 +16,9 @@ from __future__ import annotations
 from _collections_abc import Sequence as _Sequence
 
 from .._call.proxy import candidate_of
+from .._choice.global_choice import Settlement
 from .._choice.ordered import first_that_starts
-from .._choice.records import Settlement, live_scope
+from .._choice.records import live_scope
 from .._engines.meta import EngineMeta
 from .._library.domain import AccelerationDomain, all_domains, lookup_domain
 from .._names import REFERENCE, check_name
@@ -31,7 +32,7 @@ from ..exceptions import (
     did_you_mean,
     listing,
 )
-from .engine_forms import AccelerationEngine, resolve_engine
+from .engine_forms import AccelerationEngine
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -99,7 +100,7 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
             found.engines, _engine_list(found, engine), named_by=named_by
         )
     else:
-        cls = resolve_engine(found, engine)
+        cls = found.engines.resolve(engine)
     settled = found.choice.settle_on(cls, "enable_engine", tried=tried)
     if settled.engine_class is not cls:
         raise CoheriqEngineSettledError(_settled_message(found, settled, cls.__coheriq_name__))
@@ -125,7 +126,7 @@ def _engine_list(domain: AccelerationDomain, engines: Sequence[object]) -> list[
     items: list[str | EngineMeta] = [
         check_name(e, "engine name", CoheriqEngineNameError)
         if isinstance(e, str)
-        else resolve_engine(domain, e)
+        else domain.engines.resolve(e)
         for e in engines
     ]
     names = [i if isinstance(i, str) else (i.__coheriq_name__ or REFERENCE) for i in items]
@@ -248,7 +249,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         if _is_engine_list(engine):
             engines = _engine_list(found, engine)
             return first_that_starts(found.engines, engines, named_by=" (named by using_engine)")
-        return resolve_engine(found, engine), ()
+        return found.engines.resolve(engine), ()
 
     def __exit__(
         self,

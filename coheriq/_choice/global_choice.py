@@ -4,9 +4,10 @@ A :class:`GlobalChoice` belongs to one :class:`~coheriq.AccelerationDomain`
 (``domain.choice``). Until the choice is made, :meth:`GlobalChoice.prospect`
 says what a call would run without choosing anything; the first call of a
 candidate outside any block (or ``enable_engine``, or ``resolve_impl``) makes
-it with :meth:`GlobalChoice.settle`. The one rule, in order: the choice another
-copy of the library's module made; else an earlier ``enable_engine``; else the
-engine named by ``<PREFIX>_ENGINE``; else the reference. Blocks
+it with :meth:`GlobalChoice.settle`, which records it as a :class:`Settlement`.
+The one rule, in order: the choice another copy of the library's module made;
+else an earlier ``enable_engine``; else the engine named by ``<PREFIX>_ENGINE``;
+else the reference. Blocks
 (:mod:`coheriq._choice.blocks`) override it for their context only.
 """
 
@@ -19,10 +20,11 @@ from .._names import REFERENCE
 from .._stdlib import INFO, TYPE_CHECKING, log, outside_coheriq
 from ..exceptions import CoheriqError
 from .ordered import Tried, describe_tried, first_that_starts, parse_engine_list
-from .records import Settlement, Unsettled
+from .records import Unsettled
 
 if TYPE_CHECKING:
-    from typing import Protocol
+    from collections.abc import Mapping
+    from typing import Any, Protocol
 
     from .._engines.meta import EngineMeta
     from .domain_view import DomainView
@@ -36,7 +38,62 @@ if TYPE_CHECKING:
         def _reference(self) -> EngineMeta | None: ...
 
 
-__all__ = ["GlobalChoice"]
+__all__ = ["GlobalChoice", "Settlement"]
+
+
+class Settlement:
+    """The process-global choice of a domain, once it is made.
+
+    Attributes:
+        engine: The engine's name, or :data:`~coheriq.REFERENCE`.
+        engine_class: The engine class (the reference class for the reference).
+        reason: Why this engine: ``"enable_engine"``, ``"environment variable
+            NAME='VALUE'"`` or ``"default"`` (with, for a later copy of a library's module,
+            what the copy inherited).
+        members: Candidate name -> what a call of it runs (the engine instance's
+            member; for a class candidate the engine uses as it is, the class's
+            own construction).
+        where: ``FILE:LINE`` of the code whose call or ``enable_engine`` made the choice.
+        domain: The domain (the copy of it, see :mod:`coheriq._library.registry`) that made it.
+        during_import: Whether the library's module was still being imported
+            when the choice was made (a library that calls its own candidates at
+            import chooses before its users can).
+        tried: Where the choice was an ordered list of engines, what was tried:
+            ``((engine, outcome), ...)``, the last one ``"chosen"``; else ``()``.
+    """
+
+    __slots__ = (
+        "domain",
+        "during_import",
+        "engine",
+        "engine_class",
+        "members",
+        "reason",
+        "tried",
+        "where",
+    )
+
+    def __init__(
+        self,
+        engine: str,
+        engine_class: EngineMeta,
+        reason: str,
+        members: Mapping[str, Any],
+        where: str,
+        domain: Any = None,
+        tried: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self.engine = engine
+        self.engine_class = engine_class
+        self.reason = reason
+        self.members = members
+        self.where = where
+        self.domain = domain
+        self.during_import = False
+        self.tried = tried
+
+    def __repr__(self) -> str:
+        return f"<Settlement on {self.engine!r} by {self.reason}>"
 
 
 class GlobalChoice:

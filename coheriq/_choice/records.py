@@ -1,4 +1,4 @@
-"""What a call runs: a domain's global choice, its scopes, and the view before either.
+"""What a proxy finds when it looks at its context: a block, or the view before the choice.
 
 A proxy that has to look at its context calls ``current()`` and then
 ``found.members[name]``, where ``found`` is one of:
@@ -9,7 +9,8 @@ A proxy that has to look at its context calls ``current()`` and then
 - :class:`Unsettled`, while the domain's global choice is not made: asking it for
   a member makes the choice (or, before the domain is materialized, constructs a
   class candidate as the library's own class);
-- ``None``: the proxy calls the settled member its cell holds.
+- ``None``: the proxy calls the settled member its cell holds (the global choice,
+  once made, is a :class:`~coheriq._choice.global_choice.Settlement`).
 
 Asking returns the member; the proxy calls it, so no frame of coheriq's is on the
 stack while the implementation runs.
@@ -24,64 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from .._engines.meta import EngineMeta
 
-__all__ = ["Fallthrough", "Scope", "Settlement", "Starting", "Unsettled", "live_scope"]
-
-
-class Settlement:
-    """The process-global choice of a domain, once it is made.
-
-    Attributes:
-        engine: The engine's name, or :data:`~coheriq.REFERENCE`.
-        engine_class: The engine class (the reference class for the reference).
-        reason: Why this engine: ``"enable_engine"``, ``"environment variable
-            NAME='VALUE'"`` or ``"default"`` (with, for a later copy of a library's module,
-            what the copy inherited).
-        members: Candidate name -> what a call of it runs (the engine instance's
-            member; for a class candidate the engine uses as it is, the class's
-            own construction).
-        where: ``FILE:LINE`` of the code whose call or ``enable_engine`` made the choice.
-        domain: The domain (the copy of it, see :mod:`coheriq._library.registry`) that made it.
-        during_import: Whether the library's module was still being imported
-            when the choice was made (a library that calls its own candidates at
-            import chooses before its users can).
-        tried: Where the choice was an ordered list of engines, what was tried:
-            ``((engine, outcome), ...)``, the last one ``"chosen"``; else ``()``.
-    """
-
-    __slots__ = (
-        "domain",
-        "during_import",
-        "engine",
-        "engine_class",
-        "members",
-        "reason",
-        "tried",
-        "where",
-    )
-
-    def __init__(
-        self,
-        engine: str,
-        engine_class: EngineMeta,
-        reason: str,
-        members: Mapping[str, Any],
-        where: str,
-        domain: Any = None,
-        tried: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        self.engine = engine
-        self.engine_class = engine_class
-        self.reason = reason
-        self.members = members
-        self.where = where
-        self.domain = domain
-        self.during_import = False
-        self.tried = tried
-
-    def __repr__(self) -> str:
-        return f"<Settlement on {self.engine!r} by {self.reason}>"
+__all__ = ["Fallthrough", "Scope", "Starting", "Unsettled", "live_scope"]
 
 
 class Scope:

@@ -27,16 +27,19 @@ from _contextvars import ContextVar
 from .._call.marked import check_implementations
 from .._choice.records import Scope, Starting
 from .._library import registry
-from .._names import REFERENCE, is_engine_name
+from .._names import REFERENCE, check_name, is_engine_name
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
 from ..exceptions import (
     CoheriqEngineError,
     CoheriqEngineLoadError,
+    CoheriqEngineNameError,
     CoheriqEngineNotFoundError,
     CoheriqEngineStartError,
+    CoheriqTypeError,
     did_you_mean,
     listing,
 )
+from .meta import EngineMeta
 from .own_class import LibraryClass
 from .start import EngineStart
 
@@ -45,10 +48,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .._choice.domain_view import DomainView as _Domain
-    from .meta import EngineMeta
 
 
-__all__ = ["Engines"]
+__all__ = ["EngineForm", "Engines"]
 
 # While an advertised engine's module is imported: every engine class it
 # registers and every name it reserves, in any domain, so that a failed import
@@ -75,6 +77,21 @@ def _defined_again(existing: type) -> bool:
 def _runs_no_code(cls: type) -> bool:
     """Whether instantiating ``cls`` runs no code of its own (no ``__init__``/``__new__``)."""
     return cls.__init__ is object.__init__ and cls.__new__ is object.__new__  # type: ignore[misc,comparison-overlap]
+
+
+class EngineForm:
+    """What stands for an engine class without being one: the decorator form's object.
+
+    :class:`~coheriq.AccelerationEngine` is one; :meth:`Engines.resolve` takes it
+    wherever it takes the engine class it builds.
+    """
+
+    __slots__ = ()
+
+    @property
+    def engine_class(self) -> EngineMeta:
+        """The engine class this stands for."""
+        raise NotImplementedError
 
 
 class Engines:
@@ -224,6 +241,54 @@ class Engines:
 
         advertised = [n for n in discovery.advertised(self.domain.name) if is_engine_name(n)]
         return sorted(set(self.by_name) | set(self.reserved) | set(advertised))
+
+    def resolve(self, engine: object) -> EngineMeta:
+        """Return the engine class that ``engine`` stands for in this domain.
+
+        Args:
+            engine: An engine name (or :data:`REFERENCE`), an :class:`EngineForm`
+                (an :class:`~coheriq.AccelerationEngine`) or an engine class.
+
+        Raises:
+            CoheriqEngineNameError: A string that is not a valid engine name.
+            CoheriqTypeError: ``engine`` is none of these, belongs to another
+                domain, or is an unnamed mixin.
+            CoheriqEngineNotFoundError: No such engine in the domain.
+            CoheriqEngineError: An engine form not materialized yet.
+        """
+        domain = self.domain
+        if isinstance(engine, str):
+            if engine not in self.by_name:  # a registered name was checked when registered
+                check_name(engine, "engine name", CoheriqEngineNameError)
+            return self.engine_class(engine)
+        if isinstance(engine, EngineForm):
+            cls = engine.engine_class
+        elif isinstance(engine, EngineMeta):
+            cls = engine
+        else:
+            raise CoheriqTypeError(
+                f"An engine of domain {domain.name!r} is given by its name, its "
+                f"AccelerationEngine or its engine class, not by {type(engine).__name__} "
+                f"({engine!r})."
+            )
+        owner = cls.__coheriq_domain__
+        if owner is not domain:  # type: ignore[comparison-overlap]  # meta and this module each describe the domain
+            if owner.name == domain.name:  # two copies of one library's domain
+                raise CoheriqTypeError(
+                    f"{cls!r} was defined for an earlier copy of domain {domain.name!r}, before "
+                    "its library's module ran again (a reload): pass the engine by name, which "
+                    "loads it for the copy in use."
+                )
+            raise CoheriqTypeError(
+                f"{cls!r} belongs to domain {owner.name!r}, not to {domain.name!r}; pass an "
+                f"engine of domain {domain.name!r}."
+            )
+        if cls.__coheriq_name__ is None:
+            raise CoheriqTypeError(
+                f"{cls!r} is an unnamed engine mixin of domain {domain.name!r}; only named "
+                "engines can be activated. Subclass it with name='...' to make an engine of it."
+            )
+        return cls
 
     def engine_class(self, name: str, *, named_by: str = "") -> EngineMeta:
         """Return the class of engine ``name``, loading its entry point if needed.

@@ -74,7 +74,7 @@ class Lineage:
         scope: The context variable of every generation's ``using_engine`` blocks.
         open_scopes: How many blocks are open, anywhere.
         lock: Guards ``open_scopes``.
-        choice: The global choice (a :class:`~coheriq._choice.records.Settlement`) of the
+        choice: The global choice (a :class:`~coheriq._choice.global_choice.Settlement`) of the
             first generation that settled, or ``None``.
     """
 
