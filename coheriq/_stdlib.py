@@ -45,6 +45,11 @@ else:
     MemberDescriptorType = type(FunctionType.__globals__)
 
 __all__ = [
+    "CO_ASYNC_GENERATOR",
+    "CO_COROUTINE",
+    "CO_GENERATOR",
+    "CO_VARARGS",
+    "CO_VARKEYWORDS",
     "DEBUG",
     "INFO",
     "TYPE_CHECKING",
@@ -53,6 +58,7 @@ __all__ = [
     "MemberDescriptorType",
     "caller_outside_coheriq",
     "carry_annotations",
+    "code_flags",
     "log",
     "outside_coheriq",
     "overload",
@@ -61,6 +67,19 @@ __all__ = [
 
 DEBUG = 10
 INFO = 20
+
+# The inspect module's code-object flags, without importing inspect.
+CO_VARARGS = 0x04
+CO_VARKEYWORDS = 0x08
+CO_GENERATOR = 0x20
+CO_COROUTINE = 0x80
+CO_ASYNC_GENERATOR = 0x200
+
+
+def code_flags(function: object) -> int:
+    """The flags of ``function``'s code object; 0 for one without code (a builtin, a class)."""
+    flags: int = getattr(getattr(function, "__code__", None), "co_flags", 0)
+    return flags
 
 
 _logger = None  # logging.getLogger("coheriq"), once the program has imported logging

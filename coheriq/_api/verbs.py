@@ -22,7 +22,7 @@ from .._choice.records import live_scope
 from .._engines.meta import EngineMeta
 from .._library.domain import AccelerationDomain, all_domains, lookup_domain
 from .._names import REFERENCE, check_name
-from .._stdlib import TYPE_CHECKING
+from .._stdlib import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, TYPE_CHECKING, code_flags
 from ..exceptions import (
     CoheriqDomainNotFoundError,
     CoheriqEngineNameError,
@@ -56,11 +56,6 @@ __all__ = [
     "resolve_impl",
     "using_engine",
 ]
-
-# The inspect module's CO_GENERATOR, CO_COROUTINE and CO_ASYNC_GENERATOR, without it.
-_CO_GENERATOR = 0x20
-_CO_COROUTINE = 0x80
-_CO_ASYNC_GENERATOR = 0x200
 
 
 def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> None:
@@ -317,15 +312,15 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         # it returns (a coroutine, a generator) is what the candidate's code says.
         info = candidate_of(fn)
         source = info.reference if info is not None and not info.is_class else fn
-        flags = getattr(getattr(source, "__code__", None), "co_flags", 0)
-        if flags & _CO_GENERATOR:
+        flags = code_flags(source)
+        if flags & CO_GENERATOR:
 
             @functools.wraps(fn)
             def scoped_generator(*args: Any, **kwargs: Any) -> Any:
                 return (yield from _in_steps(fn(*args, **kwargs), domain, engine))
 
             return scoped_generator  # type: ignore[return-value]
-        if flags & _CO_ASYNC_GENERATOR:
+        if flags & CO_ASYNC_GENERATOR:
 
             @functools.wraps(fn)
             async def scoped_async_generator(*args: Any, **kwargs: Any) -> Any:
@@ -350,7 +345,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
                         error = exc
 
             return scoped_async_generator  # type: ignore[return-value]
-        if flags & _CO_COROUTINE:
+        if flags & CO_COROUTINE:
 
             @functools.wraps(fn)
             async def scoped_coroutine(*args: Any, **kwargs: Any) -> Any:

@@ -53,7 +53,16 @@ from __future__ import annotations
 import sys
 from os import environ as _environ
 
-from .._stdlib import TYPE_CHECKING, FunctionType, caller_outside_coheriq, carry_annotations
+from .._stdlib import (
+    CO_COROUTINE,
+    CO_VARARGS,
+    CO_VARKEYWORDS,
+    TYPE_CHECKING,
+    FunctionType,
+    caller_outside_coheriq,
+    carry_annotations,
+    code_flags,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -72,12 +81,6 @@ __all__ = [
 
 # Parameters named so could clash with the generated code's own names.
 _RESERVED_PREFIX = "_coheriq"
-
-# Code-object flags (the ``inspect`` module's CO_VARARGS and CO_VARKEYWORDS), read
-# directly so that marking candidates does not import ``inspect``.
-_CO_VARARGS = 0x04
-_CO_VARKEYWORDS = 0x08
-_CO_COROUTINE = 0x80
 
 
 # Switchboards of copies freed since the last Switchboard.retire() (see forget()).
@@ -388,7 +391,7 @@ class Switchboard:
             proxy.__type_params__ = type_params  # type: ignore[attr-defined]
         proxy.__wrapped__ = fn  # type: ignore[attr-defined]
         proxy.__coheriq_candidate__ = info  # type: ignore[attr-defined]
-        if getattr(code, "co_flags", 0) & _CO_COROUTINE:
+        if code_flags(fn) & CO_COROUTINE:
             _mark_coroutine_function(proxy)
         return proxy
 
@@ -661,9 +664,9 @@ def parameter_lists(fn: object) -> tuple[str, str] | None:
         return None
     names = list(code.co_varnames[: npos + nkwonly])
     rest = npos + nkwonly
-    varargs = code.co_varnames[rest] if code.co_flags & _CO_VARARGS else None
+    varargs = code.co_varnames[rest] if code.co_flags & CO_VARARGS else None
     rest += bool(varargs)
-    varkw = code.co_varnames[rest] if code.co_flags & _CO_VARKEYWORDS else None
+    varkw = code.co_varnames[rest] if code.co_flags & CO_VARKEYWORDS else None
     every = [*names, varargs or "", varkw or ""]
     if any(n.startswith(_RESERVED_PREFIX) for n in every):
         return None

@@ -18,7 +18,15 @@ import os
 
 from .. import _stdlib
 from .._call.marked import alternate_constructors
-from .._stdlib import TYPE_CHECKING, FunctionType, outside_coheriq
+from .._stdlib import (
+    CO_COROUTINE,
+    CO_VARARGS,
+    CO_VARKEYWORDS,
+    TYPE_CHECKING,
+    FunctionType,
+    code_flags,
+    outside_coheriq,
+)
 from ..exceptions import (
     CoheriqEngineError,
     CoheriqSignatureWarning,
@@ -33,7 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["check_exception_class", "check_override", "incompatibilities"]
 
 STRICT_ENV = "COHERIQ_STRICT"
-_COROUTINE = 0x80  # inspect.CO_COROUTINE
 
 
 def check_override(
@@ -233,14 +240,13 @@ def _same_parameters(reference: Any, override: Any, *, skip: bool) -> bool:
     )
 
 
-_VARIADIC = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
+_VARIADIC = CO_VARARGS | CO_VARKEYWORDS
 
 
 def _asynchrony(reference: Any, override: Any) -> list[str]:
     """A sentence if one of the two is a coroutine function and the other is not."""
     candidate_async, override_async = (
-        bool(getattr(getattr(f, "__code__", None), "co_flags", 0) & _COROUTINE)
-        for f in (reference, override)
+        bool(code_flags(f) & CO_COROUTINE) for f in (reference, override)
     )
     if candidate_async and not override_async:
         return ["the candidate is an async def function, which callers await; the override is not"]

@@ -33,7 +33,14 @@ from .._library import observing, registry
 from .._library.comparing import summarize
 from .._library.domain import AccelerationDomain, lookup_domain
 from .._names import REFERENCE
-from .._stdlib import TYPE_CHECKING, outside_coheriq
+from .._stdlib import (
+    CO_ASYNC_GENERATOR,
+    CO_COROUTINE,
+    CO_GENERATOR,
+    TYPE_CHECKING,
+    code_flags,
+    outside_coheriq,
+)
 from ..exceptions import CoheriqScopeError, CoheriqTypeError
 from .verdicts import (
     CoheriqVerificationError,
@@ -62,8 +69,6 @@ _active: ContextVar[tuple[Verification, ...]] = ContextVar("coheriq verification
 # this context: the calls it makes are part of it.
 _inside: ContextVar[frozenset[str]] = ContextVar("coheriq verified calls", default=frozenset())
 _ORDER = 1  # outside the profiler: comparing is not the engine's time
-# Code-object flags (inspect's CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR).
-_CO_GENERATOR, _CO_COROUTINE, _CO_ASYNC_GENERATOR = 0x20, 0x80, 0x200
 # Domain name -> the verification its <PREFIX>_VERIFY variable turned on.
 _environment: dict[str, Verification] = {}
 
@@ -277,8 +282,7 @@ class Verification:
         """Why this call is run on the engine alone, or "" to compare it."""
         if name in domain.comparisons.side_effects:
             return "marked with side effects: run on the engine only"
-        code = getattr(domain._candidates[name].reference, "__code__", None)
-        if getattr(code, "co_flags", 0) & (_CO_GENERATOR | _CO_ASYNC_GENERATOR):
+        if code_flags(domain._candidates[name].reference) & (CO_GENERATOR | CO_ASYNC_GENERATOR):
             return "a generator function: what it yields is not compared"
         if (row.calls - 1) % self.every:
             return f"sampled: every {self.every}th call is compared"
@@ -678,8 +682,7 @@ class _Checked(observing.View):
         if info is None or info.is_class or engine != verification._engine_name:
             return member
 
-        code = getattr(info.reference, "__code__", None)
-        if getattr(code, "co_flags", 0) & _CO_COROUTINE:
+        if code_flags(info.reference) & CO_COROUTINE:
 
             async def verified_coroutine(*args: Any, **kwargs: Any) -> Any:
                 return await verification.call_async(domain, name, member, args, kwargs)
