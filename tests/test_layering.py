@@ -63,17 +63,12 @@ def test_the_parts_of_a_domain_never_import_the_domain() -> None:
         assert "_library.domain" not in graph[part], f"coheriq.{part} imports the domain"
 
 
-# Imports that still reach a package above the importer's, until the merge that
-# removes it: a domain's engines tell the registry of copies which copy they load for.
-NOT_YET = {("_engines.registry", "_library.registry")}
-
-
 def test_each_package_imports_only_the_packages_below_it() -> None:
     layers = _layers()
     assert sorted({layers.package_of(m) for m in layers.modules()} - {""}) == sorted(
         layers.PACKAGES
     )
-    assert layers.upward_imports(_graph()) == NOT_YET
+    assert layers.upward_imports(_graph()) == set()
 
 
 def test_an_engine_class_reaches_its_domain_through_a_narrow_seam() -> None:

@@ -18,7 +18,19 @@ if TYPE_CHECKING:
 
     from .._call.proxy import CandidateInfo, Switchboard
     from .._engines.meta import EngineMeta
-    from .._library.registry import Lineage
+
+    class Copies(Protocol):
+        """What the parts read of the copies of a library's domain.
+
+        (A :class:`coheriq._library.registry.Lineage`, described here rather than
+        imported: that module is above the parts, which it imports.)
+        """
+
+        current: Any  # the newest copy
+        choice: Any  # the global choice the first copy to settle made
+        copies: int
+        open_scopes: int
+        lock: Any
 
     class DomainView(Protocol):
         """A domain as its parts see it (a coheriq._library.domain.AccelerationDomain)."""
@@ -32,7 +44,7 @@ if TYPE_CHECKING:
         @property
         def _lock(self) -> Any: ...
         @property
-        def _lineage(self) -> Lineage: ...
+        def _lineage(self) -> Copies: ...
         @property
         def _switchboard(self) -> Switchboard: ...
         # The domain's parts are reached through it; typed Any here so that this

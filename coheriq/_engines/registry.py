@@ -26,7 +26,6 @@ from _contextvars import ContextVar
 
 from .._call.marked import check_implementations
 from .._choice.records import Scope, Starting
-from .._library import registry
 from .._names import REFERENCE, check_name, is_engine_name
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
 from ..exceptions import (
@@ -58,6 +57,13 @@ __all__ = ["EngineForm", "Engines"]
 _loading: ContextVar[list[tuple[Engines, EngineMeta | str]] | None] = ContextVar(
     "coheriq: engines registered by the load in progress", default=None
 )
+
+loading_for: ContextVar[Any] = ContextVar(
+    "coheriq: the copy of a domain an engine is loaded for", default=None
+)
+"""While an advertised engine's module is imported: the copy of its domain it is
+imported for, which the domain's name then stands for (see
+:meth:`coheriq._library.registry.Lineage.named`)."""
 
 building: ContextVar[object] = ContextVar("coheriq: the engine being materialized", default=None)
 """The :class:`~coheriq.AccelerationEngine` whose ``materialize()`` runs in this
@@ -360,7 +366,7 @@ class Engines:
             and not any(c.__module__ == module for c in self.classes)
         )
         registered: list[tuple[Engines, EngineMeta | str]] = []
-        loading, copy = _loading.set(registered), registry.loading_for(domain)
+        loading, copy = _loading.set(registered), loading_for.set(domain)
         try:
             discovery.load(domain.name, name, ep, again=again)
             cls = self.by_name.get(name)
@@ -388,7 +394,7 @@ class Engines:
                 sys.modules.pop(module, None)
             raise
         finally:
-            registry.done_loading(copy)
+            loading_for.reset(copy)
             _loading.reset(loading)
         return cls
 

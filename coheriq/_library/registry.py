@@ -37,21 +37,19 @@ import _weakref
 import sys
 from _contextvars import ContextVar
 
+from .._engines.registry import loading_for
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from contextvars import Token
     from typing import Any
 
 __all__ = [
     "Lineage",
     "caller_run",
     "continuing",
-    "done_loading",
     "generations",
     "lineage_of",
-    "loading_for",
     "named_domains",
     "ran_before",
     "register",
@@ -122,7 +120,7 @@ class Lineage:
 
     def named(self) -> Any:
         """The generation that the domain's name stands for here and now."""
-        loading = _loading_for.get()
+        loading = loading_for.get()
         if loading is not None and loading._lineage is self:
             return loading
         if not self._older:
@@ -138,7 +136,6 @@ class Lineage:
 
 _lineages: dict[str, Lineage] = {}
 _lock = _thread.allocate_lock()
-_loading_for: ContextVar[Any] = ContextVar("coheriq: loading an engine for", default=None)
 
 
 def register(domain: Any) -> tuple[Lineage, int] | None:
@@ -292,21 +289,6 @@ def replace(lineages: dict[str, Lineage]) -> dict[str, Lineage]:
         _lineages.clear()
         _lineages.update(lineages)
     return replaced
-
-
-def loading_for(domain: Any) -> Token[Any]:
-    """Make the domain's name stand for ``domain`` in this context, while an engine loads.
-
-    An engine module derives from ``coheriq.engine_class(name)``: while it is
-    imported for one generation, the name must lead to that generation. Undo
-    with ``done_loading(token)``.
-    """
-    return _loading_for.set(domain)
-
-
-def done_loading(token: Token[Any]) -> None:
-    """End what :func:`loading_for` began."""
-    _loading_for.reset(token)
 
 
 def reinit_locks_in_child() -> None:
