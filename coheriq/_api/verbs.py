@@ -321,30 +321,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
             return scoped_generator  # type: ignore[return-value]
         if flags & CO_ASYNC_GENERATOR:
-
-            @functools.wraps(fn)
-            async def scoped_async_generator(*args: Any, **kwargs: Any) -> Any:
-                steps = fn(*args, **kwargs)
-                value: Any = None
-                error: BaseException | None = None
-                while True:
-                    try:
-                        with using_engine(domain, engine):
-                            step = steps.athrow(error) if error else steps.asend(value)
-                            item = await step
-                    except StopAsyncIteration:
-                        return
-                    value, error = None, None
-                    try:
-                        value = yield item
-                    except GeneratorExit:
-                        with using_engine(domain, engine):
-                            await steps.aclose()
-                        raise
-                    except BaseException as exc:  # thrown in by the consumer: pass it on
-                        error = exc
-
-            return scoped_async_generator  # type: ignore[return-value]
+            return _scoped_async_generator(fn, domain, engine)
         if flags & CO_COROUTINE:
 
             @functools.wraps(fn)
@@ -360,6 +337,39 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
                 return fn(*args, **kwargs)
 
         return scoped  # type: ignore[return-value]
+
+
+def _scoped_async_generator(fn: F, domain: Any, engine: Any) -> F:
+    """Wrap the async generator function ``fn`` (see :meth:`using_engine.__call__`).
+
+    The wrapper is an async generator function itself, as ``fn`` is, that drives
+    ``fn``'s generator one step at a time inside a ``using_engine`` block.
+    """
+    import functools
+
+    @functools.wraps(fn)
+    async def scoped_async_generator(*args: Any, **kwargs: Any) -> Any:
+        steps = fn(*args, **kwargs)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                with using_engine(domain, engine):
+                    step = steps.athrow(error) if error else steps.asend(value)
+                    item = await step
+            except StopAsyncIteration:
+                return
+            value, error = None, None
+            try:
+                value = yield item
+            except GeneratorExit:
+                with using_engine(domain, engine):
+                    await steps.aclose()
+                raise
+            except BaseException as exc:  # thrown in by the consumer: pass it on
+                error = exc
+
+    return scoped_async_generator  # type: ignore[return-value]
 
 
 def _in_steps(steps: Any, domain: Any, engine: Any) -> Any:

@@ -285,10 +285,77 @@ def _derive_metaclass(
     so what it inherits from the line changes nothing.
     """
     root = own.__dict__.get("_coheriq_root", own)  # own may be a subclasses' metaclass
-    qualname = original.__qualname__  # not the class: the unmarked class must not be kept
+    namespace = _marked_metaclass_namespace(root, original, info, switchboard, implementations)
+    with _newest_lock:
+        newest = _newest.get(root)
+        try:
+            meta = type(
+                root.__name__,
+                (newest,) if newest is not None else (CandidateClassMeta, root),
+                namespace,
+            )
+        except TypeError as error:
+            raise CoheriqTypeError(
+                f"Class {original.__qualname__!r} cannot be candidate {info.name!r} of domain "
+                f"{info.domain.name!r}: coheriq marks a class by giving it a metaclass derived "
+                f"from its own ({root.__qualname__}), which Python refused: {error}."
+            ) from error
+        meta._coheriq_for_subclasses = _newest[root] = _subclasses_metaclass(  # type: ignore[attr-defined]
+            meta, root, original
+        )
+    return meta
+
+
+def _marked_metaclass_namespace(
+    root: type,
+    original: type,
+    info: CandidateInfo,
+    switchboard: Switchboard,
+    implementations: Container[type],
+) -> dict[str, Any]:
+    """The body of a marked class's metaclass, whose original metaclass is ``root``."""
+    dispatcher_for = _dispatcher_maker(info, switchboard, root, original.__qualname__)
+    call = dispatcher_for(original)
+    # Named like the class's own metaclass, so that help() reads as before (it
+    # names the metaclass where it lists classmethods); the qualified name, which
+    # repr() shows, says what it is.
+    label = f"coheriq candidate {original.__qualname__}"
+    return {
+        "__module__": root.__module__,
+        "__qualname__": f"{root.__qualname__}[{label}]",
+        "__call__": call,
+        "__doc__": _doc_of(root),
+        # The original metaclass's checks, until an engine brings a class
+        # that does not derive from this one (see check_implementations).
+        "__instancecheck__": root.__instancecheck__,
+        "__subclasscheck__": root.__subclasscheck__,
+        "__signature__": CandidateClassMeta.__dict__["__signature__"],
+        "_coheriq_root": root,
+        "_coheriq_dispatch": call,
+        "_coheriq_construct": root.__call__,
+        "_coheriq_redirects": False,  # see construct_directly
+        "__setattr__": _set_class_attribute,
+        "__delattr__": _delete_class_attribute,
+        "_coheriq_dispatcher_for": staticmethod(dispatcher_for),
+        "_coheriq_member": staticmethod(lambda: switchboard.member(info.name)),
+        "__coheriq_candidate__": info,
+        "_coheriq_implementations": implementations,
+        "_coheriq_signature": _unmarked_signature(original, root, _constructor(original)),
+    }
+
+
+def _dispatcher_maker(
+    info: CandidateInfo, switchboard: Switchboard, root: type, qualname: str
+) -> Callable[[type], Any]:
+    """Return ``dispatcher_for(cls)``: a marked class's generated ``__call__``.
+
+    Each one takes the parameters that ``cls``'s constructor has when it is
+    made (a class rebuilt with another ``__init__`` gets a new one). Only the
+    class's ``qualname`` is kept, not the class: the unmarked class must not be
+    kept alive.
+    """
 
     def dispatcher_for(cls: type) -> Any:
-        """The generated ``__call__``, with the parameters ``cls``'s constructor has now."""
         constructor = _constructor(cls)
         function = getattr(constructor, "function", None)
         call = switchboard.dispatcher(
@@ -305,73 +372,42 @@ def _derive_metaclass(
             call.__wrapped__ = function  # type: ignore[attr-defined]
         return call
 
-    constructor = _constructor(original)
-    call = dispatcher_for(original)
-    # Named like the class's own metaclass, so that help() reads as before (it
-    # names the metaclass where it lists classmethods); the qualified name, which
-    # repr() shows, says what it is.
-    label = f"coheriq candidate {original.__qualname__}"
-    # What a class's __doc__ is read through, as with its own metaclass: for type, a
-    # descriptor that runs the descriptor a class may keep as its __doc__ (3.15's
-    # dataclasses compute the docstring so, on first read). type() would put None.
-    root_doc = next(
-        klass.__dict__["__doc__"] for klass in root.__mro__ if "__doc__" in klass.__dict__
+    return dispatcher_for
+
+
+def _doc_of(root: type) -> Any:
+    """What a class's ``__doc__`` is read through, as with its own metaclass ``root``.
+
+    For ``type``, a descriptor that runs the descriptor a class may keep as its
+    ``__doc__`` (3.15's dataclasses compute the docstring so, on first read);
+    ``type()`` would put None in a derived metaclass.
+    """
+    return next(klass.__dict__["__doc__"] for klass in root.__mro__ if "__doc__" in klass.__dict__)
+
+
+def _subclasses_metaclass(meta: type, root: type, original: type) -> type:
+    """The metaclass of the subclasses of a marked class whose metaclass is ``meta``.
+
+    It has the original metaclass's own hooks, so that a subclass constructs
+    and answers ``isinstance`` exactly as it would without coheriq, and a name
+    that pickle can look up (see :class:`SubclassesOf`): a user's class defined
+    in ``__main__`` is pickled by value by cloudpickle (dask, joblib), its
+    metaclass by this name.
+    """
+    return type(
+        root.__name__,
+        (meta,),
+        {
+            "__module__": "coheriq.marked",  # kept for good by that module, a shim
+            "__qualname__": f"subclasses_of.{SubclassesOf.name_of(original)}",
+            "__call__": root.__call__,
+            "__doc__": _doc_of(root),
+            "__instancecheck__": root.__instancecheck__,
+            "__subclasscheck__": root.__subclasscheck__,
+            "__signature__": None,
+            "_coheriq_root": root,
+        },
     )
-    with _newest_lock:
-        newest = _newest.get(root)
-        try:
-            meta = type(
-                root.__name__,
-                (newest,) if newest is not None else (CandidateClassMeta, root),
-                {
-                    "__module__": root.__module__,
-                    "__qualname__": f"{root.__qualname__}[{label}]",
-                    "__call__": call,
-                    "__doc__": root_doc,
-                    # The original metaclass's checks, until an engine brings a class
-                    # that does not derive from this one (see check_implementations).
-                    "__instancecheck__": root.__instancecheck__,
-                    "__subclasscheck__": root.__subclasscheck__,
-                    "__signature__": CandidateClassMeta.__dict__["__signature__"],
-                    "_coheriq_root": root,
-                    "_coheriq_dispatch": call,
-                    "_coheriq_construct": root.__call__,
-                    "_coheriq_redirects": False,  # see construct_directly
-                    "__setattr__": _set_class_attribute,
-                    "__delattr__": _delete_class_attribute,
-                    "_coheriq_dispatcher_for": staticmethod(dispatcher_for),
-                    "_coheriq_member": staticmethod(lambda: switchboard.member(info.name)),
-                    "__coheriq_candidate__": info,
-                    "_coheriq_implementations": implementations,
-                    "_coheriq_signature": _unmarked_signature(original, root, constructor),
-                },
-            )
-        except TypeError as error:
-            raise CoheriqTypeError(
-                f"Class {original.__qualname__!r} cannot be candidate {info.name!r} of domain "
-                f"{info.domain.name!r}: coheriq marks a class by giving it a metaclass derived "
-                f"from its own ({root.__qualname__}), which Python refused: {error}."
-            ) from error
-        meta._coheriq_for_subclasses = _newest[root] = type(  # type: ignore[attr-defined]
-            root.__name__,
-            (meta,),
-            {
-                # A name that pickle can look up (see SubclassesOf): a user's class
-                # defined in __main__ is pickled by value by cloudpickle (dask,
-                # joblib), its metaclass by this name.
-                "__module__": "coheriq.marked",  # kept for good by that module, a shim
-                "__qualname__": f"subclasses_of.{SubclassesOf.name_of(original)}",
-                # The original metaclass's own hooks, so that a subclass constructs and
-                # answers isinstance exactly as it would without coheriq.
-                "__call__": root.__call__,
-                "__doc__": root_doc,
-                "__instancecheck__": root.__instancecheck__,
-                "__subclasscheck__": root.__subclasscheck__,
-                "__signature__": None,
-                "_coheriq_root": root,
-            },
-        )
-    return meta
 
 
 def release(marked: Iterable[type]) -> None:

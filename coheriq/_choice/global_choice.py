@@ -276,6 +276,12 @@ class GlobalChoice:
                 by_name.get(choice.engine),
                 choice.tried,
             )
+        return self._prospect_from_environment()
+
+    def _prospect_from_environment(self) -> tuple[str | None, str, EngineMeta | None, Tried]:
+        """:meth:`prospect` where only the environment variable can choose."""
+        domain = self.domain
+        by_name = domain.engines.by_name
         variable, value = self.env_choice()
         if not value or value == REFERENCE:
             raw = os.environ.get(variable) if variable else None
