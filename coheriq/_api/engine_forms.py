@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 
 from .._engines.meta import EngineMeta
-from .._engines.registry import EngineForm, building
+from .._engines.registry import building
 from .._library.domain import AccelerationDomain, lookup_domain
 from .._names import REFERENCE, check_candidate_name, check_name
 from .._stdlib import TYPE_CHECKING
@@ -90,7 +90,7 @@ def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> E
     return found.engines.engine_class(check_name(name, "engine name", CoheriqEngineNameError))
 
 
-class AccelerationEngine(EngineForm):
+class AccelerationEngine:
     """An engine of a domain written as decorated functions (the decorator form).
 
     Args:
@@ -273,4 +273,6 @@ def resolve_base(domain: AccelerationDomain, base: object) -> EngineMeta:
     """
     if isinstance(base, EngineMeta) and base.__coheriq_domain__ is domain:
         return base
+    if isinstance(base, AccelerationEngine):
+        base = base.engine_class
     return domain.engines.resolve(base)

@@ -95,10 +95,25 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
             found.engines, _engine_list(found, engine), named_by=named_by
         )
     else:
-        cls = found.engines.resolve(engine)
+        cls = resolve_engine(found, engine)
     settled = found.choice.settle_on(cls, "enable_engine", tried=tried)
     if settled.engine_class is not cls:
         raise CoheriqEngineSettledError(_settled_message(found, settled, cls.__coheriq_name__))
+
+
+def resolve_engine(domain: AccelerationDomain, engine: object) -> EngineMeta:
+    """Return the engine class that ``engine`` stands for in ``domain``.
+
+    An :class:`~coheriq.AccelerationEngine` stands for the class it built; names
+    and engine classes are the engines registry's to resolve
+    (:meth:`coheriq._engines.registry.Engines.resolve`, which says what it raises).
+
+    Raises:
+        CoheriqEngineError: An :class:`AccelerationEngine` not materialized yet.
+    """
+    if isinstance(engine, AccelerationEngine):
+        engine = engine.engine_class
+    return domain.engines.resolve(engine)
 
 
 def _is_engine_list(engine: object) -> TypeGuard[Sequence[Any]]:
@@ -121,7 +136,7 @@ def _engine_list(domain: AccelerationDomain, engines: Sequence[object]) -> list[
     items: list[str | EngineMeta] = [
         check_name(e, "engine name", CoheriqEngineNameError)
         if isinstance(e, str)
-        else domain.engines.resolve(e)
+        else resolve_engine(domain, e)
         for e in engines
     ]
     names = [i if isinstance(i, str) else (i.__coheriq_name__ or REFERENCE) for i in items]
@@ -244,7 +259,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         if _is_engine_list(engine):
             engines = _engine_list(found, engine)
             return first_that_starts(found.engines, engines, named_by=" (named by using_engine)")
-        return found.engines.resolve(engine), ()
+        return resolve_engine(found, engine), ()
 
     def __exit__(
         self,

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .._choice.domain_view import DomainView as _Domain
 
 
-__all__ = ["EngineForm", "Engines"]
+__all__ = ["Engines"]
 
 # While an advertised engine's module is imported: every engine class it
 # registers and every name it reserves, in any domain, so that a failed import
@@ -83,21 +83,6 @@ def _defined_again(existing: type) -> bool:
 def _runs_no_code(cls: type) -> bool:
     """Whether instantiating ``cls`` runs no code of its own (no ``__init__``/``__new__``)."""
     return cls.__init__ is object.__init__ and cls.__new__ is object.__new__  # type: ignore[misc,comparison-overlap]
-
-
-class EngineForm:
-    """What stands for an engine class without being one: the decorator form's object.
-
-    :class:`~coheriq.AccelerationEngine` is one; :meth:`Engines.resolve` takes it
-    wherever it takes the engine class it builds.
-    """
-
-    __slots__ = ()
-
-    @property
-    def engine_class(self) -> EngineMeta:
-        """The engine class this stands for."""
-        raise NotImplementedError
 
 
 class Engines:
@@ -252,24 +237,21 @@ class Engines:
         """Return the engine class that ``engine`` stands for in this domain.
 
         Args:
-            engine: An engine name (or :data:`REFERENCE`), an :class:`EngineForm`
-                (an :class:`~coheriq.AccelerationEngine`) or an engine class.
+            engine: An engine name (or :data:`REFERENCE`) or an engine class (the
+                verbs pass an :class:`~coheriq.AccelerationEngine`'s class).
 
         Raises:
             CoheriqEngineNameError: A string that is not a valid engine name.
             CoheriqTypeError: ``engine`` is none of these, belongs to another
                 domain, or is an unnamed mixin.
             CoheriqEngineNotFoundError: No such engine in the domain.
-            CoheriqEngineError: An engine form not materialized yet.
         """
         domain = self.domain
         if isinstance(engine, str):
             if engine not in self.by_name:  # a registered name was checked when registered
                 check_name(engine, "engine name", CoheriqEngineNameError)
             return self.engine_class(engine)
-        if isinstance(engine, EngineForm):
-            cls = engine.engine_class
-        elif isinstance(engine, EngineMeta):
+        if isinstance(engine, EngineMeta):
             cls = engine
         else:
             raise CoheriqTypeError(

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from time import perf_counter_ns
 
-from .._api.verbs import using_engine
+from .._api.verbs import resolve_engine, using_engine
 from .._library import observing, registry
 from .._library.comparing import summarize
 from .._library.domain import AccelerationDomain, lookup_domain
@@ -183,8 +183,8 @@ class Verification:
         other = self._other
         if other is not None and other[0] is found:
             return other
-        engine_cls = found.engines.resolve(self.engine)
-        other_cls = found.engines.resolve(self.against)
+        engine_cls = resolve_engine(found, self.engine)
+        other_cls = resolve_engine(found, self.against)
         engine, against = engine_cls.__coheriq_name__, other_cls.__coheriq_name__
         self._engine_name, self._against_name = engine or REFERENCE, against or REFERENCE
         if engine_cls is other_cls:
