@@ -20,6 +20,7 @@ so it must not import :mod:`typing` (several milliseconds, with ``re`` and
 
 from __future__ import annotations
 
+import os
 import sys
 
 TYPE_CHECKING = False
@@ -34,6 +35,7 @@ else:
 
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 if TYPE_CHECKING:
@@ -56,6 +58,7 @@ __all__ = [
     "FunctionType",
     "MappingProxyType",
     "MemberDescriptorType",
+    "after_fork_in_child",
     "caller_outside_coheriq",
     "carry_annotations",
     "code_flags",
@@ -67,6 +70,29 @@ __all__ = [
 
 DEBUG = 10
 INFO = 20
+
+_fork_hooks: list[Callable[[], None]] = []
+
+
+def after_fork_in_child(hook: Callable[[], None]) -> Callable[[], None]:
+    """Run ``hook()`` in a child process right after ``os.fork()``; return ``hook``.
+
+    A thread of the parent may have held one of coheriq's locks when it forked;
+    it does not exist in the child, so each module that keeps locks replaces
+    them here. The hooks run in the order they were added, which is the order
+    their modules are imported in: lower layers first.
+    """
+    _fork_hooks.append(hook)
+    return hook
+
+
+def _run_fork_hooks() -> None:
+    for hook in _fork_hooks:
+        hook()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_run_fork_hooks)
 
 # The inspect module's code-object flags, without importing inspect.
 CO_VARARGS = 0x04

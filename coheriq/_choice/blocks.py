@@ -70,7 +70,7 @@ class Scopes:
         scope = self.here()
         if scope is not None:
             return scope.members[name]
-        return self.domain.choice.settle(f"call candidate {name!r}").members[name]
+        return self.domain.choice.member(name)
 
     def implementation_here(self, name: str) -> Any:
         """Return the implementation of candidate ``name`` a call here would use.

@@ -136,6 +136,10 @@ class GlobalChoice:
         cls = domain.engines.engine_class(value, named_by=named_by)
         return self.settle_on(cls, f"environment variable {variable}={value!r}")
 
+    def member(self, name: str) -> Any:
+        """What a call of candidate ``name`` runs under the global choice, made now if need be."""
+        return self.settle(f"call candidate {name!r}").members[name]
+
     def settle_on(
         self, cls: EngineMeta, reason: str, *, inherited: bool = False, tried: Tried = ()
     ) -> Settlement:

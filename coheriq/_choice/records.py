@@ -146,7 +146,7 @@ class Fallthrough:
         seen = self.domain.scopes.seen_from_here(self.parent)
         if seen is not None:
             return seen.members[name]
-        return self.domain.choice.settle(f"call candidate {name!r}").members[name]
+        return self.domain.choice.member(name)
 
 
 class Unsettled:
@@ -180,4 +180,4 @@ class Unsettled:
                 f"implementation directly as {info.reference.__qualname__}.__wrapped__(...); "
                 "otherwise import the library completely first."
             )
-        return domain.choice.settle(f"call candidate {name!r}").members[name]
+        return domain.choice.member(name)

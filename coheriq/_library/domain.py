@@ -41,7 +41,7 @@ from .._choice.records import Scope
 from .._engines.meta import EngineMeta
 from .._engines.registry import Engines
 from .._names import check_candidate_name, check_name
-from .._stdlib import TYPE_CHECKING, MappingProxyType, outside_coheriq
+from .._stdlib import TYPE_CHECKING, MappingProxyType, after_fork_in_child, outside_coheriq
 from ..exceptions import (
     CoheriqDomainError,
     CoheriqDomainNameError,
@@ -663,6 +663,7 @@ class AccelerationDomain:
         warnings.warn(message, CoheriqReloadWarning, stacklevel=outside_coheriq()[1])
 
 
+@after_fork_in_child
 def _reinit_locks_in_child() -> None:
     # A thread that held a lock at fork time does not exist in the child, so its
     # locks would stay held forever; replace them, and forget set-ups in flight.
@@ -670,7 +671,3 @@ def _reinit_locks_in_child() -> None:
     for domain in registry.generations():
         domain._lock = _thread.RLock()
         domain.engines.reinit_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_locks_in_child)

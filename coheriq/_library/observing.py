@@ -25,10 +25,9 @@ on for the whole process.
 from __future__ import annotations
 
 import _thread
-import os
 from _contextvars import ContextVar  # what contextvars re-exports, without importing it
 
-from .._stdlib import TYPE_CHECKING
+from .._stdlib import TYPE_CHECKING, after_fork_in_child
 from . import registry
 
 if TYPE_CHECKING:
@@ -141,7 +140,7 @@ class View:
         found = self.found
         if found is not None:
             return found.members[name]
-        return self.domain.choice.settle(f"call candidate {name!r}").members[name]
+        return self.domain.choice.member(name)
 
 
 def _rewire() -> None:
@@ -150,11 +149,8 @@ def _rewire() -> None:
         domain.scopes.set_watching(finder_for(domain))
 
 
+@after_fork_in_child
 def _reinit_lock_in_child() -> None:
     # A thread of the parent may have held the lock when it forked.
     global _lock
     _lock = _thread.allocate_lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_lock_in_child)

@@ -16,14 +16,13 @@ its thread is recording cannot deadlock, and a forked child gets fresh locks.
 from __future__ import annotations
 
 import _thread
-import os
 import weakref
 from contextvars import ContextVar
 from time import perf_counter_ns
 
 from .._library import observing
 from .._library.domain import AccelerationDomain
-from .._stdlib import TYPE_CHECKING
+from .._stdlib import TYPE_CHECKING, after_fork_in_child
 from ..exceptions import CoheriqScopeError
 
 if TYPE_CHECKING:
@@ -204,11 +203,8 @@ def _timing(domain: AccelerationDomain) -> Callable[[Any], Any]:
     return wrap
 
 
+@after_fork_in_child
 def _reinit_locks_in_child() -> None:
     # A thread of the parent may have held one of these locks when it forked.
     for profile in list(_profiles):
         profile._lock = _thread.RLock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_locks_in_child)
