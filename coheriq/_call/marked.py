@@ -517,6 +517,7 @@ def construct_directly(cls: type, directly: bool) -> None:
                 if not hasattr(root, name):
                     type.__setattr__(meta, name, AlternateConstructor(name, cls))
         meta.__call__ = wanted
+        meta.__coheriq_candidate__.constructs_directly = directly
 
 
 # Guards the switch between constructing directly and dispatching, and the

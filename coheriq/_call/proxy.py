@@ -222,6 +222,9 @@ class CandidateInfo:
         proxy: What stands at call sites: the function proxy, or the marked class.
         construct: For a class candidate, constructs the marked class itself
             (what its metaclass's ``__call__`` runs under the reference); else None.
+        constructs_directly: For a class candidate, whether the marked class
+            constructs itself now without dispatching (see
+            :func:`coheriq._call.marked.construct_directly`, which alone sets it).
         module: The name of the module that marked it.
         run: The frame of the module run (or function) that marked it last:
             when it has ended, the module may run again and mark the candidate
@@ -231,6 +234,7 @@ class CandidateInfo:
 
     __slots__ = (
         "construct",
+        "constructs_directly",
         "domain",
         "first_run",
         "module",
@@ -248,6 +252,7 @@ class CandidateInfo:
         self.reference = reference
         self.proxy: Any = None
         self.construct: Callable[..., Any] | None = None
+        self.constructs_directly = False
         self.module = module
         self.run = self.first_run = run
 

@@ -192,7 +192,8 @@ class Scopes:
 
         They must while the domain is not settled, or a block, a profile or a
         verification is open anywhere. A class that constructs itself directly
-        goes back to dispatching before the flag is set.
+        goes back to dispatching before the flag is set; a class is told only
+        of a change. Call with the domain's lock held.
         """
         domain = self.domain
         settled = domain.choice.settled
@@ -204,7 +205,8 @@ class Scopes:
         )
         for info in domain._class_candidates:
             directly = not looking and settled.members[info.name] is info.construct
-            construct_directly(info.proxy, directly)
+            if info.constructs_directly is not directly:
+                construct_directly(info.proxy, directly)
         domain._switchboard.set_scoped(looking)
 
     # -- entering and leaving ------------------------------------------------------------
