@@ -1,7 +1,7 @@
 /* coheriq._cproxy: the function proxy as a type written in C, with vectorcall.
  *
- * The reference is the Python proxy in coheriq/proxy.py: a function generated with
- * the candidate's parameters that reads names of its domain's namespace. This proxy
+ * The reference is the Python proxy in coheriq/_call/proxy.py: a function generated
+ * with the candidate's parameters that reads names of its domain's namespace. This proxy
  * reads the same state, kept where C reads it without a lookup: the domain's Board
  * (the flag, the finder, the scope variable) and the candidate's Cell (the settled
  * implementation), both written by coheriq._call.proxy.Switchboard beside the namespace.
@@ -624,7 +624,8 @@ static PyTypeObject ProxyType = {
     .tp_name = "coheriq._cproxy.Proxy",
     .tp_doc = PyDoc_STR(
         "A candidate's proxy: calls what the candidate's domain runs in this context.\n\n"
-        "Made by coheriq._call.proxy.Switchboard; see coheriq/proxy.py for the Python reference."),
+        "Made by coheriq._call.proxy.Switchboard; see coheriq/_call/proxy.py for the Python "
+        "reference."),
     .tp_basicsize = sizeof(ProxyObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
                 | Py_TPFLAGS_METHOD_DESCRIPTOR,
@@ -679,7 +680,7 @@ static PyModuleDef_Slot cproxy_slots[] = {
 static struct PyModuleDef cproxy_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "coheriq._cproxy",
-    .m_doc = "coheriq's optional compiled proxy (see coheriq/proxy.py for the reference).",
+    .m_doc = "coheriq's optional compiled proxy (see coheriq/_call/proxy.py for the reference).",
     .m_size = 0,
     .m_slots = cproxy_slots,
 };

@@ -1,4 +1,4 @@
-"""Types of coheriq's optional compiled proxy (coheriq/_cproxy.c; see coheriq/proxy.py)."""
+"""Types of coheriq's optional compiled proxy (coheriq/_cproxy.c; see coheriq/_call/proxy.py)."""
 
 from collections.abc import Callable
 from typing import Any
