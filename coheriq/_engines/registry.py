@@ -96,10 +96,13 @@ class Engines:
         implementations: Class candidate -> {implementing class: the engine class
             whose body defines it, or None for the reference}; marked classes
             answer ``isinstance`` from it.
+        reference: The domain's reference class, the root of its engine classes,
+            once :meth:`~coheriq.AccelerationDomain.materialize` made it; else None.
     """
 
     def __init__(self, domain: _Domain) -> None:
         self.domain = domain
+        self.reference: EngineMeta | None = None
         self.by_name: dict[str, EngineMeta] = {}
         self.reserved: dict[str, object] = {}
         self.classes: list[EngineMeta] = []
@@ -291,7 +294,9 @@ class Engines:
             CoheriqEngineLoadError: Its entry point failed to load or define it.
         """
         domain = self.domain
-        reference = domain.require_reference(f"look up engine {name!r}")
+        reference = self.reference
+        if reference is None:  # not materialized yet: the domain says so
+            reference = domain.require_reference(f"look up engine {name!r}")
         if name == REFERENCE:
             return reference
         cls = self.by_name.get(name)
@@ -405,7 +410,9 @@ class Engines:
                     return members
                 start = self._starting.get(cls)
                 if start is None:
-                    reference = self.domain.require_reference("start an engine")
+                    reference = self.reference
+                    if reference is None:  # not materialized yet: the domain says so
+                        reference = self.domain.require_reference("start an engine")
                     start = EngineStart(cls, reference, self.domain.name)
                     self._starting[cls] = start
                     break  # this thread starts the engine

@@ -80,34 +80,18 @@ def all_domains() -> list[AccelerationDomain]:
     return registry.named_domains()
 
 
-def lookup_domain(
-    domain: AccelerationDomain | str,
-    missing: type[CoheriqDomainNotFoundError] = CoheriqDomainNotFoundError,
-) -> AccelerationDomain:
-    """Return the domain given by object or name.
+# The lookup is the registry's (a name is looked up there, and importing this
+# module is not needed to run it); typed here, where the domain class is.
+if TYPE_CHECKING:
 
-    Raises:
-        CoheriqTypeError: ``domain`` is neither a domain nor a string.
-        CoheriqDomainNotFoundError: No domain of that name exists (raised as
-            ``missing``, a subclass that also tells the situation).
-    """
-    if isinstance(domain, AccelerationDomain):
-        return domain
-    if not isinstance(domain, str):
-        raise CoheriqTypeError(
-            "A domain is given as an AccelerationDomain or its name, not as "
-            f"{type(domain).__name__} ({domain!r})."
-        )
-    lineage = registry.lineage_of(domain)
-    if lineage is None:
-        known = [d.name for d in all_domains()]
-        raise missing(
-            f"There is no coheriq domain named {domain!r}.{did_you_mean(domain, known)} "
-            f"Known domains: {listing(known)}. Import the library that creates the "
-            "domain before enabling or listing its engines."
-        )
-    found: AccelerationDomain = lineage.named()
-    return found
+    def lookup_domain(
+        domain: AccelerationDomain | str,
+        missing: type[CoheriqDomainNotFoundError] = CoheriqDomainNotFoundError,
+    ) -> AccelerationDomain:
+        """Return the domain given by object or name (see :func:`registry.lookup_domain`)."""
+
+else:
+    lookup_domain = registry.lookup_domain
 
 
 class AccelerationDomain:
@@ -178,7 +162,6 @@ class AccelerationDomain:
         self._declared: dict[str, str] = {}  # declared, not marked yet: name -> module
         self._materialized_by: Any = None  # the run that called materialize()
         self._class_candidates: list[CandidateInfo] = []
-        self._reference: EngineMeta | None = None
         self._warned: set[object] = set()  # keys of the warnings given, each once
         self._lock = _thread.RLock()
         self.engines = Engines(self)
@@ -624,12 +607,18 @@ class AccelerationDomain:
                 else:  # declared: its module is not imported yet
                     declared = self._declared[name], self._kinds[name]
                     namespace[name] = late_candidates.Declared(self, name, *declared)
-            self._reference = EngineMeta("reference", (), namespace)
+            reference = self.engines.reference = EngineMeta("reference", (), namespace)
             self._materialized_by = run
         if self.env_prefix and os.environ.get(f"{self.env_prefix}_VERIFY", "").strip():
             # <PREFIX>_VERIFY: a verification of the whole process, from now on.
             observing.materialized(self)
-        return self._reference
+        return reference
+
+    @property
+    def _reference(self) -> EngineMeta | None:
+        """The reference class once materialized, else None (the engines registry keeps it)."""
+        reference: EngineMeta | None = self.engines.reference
+        return reference
 
     def require_reference(
         self, action: str, error: type[CoheriqDomainError] = CoheriqDomainError

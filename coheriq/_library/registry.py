@@ -39,6 +39,7 @@ from _contextvars import ContextVar
 
 from .._engines.registry import loading_for
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
+from ..exceptions import CoheriqDomainNotFoundError, CoheriqTypeError, did_you_mean, listing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -50,6 +51,7 @@ __all__ = [
     "continuing",
     "generations",
     "lineage_of",
+    "lookup_domain",
     "named_domains",
     "ran_before",
     "register",
@@ -264,6 +266,34 @@ def running(frame: Any) -> bool:
             return True
         caller = caller.f_back
     return False
+
+
+def lookup_domain(
+    domain: object, missing: type[CoheriqDomainNotFoundError] = CoheriqDomainNotFoundError
+) -> Any:
+    """Return the domain given by object or name: for a name, the copy it stands for here.
+
+    Raises:
+        CoheriqTypeError: ``domain`` is neither a domain nor a string.
+        CoheriqDomainNotFoundError: No domain of that name exists (raised as
+            ``missing``, a subclass that also tells the situation).
+    """
+    if isinstance(domain, str):
+        lineage = _lineages.get(domain)
+        if lineage is None:
+            known = [d.name for d in named_domains()]
+            raise missing(
+                f"There is no coheriq domain named {domain!r}.{did_you_mean(domain, known)} "
+                f"Known domains: {listing(known)}. Import the library that creates the "
+                "domain before enabling or listing its engines."
+            )
+        return lineage.named()
+    if isinstance(getattr(domain, "_lineage", None), Lineage):  # every domain has its lineage
+        return domain
+    raise CoheriqTypeError(
+        "A domain is given as an AccelerationDomain or its name, not as "
+        f"{type(domain).__name__} ({domain!r})."
+    )
 
 
 def lineage_of(name: str) -> Lineage | None:
