@@ -60,6 +60,7 @@ __all__ = [
     "MemberDescriptorType",
     "after_fork_in_child",
     "caller_outside_coheriq",
+    "calls_inside",
     "carry_annotations",
     "code_flags",
     "log",
@@ -100,6 +101,34 @@ CO_VARKEYWORDS = 0x08
 CO_GENERATOR = 0x20
 CO_COROUTINE = 0x80
 CO_ASYNC_GENERATOR = 0x200
+
+
+def calls_inside(fn: Any, block: Callable[[], Any], *, coroutine: bool) -> Any:
+    """Return ``fn`` wrapped so that each call runs inside a ``with block():`` statement.
+
+    contextlib's ``ContextDecorator`` idea, for the blocks that decorate
+    (``using_engine``, ``verify``), without importing contextlib. For a coroutine
+    function (``coroutine``), the wrapper is one too and the block spans the
+    whole ``await``. Generator functions are the caller's to handle: a block
+    around the call would end before the generator's body runs.
+    """
+    import functools  # here, not at the top: it imports collections
+
+    if coroutine:
+
+        @functools.wraps(fn)
+        async def inside_coroutine(*args: Any, **kwargs: Any) -> Any:
+            with block():
+                return await fn(*args, **kwargs)
+
+        return inside_coroutine
+
+    @functools.wraps(fn)
+    def inside(*args: Any, **kwargs: Any) -> Any:
+        with block():
+            return fn(*args, **kwargs)
+
+    return inside
 
 
 def code_flags(function: object) -> int:

@@ -818,3 +818,39 @@ def test_results_that_compare_by_identity_only_are_noted_not_mismatched(unique):
         "results of type 'function' compare by identity only and were not compared: the "
         "library can register a comparison for the type"
     ]
+
+
+def test_decorating_a_marked_candidate_reads_what_its_code_is(unique):
+    # A candidate's proxy is a plain function whatever the candidate is: the
+    # decorators read the candidate's own code. verify refuses a marked generator
+    # function as it refuses an unmarked one (it wrapped it as a plain function
+    # before), and wraps a marked coroutine function as a coroutine function.
+    name = unique("dlib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    async def fetch(x):
+        await asyncio.sleep(0)
+        return x * 2
+
+    @domain.acceleration_candidate
+    def count(n):
+        yield from range(n)
+
+    domain.materialize()
+
+    class Off(coheriq.engine_class(name), name="off"):
+        async def fetch(self, x):
+            await asyncio.sleep(0)
+            return x * 2 + 1
+
+    check = coheriq.verify(name, "off", on_mismatch="record")
+    verified_fetch = check(fetch)
+    assert asyncio.iscoroutinefunction(verified_fetch)
+    assert asyncio.run(verified_fetch(1)) == 3  # the block spans the whole await
+    [mismatch] = check.mismatches
+    assert mismatch.difference == "result: 3 against 2"
+    with pytest.raises(coheriq.CoheriqTypeError, match="generator function"):
+        check(count)
+    scoped_fetch = coheriq.using_engine(name, "off")(fetch)
+    assert asyncio.run(scoped_fetch(1)) == 3

@@ -15,14 +15,20 @@ from __future__ import annotations
 # choice may be any sequence (a deque too), without importing collections.
 from _collections_abc import Sequence as _Sequence
 
-from .._call.proxy import candidate_of
+from .._call.proxy import candidate_of, code_flags_behind
 from .._choice.global_choice import Settlement
 from .._choice.ordered import first_that_starts
 from .._choice.records import live_scope
 from .._engines.meta import EngineMeta
 from .._library.domain import AccelerationDomain, all_domains, lookup_domain
 from .._names import REFERENCE, check_name
-from .._stdlib import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, TYPE_CHECKING, code_flags
+from .._stdlib import (
+    CO_ASYNC_GENERATOR,
+    CO_COROUTINE,
+    CO_GENERATOR,
+    TYPE_CHECKING,
+    calls_inside,
+)
 from ..exceptions import (
     CoheriqDomainNotFoundError,
     CoheriqEngineNameError,
@@ -323,11 +329,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         import functools  # here, not at the top: it imports collections (see _stdlib)
 
         domain, engine = self.domain, self.engine
-        # A candidate's proxy is a plain function whatever its candidate is: what
-        # it returns (a coroutine, a generator) is what the candidate's code says.
-        info = candidate_of(fn)
-        source = info.reference if info is not None and not info.is_class else fn
-        flags = code_flags(source)
+        flags = code_flags_behind(fn)
         if flags & CO_GENERATOR:
 
             @functools.wraps(fn)
@@ -337,21 +339,10 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
             return scoped_generator  # type: ignore[return-value]
         if flags & CO_ASYNC_GENERATOR:
             return _scoped_async_generator(fn, domain, engine)
-        if flags & CO_COROUTINE:
-
-            @functools.wraps(fn)
-            async def scoped_coroutine(*args: Any, **kwargs: Any) -> Any:
-                with using_engine(domain, engine):
-                    return await fn(*args, **kwargs)
-
-            return scoped_coroutine  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def scoped(*args: Any, **kwargs: Any) -> Any:
-            with using_engine(domain, engine):
-                return fn(*args, **kwargs)
-
-        return scoped  # type: ignore[return-value]
+        # A block of its own for each call: this object may be entered elsewhere too.
+        block = functools.partial(using_engine, domain, engine)
+        scoped: F = calls_inside(fn, block, coroutine=bool(flags & CO_COROUTINE))
+        return scoped
 
 
 def _scoped_async_generator(fn: F, domain: Any, engine: Any) -> F:

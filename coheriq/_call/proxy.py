@@ -284,6 +284,17 @@ def candidate_of(obj: object) -> CandidateInfo | None:
     return info
 
 
+def code_flags_behind(fn: object) -> int:
+    """``fn``'s code flags, read through a candidate's proxy to its reference's code.
+
+    A candidate's proxy is a plain function whatever its candidate is: what a
+    call returns (a coroutine, a generator) is what the reference's code says.
+    """
+    info = candidate_of(fn)
+    source = info.reference if info is not None and not info.is_class else fn
+    return code_flags(source)
+
+
 def _mark_coroutine_function(proxy: Callable[..., Any]) -> None:
     """Let ``inspect.iscoroutinefunction`` see an ``async def`` candidate through its proxy.
 

@@ -29,6 +29,7 @@ from contextvars import ContextVar
 from time import perf_counter_ns
 
 from .._api.verbs import resolve_engine, using_engine
+from .._call.proxy import code_flags_behind
 from .._library import observing, registry
 from .._library.comparing import summarize
 from .._library.domain import AccelerationDomain, lookup_domain
@@ -38,6 +39,7 @@ from .._stdlib import (
     CO_COROUTINE,
     CO_GENERATOR,
     TYPE_CHECKING,
+    calls_inside,
     code_flags,
     outside_coheriq,
 )
@@ -199,30 +201,15 @@ class Verification:
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this verification."""
-        import functools
-        import inspect
-
-        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        flags = code_flags_behind(fn)
+        if flags & (CO_GENERATOR | CO_ASYNC_GENERATOR):
             raise CoheriqTypeError(
                 f"{self!r} cannot decorate generator function {fn.__qualname__!r}: its "
                 "body runs after the call returns. Open the verification with a `with` "
                 "block inside the generator instead."
             )
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def verified_coroutine(*args: Any, **kwargs: Any) -> Any:
-                with self:
-                    return await fn(*args, **kwargs)
-
-            return verified_coroutine  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def verified(*args: Any, **kwargs: Any) -> Any:
-            with self:
-                return fn(*args, **kwargs)
-
-        return verified  # type: ignore[return-value]
+        verified: F = calls_inside(fn, lambda: self, coroutine=bool(flags & CO_COROUTINE))
+        return verified
 
     # -- the report ------------------------------------------------------------------
 
