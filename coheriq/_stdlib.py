@@ -36,6 +36,7 @@ else:
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from contextvars import ContextVar
     from typing import Any
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ __all__ = [
     "calls_inside",
     "carry_annotations",
     "code_flags",
+    "leave_chain",
     "log",
     "outside_coheriq",
     "overload",
@@ -129,6 +131,19 @@ def calls_inside(fn: Any, block: Callable[[], Any], *, coroutine: bool) -> Any:
             return fn(*args, **kwargs)
 
     return inside
+
+
+def leave_chain(chain: ContextVar[tuple[Any, ...]], member: object) -> None:
+    """End ``member``'s innermost entry in the chain this context holds, if it has one.
+
+    The profiles and verifications that cover a context are a tuple in a context
+    variable, outermost first; one object may be in it more than once (a block
+    of it entered inside another).
+    """
+    entries = chain.get()
+    if member in entries:
+        last = len(entries) - 1 - entries[::-1].index(member)
+        chain.set(entries[:last] + entries[last + 1 :])
 
 
 def code_flags(function: object) -> int:

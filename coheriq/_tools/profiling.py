@@ -22,7 +22,7 @@ from time import perf_counter_ns
 
 from .._library import observing
 from .._library.domain import AccelerationDomain
-from .._stdlib import TYPE_CHECKING, after_fork_in_child
+from .._stdlib import TYPE_CHECKING, after_fork_in_child, leave_chain
 from ..exceptions import CoheriqScopeError
 
 if TYPE_CHECKING:
@@ -111,10 +111,7 @@ class Profile:
                     "changed; remove the extra __exit__ call."
                 )
             self._open_entries -= 1
-        chain = _active.get()
-        if self in chain:  # the innermost entry of this profile in this context ends
-            last = len(chain) - 1 - chain[::-1].index(self)
-            _active.set(chain[:last] + chain[last + 1 :])
+        leave_chain(_active, self)  # the innermost entry of this profile in this context
         observing.stop(_ORDER)
 
     def __str__(self) -> str:

@@ -41,6 +41,7 @@ from .._stdlib import (
     TYPE_CHECKING,
     calls_inside,
     code_flags,
+    leave_chain,
     outside_coheriq,
 )
 from ..exceptions import CoheriqScopeError, CoheriqTypeError
@@ -159,10 +160,7 @@ class Verification:
 
     def carry_out(self) -> None:
         """Stop covering this context: the end of :meth:`carry_in`."""
-        chain = _active.get()
-        if self in chain:
-            last = len(chain) - 1 - chain[::-1].index(self)
-            _active.set(chain[:last] + chain[last + 1 :])
+        leave_chain(_active, self)
         observing.stop(_ORDER)
 
     @property
