@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import subprocess
 import sys
@@ -846,7 +847,7 @@ def test_decorating_a_marked_candidate_reads_what_its_code_is(unique):
 
     check = coheriq.verify(name, "off", on_mismatch="record")
     verified_fetch = check(fetch)
-    assert asyncio.iscoroutinefunction(verified_fetch)
+    assert inspect.iscoroutinefunction(verified_fetch)
     assert asyncio.run(verified_fetch(1)) == 3  # the block spans the whole await
     [mismatch] = check.mismatches
     assert mismatch.difference == "result: 3 against 2"
