@@ -401,7 +401,7 @@ def _subclasses_metaclass(meta: type, root: type, original: type) -> type:
             "__module__": "coheriq.marked",  # kept for good by that module, a shim
             "__qualname__": f"subclasses_of.{SubclassesOf.name_of(original)}",
             "__call__": root.__call__,
-            "__doc__": _doc_of(root),
+            "__doc__": meta.__dict__["__doc__"],  # the marked class's, read as its own
             "__instancecheck__": root.__instancecheck__,
             "__subclasscheck__": root.__subclasscheck__,
             "__signature__": None,
