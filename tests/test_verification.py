@@ -448,7 +448,10 @@ def python(*args, cwd=None, timeout=120, **variables):
     )
 
 
-def test_async_candidates_are_awaited_on_both_sides_and_generators_are_not_compared(unique):
+@pytest.fixture
+def async_lib(unique):
+    """A domain with an ``async def`` candidate and a generator candidate, and an
+    engine "off" whose results differ from the reference's."""
     name = unique("alib")
     domain = coheriq.AccelerationDomain(name)
 
@@ -465,10 +468,17 @@ def test_async_candidates_are_awaited_on_both_sides_and_generators_are_not_compa
 
     class Off(coheriq.engine_class(name), name="off"):
         async def fetch(self, x):
+            await asyncio.sleep(0)
             return x * 2 + 1
 
         def count(self, n):
             yield from range(n + 1)
+
+    return name, fetch, count
+
+
+def test_async_candidates_are_awaited_on_both_sides_and_generators_are_not_compared(async_lib):
+    name, fetch, count = async_lib
 
     async def main():
         with coheriq.verify(name, "off", on_mismatch="record") as check:
@@ -821,30 +831,12 @@ def test_results_that_compare_by_identity_only_are_noted_not_mismatched(unique):
     ]
 
 
-def test_decorating_a_marked_candidate_reads_what_its_code_is(unique):
+def test_decorating_a_marked_candidate_reads_what_its_code_is(async_lib):
     # A candidate's proxy is a plain function whatever the candidate is: the
     # decorators read the candidate's own code. verify refuses a marked generator
     # function as it refuses an unmarked one (it wrapped it as a plain function
     # before), and wraps a marked coroutine function as a coroutine function.
-    name = unique("dlib")
-    domain = coheriq.AccelerationDomain(name)
-
-    @domain.acceleration_candidate
-    async def fetch(x):
-        await asyncio.sleep(0)
-        return x * 2
-
-    @domain.acceleration_candidate
-    def count(n):
-        yield from range(n)
-
-    domain.materialize()
-
-    class Off(coheriq.engine_class(name), name="off"):
-        async def fetch(self, x):
-            await asyncio.sleep(0)
-            return x * 2 + 1
-
+    name, fetch, count = async_lib
     check = coheriq.verify(name, "off", on_mismatch="record")
     verified_fetch = check(fetch)
     assert inspect.iscoroutinefunction(verified_fetch)
