@@ -65,7 +65,7 @@ def _classes_marked_by(lineages: Iterable[registry.Lineage]) -> list[type]:
         info.reference
         for lineage in lineages
         for domain in lineage.generations()
-        for info in domain._class_candidates
+        for info in domain.state.class_candidates
     ]
 
 

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from typing import Any, TypeAlias, TypeGuard, TypeVar
 
     from .._choice.ordered import Tried
+    from .._choice.records import Scope
 
     F = TypeVar("F", bound=Callable[..., Any])
     T = TypeVar("T")
@@ -243,7 +244,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         self.engine = engine
         # Every block of this object not exited yet, in whatever context: the
         # object may be entered by several tasks or threads at once, or nested.
-        self._entered: list[tuple[AccelerationDomain, Any]] = []
+        self._entered: list[Scope] = []
         # The engine class, looked up once per copy of the domain (a list is
         # resolved then: the first of it that starts), and what a list tried.
         self._resolved: tuple[AccelerationDomain, EngineMeta, Tried] | None = None
@@ -258,7 +259,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         if resolved is None or resolved[0] is not found:
             resolved = self._resolved = (found, *self._resolve(found))
         scope = found.scopes.enter(resolved[1], owner=self, tried=resolved[2])
-        self._entered.append((found, scope))
+        self._entered.append(scope)
 
     def _resolve(self, found: AccelerationDomain) -> tuple[EngineMeta, Tried]:
         engine = self.engine
@@ -282,40 +283,48 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         Raises:
             CoheriqScopeError: Every block of this object has exited already.
         """
-        entry = self._open_here() or self._newest()
-        try:
-            self._entered.remove(entry)  # type: ignore[arg-type]
-        except ValueError:  # none left, or another thread exited it just now
-            raise CoheriqScopeError(
-                f"{self!r} was exited more often than it was entered: each `with` block, "
-                "or __exit__ call, ends one __enter__."
-            ) from None
-        found, scope = entry  # type: ignore[misc]
-        found.scopes.exit(scope)
+        while True:
+            scope = self._open_here() or self._newest()
+            if scope is None:
+                raise CoheriqScopeError(
+                    f"{self!r} was exited more often than it was entered: each `with` block, "
+                    "or __exit__ call, ends one __enter__."
+                )
+            try:
+                self._entered.remove(scope)
+                break
+            except ValueError:  # another thread's exit took that block just now: look again
+                continue
+        scope.state.scopes.exit(scope)
 
     # Other threads enter and exit this object while these run (on a free-threaded
-    # build, truly at once): they index the list of entries, and never iterate it,
-    # since an iterator over a list that another thread shrinks may stop early.
+    # build, truly at once): nothing here iterates the list of entries (an iterator
+    # over a list that another thread shrinks may stop early), and an index that
+    # another thread's exit has just made too large is read again.
 
-    def _open_here(self) -> tuple[AccelerationDomain, Any] | None:
+    def _open_here(self) -> Scope | None:
         """This object's innermost block that is open in this context, if any."""
-        newest = self._newest()
-        if newest is None:
+        resolved = self._resolved
+        if resolved is None:  # never entered
             return None
-        # Every entry of this object looks at the same context variable.
-        scope = newest[0].scopes.live()
+        # Every copy of the domain, and so every entry of this object, looks at
+        # the same context variable.
+        scope = resolved[0].scopes.live()
         while scope is not None:
             if scope.owner is self:
-                return scope.domain, scope
+                return scope
             scope = live_scope(scope.parent)
         return None
 
-    def _newest(self) -> tuple[AccelerationDomain, Any] | None:
+    def _newest(self) -> Scope | None:
         """This object's newest block not exited yet, in any context."""
-        try:
-            return self._entered[-1]
-        except IndexError:
-            return None
+        entered = self._entered
+        while entered:
+            try:
+                return entered[-1]
+            except IndexError:  # emptied between the test and the read (free-threaded)
+                continue
+        return None
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this scope.

@@ -1,7 +1,7 @@
 """The ``using_engine`` blocks of one copy of a domain, and how its proxies find them.
 
 A :class:`Scopes` belongs to one :class:`~coheriq.AccelerationDomain`
-(``domain.scopes``). A block is a :class:`~coheriq._choice.records.Scope` held in a
+(``state.scopes``). A block is a :class:`~coheriq._choice.records.Scope` held in a
 context variable that every copy of the library's module shares (see
 :mod:`coheriq._library.registry`), so a block entered through one copy covers them all.
 
@@ -25,20 +25,11 @@ from .records import Fallthrough, Scope, Starting, live_scope
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextvars import ContextVar
-    from typing import Any, Protocol
+    from typing import Any
 
-    from .._call.proxy import CandidateInfo
     from .._engines.meta import EngineMeta
-    from .domain_view import DomainView
     from .ordered import Tried
-
-    class _Domain(DomainView, Protocol):
-        """What the blocks read of their domain, besides what every part reads."""
-
-        @property
-        def _class_candidates(self) -> list[CandidateInfo]: ...
-        @property
-        def scopes(self) -> Scopes: ...
+    from .state import DomainState
 
 
 __all__ = ["Scopes"]
@@ -52,8 +43,8 @@ class Scopes:
             every copy of the domain).
     """
 
-    def __init__(self, domain: _Domain, variable: ContextVar[Scope | None]) -> None:
-        self.domain = domain
+    def __init__(self, state: DomainState, variable: ContextVar[Scope | None]) -> None:
+        self.state = state
         self.variable = variable
         # While a profile or verification is on (see coheriq._library.observing): the finder
         # that lets it see each call.
@@ -70,7 +61,7 @@ class Scopes:
         scope = self.here()
         if scope is not None:
             return scope.members[name]
-        return self.domain.choice.member(name)
+        return self.state.choice.member(name)
 
     def implementation_here(self, name: str) -> Any:
         """Return the implementation of candidate ``name`` a call here would use.
@@ -79,19 +70,19 @@ class Scopes:
         it is reads as the class, not as the construction of it.
         """
         member = self.member_here(name)
-        info = self.domain._candidates[name]
+        info = self.state.candidates[name]
         if info.construct is not None and member is info.construct:
             return info.reference
         return member
 
     def here(self) -> Any:
         """What proxies look at while they look at the context (see coheriq._choice.records)."""
-        domain = self.domain
+        state = self.state
         scope = self.variable.get()
-        if scope is not None and scope.domain is not domain:
+        if scope is not None and scope.state is not state:
             scope = self.seen_from_here(scope)
-        if scope is None and domain.choice.settled is None:
-            return domain.choice.unsettled
+        if scope is None and state.choice.settled is None:
+            return state.choice.unsettled
         return scope
 
     def seen_from_here(self, scope: Scope | None) -> Scope | None:
@@ -101,28 +92,28 @@ class Scopes:
         copy's engine of the same name, made once per block. Where this copy
         cannot run it, it warns once and keeps its own choice (``None``).
         """
-        domain = self.domain
+        state = self.state
         scope = live_scope(scope)
-        if scope is None or scope.domain is domain or isinstance(scope.members, Starting):
+        if scope is None or scope.state is state or isinstance(scope.members, Starting):
             return scope
         if scope.elsewhere is None:
             scope.elsewhere = {}
-        elif domain in scope.elsewhere:
-            return scope.elsewhere[domain]
+        elif state in scope.elsewhere:
+            return scope.elsewhere[state]
         seen: Scope | None = None
         try:
-            engines = domain.engines
+            engines = state.engines
             cls = engines.engine_class(scope.engine, named_by=" (a using_engine block)")
-            seen = Scope(scope.engine, engines.members_of(cls), None, domain)
+            seen = Scope(scope.engine, engines.members_of(cls), None, state)
         except CoheriqError as error:
-            domain._warn_once(
+            state.warn_once(
                 ("scope", scope.engine),
-                f"A copy of module {domain.module!r} (the library ran more than once, by a "
+                f"A copy of module {state.module!r} (the library ran more than once, by a "
                 f"reload or a fresh import) cannot run engine {scope.engine!r} in a "
-                f"using_engine block of domain {domain.name!r}: {str(error).rstrip('.')}. "
+                f"using_engine block of domain {state.name!r}: {str(error).rstrip('.')}. "
                 "Calls through that copy keep running on its own engine.",
             )
-        scope.elsewhere[domain] = seen
+        scope.elsewhere[state] = seen
         return seen
 
     def live(self) -> Scope | None:
@@ -134,14 +125,14 @@ class Scopes:
         scope = self.live()
         if scope is not None:
             return scope.engine
-        settled = self.domain.choice.settled
+        settled = self.state.choice.settled
         return None if settled is None else settled.engine
 
     # -- how proxies find it -------------------------------------------------------------
 
     def set_watching(self, current: Callable[[], Any] | None) -> None:
         """Route proxies through ``current`` (the watchers'), or back to the scope variable."""
-        with self.domain._lock:
+        with self.state.lock:
             self._watching = current
             self.refresh_dispatch()
 
@@ -155,20 +146,20 @@ class Scopes:
         """
         self.always_look = True
         # Once the copy is freed, its names leave the namespace.
-        copy = _weakref.ref(self.domain, self.domain._switchboard.forget)
-        lineage = self.domain._lineage
+        copy = _weakref.ref(self.state, self.state.switchboard.forget)
+        lineage = self.state.copies
 
         def current() -> Any:
             # A copy being freed is still called by finalizers (__del__) of its
             # own garbage, after its weak reference died: the newest copy runs those.
-            domain = copy()
-            if domain is None:
-                domain = lineage.current
-            scopes = domain.scopes
+            state = copy()
+            if state is None:
+                state = lineage.current.state
+            scopes = state.scopes
             scope = (scopes._watching or scopes.here)()
-            return scope if scope is not None else domain.choice.settled
+            return scope if scope is not None else state.choice.settled
 
-        self.domain._switchboard.retire(current)
+        self.state.switchboard.retire(current)
         self.refresh_looking()
 
     def refresh_dispatch(self) -> None:
@@ -177,14 +168,14 @@ class Scopes:
         The finder is set before the flag, so that a proxy that sees the flag
         finds the right finder.
         """
-        domain = self.domain
+        state = self.state
         # The scope variable itself, where no translation is needed: the domain is
         # settled and has no other copies (see here()).
-        direct = domain.choice.settled is not None and domain._lineage.copies == 1
+        direct = state.choice.settled is not None and state.copies.copies == 1
         if self._watching is None and direct:
-            domain._switchboard.set_current(self.variable.get, self.variable)
+            state.switchboard.set_current(self.variable.get, self.variable)
         else:
-            domain._switchboard.set_current(self._watching or self.here)
+            state.switchboard.set_current(self._watching or self.here)
         self.refresh_looking()
 
     def refresh_looking(self) -> None:
@@ -195,19 +186,21 @@ class Scopes:
         goes back to dispatching before the flag is set; a class is told only
         of a change. Call with the domain's lock held.
         """
-        domain = self.domain
-        settled = domain.choice.settled
+        state = self.state
+        settled = state.choice.settled
         looking = (
             self.always_look
             or settled is None
-            or domain._lineage.open_scopes > 0
+            or state.copies.open_scopes > 0
             or self._watching is not None
         )
-        for info in domain._class_candidates:
-            directly = not looking and settled.members[info.name] is info.construct
+        for info in state.class_candidates:
+            directly = (
+                settled is not None and not looking and settled.members[info.name] is info.construct
+            )
             if info.constructs_directly is not directly:
                 construct_directly(info.proxy, directly)
-        domain._switchboard.set_scoped(looking)
+        state.switchboard.set_scoped(looking)
 
     # -- entering and leaving ------------------------------------------------------------
 
@@ -218,11 +211,11 @@ class Scopes:
         Its parent is the innermost *live* block around it, so that blocks that
         exited elsewhere never pile up in a context.
         """
-        domain = self.domain
-        members = domain.engines.members_of(cls)
+        state = self.state
+        members = state.engines.members_of(cls)
         around = live_scope(self.variable.get())
-        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, around, domain, owner, tried)
-        log(DEBUG, "domain %r: entering a scope of engine %r", domain.name, scope.engine)
+        scope = Scope(cls.__coheriq_name__ or REFERENCE, members, around, state, owner, tried)
+        log(DEBUG, "domain %r: entering a scope of engine %r", state.name, scope.engine)
         self.open(scope)
         return scope
 
@@ -235,8 +228,8 @@ class Scopes:
         around it: a block exited out of order, or in another context than it was
         entered (a generator finished elsewhere), takes no other block with it.
         """
-        scope.members = Fallthrough(self.domain, scope.parent)
-        log(DEBUG, "domain %r: leaving the scope of engine %r", self.domain.name, scope.engine)
+        scope.members = Fallthrough(self.state, scope.parent)
+        log(DEBUG, "domain %r: leaving the scope of engine %r", self.state.name, scope.engine)
         self.close(scope)
 
     def open(self, scope: Scope) -> None:
@@ -270,12 +263,12 @@ class Scopes:
         The count and the refreshes it causes happen under one lock, so that a
         refresh never acts on a count another thread has changed since.
         """
-        lineage = self.domain._lineage
+        lineage = self.state.copies
         with lineage.lock:
             lineage.open_scopes += change
             if lineage.open_scopes == (1 if change > 0 else 0):
                 # The copies older than the newest look at the context always.
-                for copy in {id(c): c for c in (self.domain, lineage.current)}.values():
+                for copy in {id(c): c for c in (self.state, lineage.current.state)}.values():
                     if not copy.scopes.always_look:
-                        with copy._lock:
+                        with copy.lock:
                             copy.scopes.refresh_looking()

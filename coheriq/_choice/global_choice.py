@@ -1,7 +1,7 @@
 """The process-global choice of one copy of a domain: made once, then never changed.
 
 A :class:`GlobalChoice` belongs to one :class:`~coheriq.AccelerationDomain`
-(``domain.choice``). Until the choice is made, :meth:`GlobalChoice.prospect`
+(``state.choice``). Until the choice is made, :meth:`GlobalChoice.prospect`
 says what a call would run without choosing anything; the first call of a
 candidate outside any block (or ``enable_engine``, or ``resolve_impl``) makes
 it with :meth:`GlobalChoice.settle`, which records it as a :class:`Settlement`.
@@ -24,18 +24,10 @@ from .records import Unsettled
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any, Protocol
+    from typing import Any
 
     from .._engines.meta import EngineMeta
-    from .domain_view import DomainView
-
-    class _Domain(DomainView, Protocol):
-        """What the global choice reads of its domain, besides what every part reads."""
-
-        @property
-        def env_var(self) -> str | None: ...
-        @property
-        def _reference(self) -> EngineMeta | None: ...
+    from .state import DomainState
 
 
 __all__ = ["GlobalChoice", "Settlement"]
@@ -54,7 +46,8 @@ class Settlement:
             member; for a class candidate the engine uses as it is, the class's
             own construction).
         where: ``FILE:LINE`` of the code whose call or ``enable_engine`` made the choice.
-        domain: The domain (the copy of it, see :mod:`coheriq._library.registry`) that made it.
+        state: The :class:`~coheriq._choice.state.DomainState` of the copy of the
+            domain (see :mod:`coheriq._library.registry`) that made it.
         during_import: Whether the library's module was still being imported
             when the choice was made (a library that calls its own candidates at
             import chooses before its users can).
@@ -63,12 +56,12 @@ class Settlement:
     """
 
     __slots__ = (
-        "domain",
         "during_import",
         "engine",
         "engine_class",
         "members",
         "reason",
+        "state",
         "tried",
         "where",
     )
@@ -80,7 +73,7 @@ class Settlement:
         reason: str,
         members: Mapping[str, Any],
         where: str,
-        domain: Any = None,
+        state: DomainState | None = None,
         tried: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.engine = engine
@@ -88,7 +81,7 @@ class Settlement:
         self.reason = reason
         self.members = members
         self.where = where
-        self.domain = domain
+        self.state = state
         self.during_import = False
         self.tried = tried
 
@@ -104,10 +97,10 @@ class GlobalChoice:
         unsettled: What proxies call through until it is made.
     """
 
-    def __init__(self, domain: _Domain) -> None:
-        self.domain = domain
+    def __init__(self, state: DomainState) -> None:
+        self.state = state
         self.settled: Settlement | None = None
-        self.unsettled = Unsettled(domain)
+        self.unsettled = Unsettled(state)
 
     def settle(self, action: str = "call its candidates") -> Settlement:
         """Return the global choice, making it now if it is not made yet.
@@ -119,10 +112,10 @@ class GlobalChoice:
         settled = self.settled
         if settled is not None:
             return settled
-        domain = self.domain
-        reference = domain.require_reference(action)
-        choice = domain._lineage.choice
-        if choice is not None and choice.domain is not domain:
+        state = self.state
+        reference = state.engines.require_reference(action)
+        choice = state.copies.choice
+        if choice is not None and choice.state is not state:
             return self._settle_as(choice)
         variable, value = self.env_choice()
         if not value:
@@ -131,9 +124,9 @@ class GlobalChoice:
         named_by = f" (named by the environment variable {variable})"
         if "," in value:  # an ordered choice: the first of them that starts here
             names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
-            cls, tried = first_that_starts(domain.engines, names, named_by=named_by)
+            cls, tried = first_that_starts(state.engines, names, named_by=named_by)
             return self.settle_on(cls, f"environment variable {variable}={value!r}", tried=tried)
-        cls = domain.engines.engine_class(value, named_by=named_by)
+        cls = state.engines.engine_class(value, named_by=named_by)
         return self.settle_on(cls, f"environment variable {variable}={value!r}")
 
     def member(self, name: str) -> Any:
@@ -150,7 +143,7 @@ class GlobalChoice:
         see :mod:`coheriq._library.registry`), unless ``inherited`` says this copy is taking
         its share of it. ``tried`` is what an ordered list tried to choose ``cls``.
         """
-        domain, lineage = self.domain, self.domain._lineage
+        state, lineage = self.state, self.state.copies
         engine = cls.__coheriq_name__ or REFERENCE
         settled = self.settled
         if settled is not None:
@@ -158,8 +151,8 @@ class GlobalChoice:
         choice = lineage.choice
         if choice is not None and not inherited and choice.engine != engine:
             return choice  # type: ignore[no-any-return]
-        members = domain.engines.members_of(cls)  # starts the engine, holding no lock
-        with domain._lock:
+        members = state.engines.members_of(cls)  # starts the engine, holding no lock
+        with state.lock:
             settled = self.settled
             if settled is not None:  # another thread chose meanwhile
                 return settled
@@ -167,18 +160,18 @@ class GlobalChoice:
             if choice is not None and not inherited and choice.engine != engine:
                 return choice  # type: ignore[no-any-return]
             where, _ = outside_coheriq()
-            settled = Settlement(engine, cls, reason, members, where, domain, tried)
-            spec = getattr(sys.modules.get(domain.module), "__spec__", None)
+            settled = Settlement(engine, cls, reason, members, where, state, tried)
+            spec = getattr(sys.modules.get(state.module), "__spec__", None)
             settled.during_import = bool(getattr(spec, "_initializing", False))
-            domain._switchboard.connect(members)
+            state.switchboard.connect(members)
             self.settled = settled
             if lineage.choice is None:
                 lineage.choice = settled
-            domain.scopes.refresh_dispatch()
+            state.scopes.refresh_dispatch()
         log(
             INFO,
             "domain %r runs on engine %r (%s), chosen at %s%s",
-            domain.name,
+            state.name,
             settled.engine,
             reason,
             where,
@@ -193,22 +186,22 @@ class GlobalChoice:
         for the other copy only, or its module fails to load again), warn once and
         run the reference, saying why.
         """
-        domain = self.domain
-        reference = domain.require_reference("inherit the global choice")
+        state = self.state
+        reference = state.engines.require_reference("inherit the global choice")
         engine = choice.engine
         reason = choice.reason
         if "earlier copy" not in reason:
-            reason = f"{reason}, for an earlier copy of module {domain.module!r}"
+            reason = f"{reason}, for an earlier copy of module {state.module!r}"
         if engine == REFERENCE:
             return self.settle_on(reference, reason, inherited=True)
         try:
-            cls = domain.engines.engine_class(engine, named_by=" (the engine the program chose)")
+            cls = state.engines.engine_class(engine, named_by=" (the engine the program chose)")
             return self.settle_on(cls, reason, inherited=True)
         except CoheriqError as error:
-            domain._warn_once(
+            state.warn_once(
                 ("global", engine),
-                f"Module {domain.module!r} ran again (a reload or a fresh import), and its "
-                f"new copy of domain {domain.name!r} cannot run engine {engine!r}, which the "
+                f"Module {state.module!r} ran again (a reload or a fresh import), and its "
+                f"new copy of domain {state.name!r} cannot run engine {engine!r}, which the "
                 f"program chose ({choice.reason}): {str(error).rstrip('.')}. This copy runs "
                 "on the reference implementation. Import the engine's module again after "
                 "reloading the library, or advertise the engine through an entry point so "
@@ -217,13 +210,13 @@ class GlobalChoice:
         return self.settle_on(
             reference,
             f"the reference: engine {engine!r}, chosen for an earlier copy of module "
-            f"{domain.module!r}, is not available to this copy",
+            f"{state.module!r}, is not available to this copy",
             inherited=True,
         )
 
     def env_value(self) -> str:
         """The engine ``<PREFIX>_ENGINE`` names now ("" when unset, empty or no prefix)."""
-        variable = self.domain.env_var
+        variable = self.state.env_var
         return (os.environ.get(variable, "") if variable else "").strip()
 
     def env_choice(self) -> tuple[str | None, str]:
@@ -233,7 +226,7 @@ class GlobalChoice:
         (``gpu`` or ``gpu:compiled``) names the engine it verifies, so that the
         program runs on it; else ``(<PREFIX>_ENGINE, "")``.
         """
-        variable, value = self.domain.env_var, self.env_value()
+        variable, value = self.state.env_var, self.env_value()
         if value or variable is None:
             return variable, value
         verify = variable[: -len("_ENGINE")] + "_VERIFY"
@@ -249,11 +242,11 @@ class GlobalChoice:
         tried. A list in the environment variable is tried now, as the first
         call would (its engines are imported and started, none is chosen).
         """
-        domain = self.domain
-        by_name = domain.engines.by_name
-        scope = domain.scopes.live()
+        state = self.state
+        by_name = state.engines.by_name
+        scope = state.scopes.live()
         if scope is not None:
-            cls = by_name.get(scope.engine) or domain._reference
+            cls = by_name.get(scope.engine) or state.engines.reference
             return (
                 scope.engine,
                 "the innermost using_engine block in this context",
@@ -271,11 +264,11 @@ class GlobalChoice:
                 settled.engine_class,
                 settled.tried,
             )
-        choice = domain._lineage.choice
+        choice = state.copies.choice
         if choice is not None:
             return (
                 choice.engine,
-                f"the choice made for an earlier copy of module {domain.module!r} "
+                f"the choice made for an earlier copy of module {state.module!r} "
                 f"({choice.reason}); not settled in this copy yet",
                 by_name.get(choice.engine),
                 choice.tried,
@@ -284,8 +277,8 @@ class GlobalChoice:
 
     def _prospect_from_environment(self) -> tuple[str | None, str, EngineMeta | None, Tried]:
         """:meth:`prospect` where only the environment variable can choose."""
-        domain = self.domain
-        by_name = domain.engines.by_name
+        state = self.state
+        by_name = state.engines.by_name
         variable, value = self.env_choice()
         if not value or value == REFERENCE:
             raw = os.environ.get(variable) if variable else None
@@ -298,7 +291,7 @@ class GlobalChoice:
             return (
                 REFERENCE,
                 f"the reference by default ({why}); not settled yet",
-                domain._reference,
+                state.engines.reference,
                 (),
             )
         reason = f"the environment variable {variable}={value!r}; not settled yet"
@@ -308,7 +301,7 @@ class GlobalChoice:
             named_by = f" (named by the environment variable {variable})"
             try:
                 names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
-                cls, tried = first_that_starts(domain.engines, names, named_by=named_by)
+                cls, tried = first_that_starts(state.engines, names, named_by=named_by)
             except CoheriqError as error:
                 return None, f"{reason}, and the first call will fail: {error}", None, ()
             engine = cls.__coheriq_name__ or REFERENCE
@@ -317,6 +310,6 @@ class GlobalChoice:
             return value, reason, by_name[value], ()
         from .. import discovery  # reading metadata imports no engine
 
-        if value in discovery.advertised(domain.name):
+        if value in discovery.advertised(state.name):
             return value, reason + " (advertised, not imported yet)", None, ()
         return None, reason + ", which names no engine: the first call will fail", None, ()

@@ -102,7 +102,7 @@ def first_that_starts(
     reasons = "; ".join(f"{name}: {outcome}" for name, outcome in tried)
     raise CoheriqEngineNotFoundError(
         f"None of the engines {', '.join(repr(n) for n, _ in tried)} of domain "
-        f"{registry.domain.name!r}{named_by} can run here ({reasons}). Install or fix one "
+        f"{registry.state.name!r}{named_by} can run here ({reasons}). Install or fix one "
         f"of them, or end the list with {REFERENCE!r}, which always runs."
     )
 

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from .state import DomainState
+
 
 __all__ = ["Fallthrough", "Scope", "Starting", "Unsettled", "live_scope"]
 
@@ -37,21 +39,22 @@ class Scope:
     block; so on exit ``members`` becomes a :class:`Fallthrough` to the scope
     around it (or the global choice), and ``live`` turns false.
 
-    ``domain`` is the copy of the domain the block was entered through; its
-    members are that copy's. Other copies of the same library (see
-    :mod:`coheriq._library.registry`) see the block through ``elsewhere``: each one's own
-    engine of the same name, made on first use. ``tried`` is what an ordered
+    ``state`` is the :class:`~coheriq._choice.state.DomainState` of the copy of
+    the domain the block was entered through; its members are that copy's.
+    Other copies of the same library (see :mod:`coheriq._library.registry`) see
+    the block through ``elsewhere``: each one's own engine of the same name,
+    made on first use. ``tried`` is what an ordered
     list of engines tried before this one was chosen (``()`` for one engine).
     """
 
     __slots__ = (
-        "domain",
         "elsewhere",
         "engine",
         "live",
         "members",
         "owner",
         "parent",
+        "state",
         "token",
         "tried",
     )
@@ -61,7 +64,7 @@ class Scope:
         engine: str,
         members: Mapping[str, Any],
         parent: Scope | None,
-        domain: Any,
+        state: DomainState,
         owner: Any = None,
         tried: tuple[tuple[str, str], ...] = (),
     ) -> None:
@@ -70,7 +73,7 @@ class Scope:
         self.members: Mapping[str, Any] | Fallthrough | Starting = members
         self.parent = parent
         self.live = True
-        self.domain = domain
+        self.state = state
         self.owner = owner  # the using_engine object that entered it
         self.token: Any = None  # what setting the context variable to it returned
         self.elsewhere: dict[Any, Scope | None] | None = None  # made when first needed
@@ -105,23 +108,23 @@ class Starting:
     program's choice.
     """
 
-    __slots__ = ("domain", "engine", "parent")
+    __slots__ = ("engine", "parent", "state")
 
-    def __init__(self, domain: Any, engine: str, parent: Scope | None) -> None:
-        self.domain = domain
+    def __init__(self, state: DomainState, engine: str, parent: Scope | None) -> None:
+        self.state = state
         self.engine = engine
         self.parent = parent
 
     def __getitem__(self, name: str) -> Any:
-        domain = self.domain
-        around = domain.scopes.seen_from_here(self.parent)
+        state = self.state
+        around = state.scopes.seen_from_here(self.parent)
         if around is not None:
             return around.members[name]
-        settled = domain.choice.settled
+        settled = state.choice.settled
         if settled is not None:
             return settled.members[name]
         raise CoheriqEngineError(
-            f"Candidate {name!r} of domain {domain.name!r} was called while engine "
+            f"Candidate {name!r} of domain {state.name!r} was called while engine "
             f"{self.engine!r} was starting, from that engine's __init__, before the domain's "
             "global engine was chosen; the call would choose it, from inside another "
             f"engine's start. Inside the engine, call its own implementations (self.{name}"
@@ -136,48 +139,48 @@ class Fallthrough:
     scope is freed at once); :func:`live_scope` moves both on together.
     """
 
-    __slots__ = ("domain", "parent")
+    __slots__ = ("parent", "state")
 
-    def __init__(self, domain: Any, parent: Scope | None) -> None:
-        self.domain = domain
+    def __init__(self, state: DomainState, parent: Scope | None) -> None:
+        self.state = state
         self.parent = parent
 
     def __getitem__(self, name: str) -> Any:
-        seen = self.domain.scopes.seen_from_here(self.parent)
+        seen = self.state.scopes.seen_from_here(self.parent)
         if seen is not None:
             return seen.members[name]
-        return self.domain.choice.member(name)
+        return self.state.choice.member(name)
 
 
 class Unsettled:
     """What proxies of a domain call through until its global choice is made."""
 
-    __slots__ = ("domain",)
+    __slots__ = ("state",)
 
     # Asking it for a member makes the choice: what only looks (the alternate
     # constructors of a marked class, read) does not ask (see Switchboard.member).
     chooses = True
 
-    def __init__(self, domain: Any) -> None:
-        self.domain = domain
+    def __init__(self, state: DomainState) -> None:
+        self.state = state
 
     @property
     def members(self) -> Unsettled:
         return self
 
     def __getitem__(self, name: str) -> Any:
-        domain = self.domain
-        if not domain.materialized:
-            info = domain._candidates[name]
+        state = self.state
+        if state.engines.reference is None:
+            info = state.candidates[name]
             if info.construct is not None:
                 # A library may build constants of its own classes at import, before
                 # materialize(): those are the library's objects, and choose nothing.
                 return info.construct
             raise CoheriqDomainError(
-                f"Cannot call candidate {name!r} of domain {domain.name!r}: the domain is "
+                f"Cannot call candidate {name!r} of domain {state.name!r}: the domain is "
                 "not materialized yet, so no engine can be chosen. Code that runs before "
                 f"materialize() (the library's own import) can call the library's "
                 f"implementation directly as {info.reference.__qualname__}.__wrapped__(...); "
                 "otherwise import the library completely first."
             )
-        return domain.choice.member(name)
+        return state.choice.member(name)

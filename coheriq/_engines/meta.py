@@ -44,7 +44,10 @@ if TYPE_CHECKING:
         """What the metaclass needs from a domain (see :mod:`coheriq._library.domain`)."""
 
         name: str
-        strict: bool
+
+        @property
+        def strict(self) -> bool:
+            """Whether a doubtful override is an error."""
 
         @property
         def engines(self) -> _Engines:

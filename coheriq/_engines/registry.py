@@ -1,9 +1,11 @@
 """The engines of one copy of a domain: registered, loaded from entry points, started.
 
 An :class:`Engines` registry belongs to one :class:`~coheriq.AccelerationDomain`
-(``domain.engines``). :class:`~coheriq.EngineMeta` registers each engine class
-with it when the class statement runs, through the three methods that are its
-seam (:meth:`Engines.reference_of`, :meth:`Engines.check_name_free`,
+(``domain.engines``), made with the domain's
+:class:`~coheriq._choice.state.DomainState`, which is all it reads of the domain.
+:class:`~coheriq.EngineMeta` registers each engine class with it when the class
+statement runs, through the three methods that are its seam
+(:meth:`Engines.reference_of`, :meth:`Engines.check_name_free`,
 :meth:`Engines.register`); the rest of coheriq asks it for an engine's class by
 name (:meth:`Engines.engine_class`, which imports an advertised engine's module
 the first time) and for the one instance of each engine class
@@ -29,6 +31,7 @@ from .._choice.records import Scope, Starting
 from .._names import REFERENCE, check_name, is_engine_name
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
 from ..exceptions import (
+    CoheriqDomainError,
     CoheriqEngineError,
     CoheriqEngineLoadError,
     CoheriqEngineNameError,
@@ -46,7 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from .._choice.domain_view import DomainView as _Domain
+    from .._choice.state import DomainState
 
 
 __all__ = ["Engines"]
@@ -61,8 +64,8 @@ _loading: ContextVar[list[tuple[Engines, EngineMeta | str]] | None] = ContextVar
 loading_for: ContextVar[Any] = ContextVar(
     "coheriq: the copy of a domain an engine is loaded for", default=None
 )
-"""While an advertised engine's module is imported: the copy of its domain it is
-imported for, which the domain's name then stands for (see
+"""While an advertised engine's module is imported: the state of the copy of its
+domain it is imported for, which the domain's name then stands for (see
 :meth:`coheriq._library.registry.Lineage.named`)."""
 
 building: ContextVar[object] = ContextVar("coheriq: the engine being materialized", default=None)
@@ -100,8 +103,8 @@ class Engines:
             once :meth:`~coheriq.AccelerationDomain.materialize` made it; else None.
     """
 
-    def __init__(self, domain: _Domain) -> None:
-        self.domain = domain
+    def __init__(self, state: DomainState) -> None:
+        self.state = state
         self.reference: EngineMeta | None = None
         self.by_name: dict[str, EngineMeta] = {}
         self.reserved: dict[str, object] = {}
@@ -111,6 +114,22 @@ class Engines:
         self._started: dict[EngineMeta, Any] = {}  # the instance of each
         self._starting: dict[EngineMeta, EngineStart] = {}  # engines whose __init__ runs now
 
+    def require_reference(
+        self, action: str, error: type[CoheriqDomainError] = CoheriqDomainError
+    ) -> EngineMeta:
+        """Return the reference class, or raise ``error`` saying the domain is not materialized.
+
+        ``action`` is what the caller was about to do, for the message.
+        """
+        reference = self.reference
+        if reference is None:
+            raise error(
+                f"Cannot {action}: domain {self.state.name!r} is not materialized yet, and must "
+                "be materialized first. The library that creates it must call materialize() "
+                "after marking its candidates; if it does, import the library completely first."
+            )
+        return reference
+
     # -- the seam EngineMeta uses -----------------------------------------------------
 
     def reference_of(self, candidate: str) -> Any:
@@ -119,7 +138,7 @@ class Engines:
         (A declared candidate, whose module is not imported yet: see
         :meth:`~coheriq.AccelerationDomain.declare`.)
         """
-        info = self.domain._candidates.get(candidate)
+        info = self.state.candidates.get(candidate)
         return None if info is None else info.reference
 
     def check_name_free(self, name: str) -> None:
@@ -132,20 +151,20 @@ class Engines:
         existing = self.by_name.get(name)
         if existing is not None and _defined_again(existing):
             raise CoheriqEngineError(
-                f"Domain {self.domain.name!r} has engine {name!r} already: module "
+                f"Domain {self.state.name!r} has engine {name!r} already: module "
                 f"{existing.__module__!r} defines it again (a reload of the engine's module, "
                 "or a notebook cell run again). An engine is defined once per process, since "
                 "objects and choices refer to it: restart the program to load the new code."
             )
         if existing is not None:
             raise CoheriqEngineError(
-                f"Domain {self.domain.name!r} has an engine named {name!r} already "
+                f"Domain {self.state.name!r} has an engine named {name!r} already "
                 f"({existing.__module__}.{existing.__qualname__}); choose another name."
             )
         owner = self.reserved.get(name)
         if owner is not None and owner is not building.get():
             raise CoheriqEngineError(
-                f"Domain {self.domain.name!r} has an engine named {name!r} already: "
+                f"Domain {self.state.name!r} has an engine named {name!r} already: "
                 f"{owner!r}, created in module {getattr(owner, 'module', '?')!r}, reserved the "
                 "name. Choose another name (each engine is created once)."
             )
@@ -156,7 +175,7 @@ class Engines:
         Raises:
             CoheriqEngineError: The name is taken.
         """
-        with self.domain._lock:
+        with self.state.lock:
             self.check_name_free(name)
             self.reserved[name] = owner
         loaded = _loading.get()
@@ -165,7 +184,7 @@ class Engines:
 
     def register(self, cls: EngineMeta) -> None:
         """Record the new engine class ``cls`` (its name checked free again)."""
-        with self.domain._lock:
+        with self.state.lock:
             name = cls.__coheriq_name__
             if name is not None:
                 self.check_name_free(name)
@@ -184,7 +203,7 @@ class Engines:
 
     def _forget(self, cls: EngineMeta | str) -> None:
         """Drop the engine class ``cls`` (or reserved name), from an import that failed."""
-        with self.domain._lock:
+        with self.state.lock:
             if isinstance(cls, str):
                 self.reserved.pop(cls, None)
                 return
@@ -233,7 +252,7 @@ class Engines:
         """Sorted names of the registered and the advertised engines (imports none)."""
         from .. import discovery  # first use of entry points: see engine_class
 
-        advertised = [n for n in discovery.advertised(self.domain.name) if is_engine_name(n)]
+        advertised = [n for n in discovery.advertised(self.state.name) if is_engine_name(n)]
         return sorted(set(self.by_name) | set(self.reserved) | set(advertised))
 
     def resolve(self, engine: object) -> EngineMeta:
@@ -249,7 +268,7 @@ class Engines:
                 domain, or is an unnamed mixin.
             CoheriqEngineNotFoundError: No such engine in the domain.
         """
-        domain = self.domain
+        state = self.state
         if isinstance(engine, str):
             if engine not in self.by_name:  # a registered name was checked when registered
                 check_name(engine, "engine name", CoheriqEngineNameError)
@@ -258,25 +277,25 @@ class Engines:
             cls = engine
         else:
             raise CoheriqTypeError(
-                f"An engine of domain {domain.name!r} is given by its name, its "
+                f"An engine of domain {state.name!r} is given by its name, its "
                 f"AccelerationEngine or its engine class, not by {type(engine).__name__} "
                 f"({engine!r})."
             )
         owner = cls.__coheriq_domain__
-        if owner is not domain:  # type: ignore[comparison-overlap]  # meta and this module each describe the domain
-            if owner.name == domain.name:  # two copies of one library's domain
+        if owner.engines is not self:
+            if owner.name == state.name:  # two copies of one library's domain
                 raise CoheriqTypeError(
-                    f"{cls!r} was defined for an earlier copy of domain {domain.name!r}, before "
+                    f"{cls!r} was defined for an earlier copy of domain {state.name!r}, before "
                     "its library's module ran again (a reload): pass the engine by name, which "
                     "loads it for the copy in use."
                 )
             raise CoheriqTypeError(
-                f"{cls!r} belongs to domain {owner.name!r}, not to {domain.name!r}; pass an "
-                f"engine of domain {domain.name!r}."
+                f"{cls!r} belongs to domain {owner.name!r}, not to {state.name!r}; pass an "
+                f"engine of domain {state.name!r}."
             )
         if cls.__coheriq_name__ is None:
             raise CoheriqTypeError(
-                f"{cls!r} is an unnamed engine mixin of domain {domain.name!r}; only named "
+                f"{cls!r} is an unnamed engine mixin of domain {state.name!r}; only named "
                 "engines can be activated. Subclass it with name='...' to make an engine of it."
             )
         return cls
@@ -293,10 +312,8 @@ class Engines:
             CoheriqEngineNotFoundError: No such engine is registered or advertised.
             CoheriqEngineLoadError: Its entry point failed to load or define it.
         """
-        domain = self.domain
-        reference = self.reference
-        if reference is None:  # not materialized yet: the domain says so
-            reference = domain.require_reference(f"look up engine {name!r}")
+        state = self.state
+        reference = self.require_reference(f"look up engine {name!r}")
         if name == REFERENCE:
             return reference
         cls = self.by_name.get(name)
@@ -305,7 +322,7 @@ class Engines:
         owner = self.reserved.get(name)
         if owner is not None:
             raise CoheriqEngineNotFoundError(
-                f"Engine {name!r} of domain {domain.name!r}{named_by} is created ({owner!r}, "
+                f"Engine {name!r} of domain {state.name!r}{named_by} is created ({owner!r}, "
                 f"in module {getattr(owner, 'module', '?')!r}) but not materialized yet. Its "
                 "author calls materialize() after the last override; import the engine's "
                 "module completely before using the engine."
@@ -314,16 +331,16 @@ class Engines:
         # a program that only uses registered engines never reads package metadata.
         from .. import discovery
 
-        ep = discovery.advertised(domain.name).get(name) if is_engine_name(name) else None
+        ep = discovery.advertised(state.name).get(name) if is_engine_name(name) else None
         if ep is None:
             known = self.names()
             invalid = "" if is_engine_name(name) else " (that is not a valid engine name)"
             raise CoheriqEngineNotFoundError(
-                f"Domain {domain.name!r} has no engine named {name!r}{named_by}{invalid}."
+                f"Domain {state.name!r} has no engine named {name!r}{named_by}{invalid}."
                 f"{did_you_mean(name, known)} Available engines: {listing(known)} (and "
                 f"{REFERENCE!r}, the domain's own implementations). Install the package that "
                 f"provides the engine, or advertise it in entry-point group "
-                f"{discovery.group_of(domain.name)!r}."
+                f"{discovery.group_of(state.name)!r}."
             )
         return self._load(name, ep)
 
@@ -341,21 +358,21 @@ class Engines:
         """
         from .. import discovery
 
-        domain = self.domain
+        state = self.state
         module = discovery.module_of(ep)
         imported = sys.modules.get(module)
         # A module that defined its engines for another copy of this library's
         # module only (see coheriq._library.registry) runs again, for this copy.
         again = (
             imported is not None
-            and domain._lineage.copies > 1
+            and state.copies.copies > 1
             and not getattr(getattr(imported, "__spec__", None), "_initializing", False)
             and not any(c.__module__ == module for c in self.classes)
         )
         registered: list[tuple[Engines, EngineMeta | str]] = []
-        loading, copy = _loading.set(registered), loading_for.set(domain)
+        loading, copy = _loading.set(registered), loading_for.set(state)
         try:
-            discovery.load(domain.name, name, ep, again=again)
+            discovery.load(state.name, name, ep, again=again)
             cls = self.by_name.get(name)
             if cls is None:
                 defined = [
@@ -369,7 +386,7 @@ class Engines:
                     else ""
                 )
                 raise CoheriqEngineLoadError(
-                    f"Engine {name!r} of domain {domain.name!r} is advertised by "
+                    f"Engine {name!r} of domain {state.name!r} is advertised by "
                     f"{discovery.describe(ep)}, but importing it did not define an engine of "
                     f"that name.{also} The entry point's name and the engine class's name= "
                     "must agree."
@@ -399,7 +416,7 @@ class Engines:
             CoheriqEngineStartError: The engine's ``__init__`` failed.
             CoheriqEngineError: The engine was asked for from its own ``__init__``.
         """
-        lock = self.domain._lock
+        lock = self.state.lock
         while True:
             members = self._instances.get(cls)
             if members is not None:
@@ -410,10 +427,8 @@ class Engines:
                     return members
                 start = self._starting.get(cls)
                 if start is None:
-                    reference = self.reference
-                    if reference is None:  # not materialized yet: the domain says so
-                        reference = self.domain.require_reference("start an engine")
-                    start = EngineStart(cls, reference, self.domain.name)
+                    reference = self.require_reference("start an engine")
+                    start = EngineStart(cls, reference, self.state.name)
                     self._starting[cls] = start
                     break  # this thread starts the engine
             if start.thread == _thread.get_ident():
@@ -423,7 +438,7 @@ class Engines:
                     # another instance harms nothing.
                     return self._members_from(cls, self._start(cls))
                 raise CoheriqEngineError(
-                    f"Engine {cls.__coheriq_name__!r} of domain {self.domain.name!r} was asked "
+                    f"Engine {cls.__coheriq_name__!r} of domain {self.state.name!r} was asked "
                     "for from its own __init__ (through using_engine, enable_engine or "
                     "engine_class), before it existed. Inside the engine, use its own "
                     "implementations (self.name(...)) instead."
@@ -455,10 +470,10 @@ class Engines:
         engine = cls.__coheriq_name__ or REFERENCE
         if _runs_no_code(cls):  # the reference, or an engine without state
             return cls()
-        scopes = self.domain.scopes
+        scopes = self.state.scopes
         around = scopes.live()
-        starting = Scope(engine, {}, around, self.domain)
-        starting.members = Starting(self.domain, engine, around)
+        starting = Scope(engine, {}, around, self.state)
+        starting.members = Starting(self.state, engine, around)
         scopes.open(starting)
         try:
             instance = cls()
@@ -466,7 +481,7 @@ class Engines:
             # The engine's message may end a sentence of its own: one full stop.
             detail = str(exc).rstrip(".")
             raise CoheriqEngineStartError(
-                f"Engine {engine!r} of domain {self.domain.name!r} failed to start: its "
+                f"Engine {engine!r} of domain {self.state.name!r} failed to start: its "
                 f"__init__ raised {type(exc).__name__}: {detail}. Nothing was changed; fix "
                 "the engine's set-up or choose another engine."
             ) from exc
@@ -479,16 +494,16 @@ class Engines:
 
     def _members_from(self, cls: EngineMeta, instance: Any) -> dict[str, Any]:
         """What a call of each candidate runs on the engine ``instance``."""
-        return {name: self._member(cls, instance, name) for name in self.domain._candidates}
+        return {name: self._member(cls, instance, name) for name in self.state.candidates}
 
     def _member(self, cls: EngineMeta, instance: Any, name: str) -> Any:
         """What a call of candidate ``name`` runs on the engine ``instance``."""
-        info = self.domain._candidates[name]
+        info = self.state.candidates[name]
         try:
             member = getattr(instance, name)
         except AttributeError as exc:  # a property of the engine's, or __getattr__, failing
             raise CoheriqEngineStartError(
-                f"Engine {cls.__coheriq_name__ or REFERENCE!r} of domain {self.domain.name!r} "
+                f"Engine {cls.__coheriq_name__ or REFERENCE!r} of domain {self.state.name!r} "
                 f"failed to start: reading its implementation of {name!r} raised "
                 f"AttributeError: {exc}. Each candidate must be an attribute of the engine's "
                 "instance."
@@ -514,9 +529,9 @@ class Engines:
                 continue
             override = cls.__dict__[name]
             if is_class:
-                check_exception_class(cls.__qualname__, name, override, reference, self.domain)
+                check_exception_class(cls.__qualname__, name, override, reference, self.state)
             check_override(
-                domain=self.domain,
+                domain=self.state,
                 engine=cls.__coheriq_name__ or cls.__qualname__,
                 mixin=cls.__coheriq_name__ is None,
                 candidate=name,

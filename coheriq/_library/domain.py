@@ -38,15 +38,15 @@ from .._call.proxy import CandidateInfo, Switchboard, candidate_of
 from .._choice.blocks import Scopes
 from .._choice.global_choice import GlobalChoice
 from .._choice.records import Scope
+from .._choice.state import DomainState
 from .._engines.meta import EngineMeta
 from .._engines.registry import Engines
 from .._names import check_candidate_name, check_name
-from .._stdlib import TYPE_CHECKING, MappingProxyType, after_fork_in_child, outside_coheriq
+from .._stdlib import TYPE_CHECKING, MappingProxyType, after_fork_in_child
 from ..exceptions import (
     CoheriqDomainError,
     CoheriqDomainNameError,
     CoheriqDomainNotFoundError,
-    CoheriqReloadWarning,
     CoheriqTypeError,
     did_you_mean,
     listing,
@@ -140,35 +140,30 @@ class AccelerationDomain:
         return super().__new__(cls)
 
     def __init__(self, name: str, *, env_prefix: str | None = None, strict: bool = False) -> None:
-        if "_lineage" in self.__dict__:  # continued by a module that runs again
+        if "state" in self.__dict__:  # continued by a module that runs again
             self._check_settings(env_prefix, strict)
             return
         check_name(name, "domain name", CoheriqDomainNameError)
-        self.name = name
-        self._check_settings(env_prefix, strict)
-        self.env_prefix = env_prefix
-        self.strict = strict
         creator = sys._getframe(1)
+        self.name = name
         self.module: str = creator.f_globals.get("__name__", "__main__")
+        self.state = state = DomainState(name, self.module, _thread.RLock())
+        self._check_settings(env_prefix, strict)
         self._globals = creator.f_globals  # tells copies of the library's module apart
         # The run of the module (or function) that creates the domain: a domain of
         # the same name made while it still runs is a second domain, not a copy.
         self._run = registry.run_of(creator)
-        self._candidates: dict[str, CandidateInfo] = {}
         self._comparisons: Comparisons | None = None  # made when first needed
         # name -> is a class, for every name an engine may override (marked or
         # declared); read on every engine check.
         self._kinds: dict[str, bool] = {}
         self._declared: dict[str, str] = {}  # declared, not marked yet: name -> module
         self._materialized_by: Any = None  # the run that called materialize()
-        self._class_candidates: list[CandidateInfo] = []
-        self._warned: set[object] = set()  # keys of the warnings given, each once
-        self._lock = _thread.RLock()
-        self.engines = Engines(self)
-        self.choice = GlobalChoice(self)
+        self.engines = state.engines = Engines(state)
+        self.choice = state.choice = GlobalChoice(state)
         # Registered and wired under the domain's lock: a thread that finds the
         # new domain by name (a profile block opening, say) waits until it is whole.
-        with self._lock:
+        with state.lock:
             registered = registry.register(self)
             if registered is None:
                 existing = lookup_domain(name)
@@ -180,27 +175,27 @@ class AccelerationDomain:
                     "or a fresh import, makes a new copy of its domain). Reuse it "
                     "(coheriq.engine_class(name) reaches it) or choose another name."
                 )
-            self._lineage, copy = registered
-            self.scopes = Scopes(self, self._lineage.scope)
+            state.copies, copy = registered
+            self.scopes = state.scopes = Scopes(state, state.copies.scope)
             tag = "" if copy == 1 else str(copy)
-            self._switchboard = Switchboard(
-                self.scopes.here, self._lineage.namespace, tag, scope_class=Scope
+            state.switchboard = Switchboard(
+                self.scopes.here, state.copies.namespace, tag, scope_class=Scope
             )
             watching = observing.finder_for(self)
             if watching is not None:
                 self.scopes.set_watching(watching)
         if copy > 1:  # the copies made before now look at scopes through other copies
-            for other in self._lineage.generations():
-                if other is not self and not other._switchboard.retired:
+            for other in state.copies.generations():
+                if other is not self and not other.state.switchboard.retired:
                     # Replaced: it looks at the context through every copy, and
                     # is freed once nothing but this lineage holds it.
-                    with other._lock:
+                    with other.state.lock:
                         other.scopes.retire()
-                    release(info.reference for info in other._class_candidates)
+                    release(info.reference for info in other.state.class_candidates)
 
     def _declared_as(self, name: str, module: str, is_class: bool) -> bool:
         """Whether ``name`` is declared (or marked, once declared) so already."""
-        info = self._candidates.get(name)
+        info = self.state.candidates.get(name)
         where = self._declared.get(name) if info is None else info.module
         return where == module and self._kinds.get(name) == is_class
 
@@ -217,19 +212,32 @@ class AccelerationDomain:
             raise CoheriqTypeError(
                 f"The strict option of domain {self.name!r} is True or False, not {strict!r}."
             )
-        self.env_prefix = env_prefix
-        self.strict = strict
+        self.state.env_prefix = env_prefix
+        self.state.env_var = None if env_prefix is None else f"{env_prefix}_ENGINE"
+        self.state.strict = strict
 
     def __repr__(self) -> str:
-        state = "materialized" if self._reference is not None else "collecting candidates"
-        return f"<AccelerationDomain {self.name!r}: {len(self._candidates)} candidates, {state}>"
+        made = "materialized" if self.materialized else "collecting candidates"
+        return (
+            f"<AccelerationDomain {self.name!r}: {len(self.state.candidates)} candidates, {made}>"
+        )
 
     # -- the library's side --------------------------------------------------------
 
     @property
+    def env_prefix(self) -> str | None:
+        """The prefix of the environment variable that can name the engine (see :attr:`env_var`)."""
+        return self.state.env_prefix
+
+    @property
+    def strict(self) -> bool:
+        """Whether an engine override that cannot accept every call of its candidate is an error."""
+        return self.state.strict
+
+    @property
     def env_var(self) -> str | None:
         """The environment variable that can name this domain's engine, if any."""
-        return None if self.env_prefix is None else f"{self.env_prefix}_ENGINE"
+        return self.state.env_var
 
     @property
     def candidate_kinds(self) -> Mapping[str, bool]:
@@ -286,8 +294,8 @@ class AccelerationDomain:
                         f"Domain {self.name!r} declares candidate {name!r} twice."
                     )
                 kinds[name] = is_class
-        with self._lock:
-            if self._reference is not None:
+        with self.state.lock:
+            if self.engines.reference is not None:
                 if all(self._declared_as(name, module, kind) for name, kind in kinds.items()):
                     return  # the same declaration, from a module that runs again
                 raise CoheriqDomainError(
@@ -295,7 +303,7 @@ class AccelerationDomain:
                     "it is materialized already. Declare them before calling materialize()."
                 )
             for name, is_class in kinds.items():
-                info = self._candidates.get(name)
+                info = self.state.candidates.get(name)
                 if info is not None and info.module == module and info.is_class == is_class:
                     continue  # imported already, and marked as declared
                 if name in self._kinds:
@@ -305,7 +313,7 @@ class AccelerationDomain:
                         "name."
                     )
             for name, is_class in kinds.items():
-                if name not in self._candidates:
+                if name not in self.state.candidates:
                     self._declared[name] = module
                     self._kinds[name] = is_class
 
@@ -323,7 +331,7 @@ class AccelerationDomain:
     @property
     def materialized(self) -> bool:
         """Whether :meth:`materialize` has run."""
-        return self._reference is not None
+        return self.engines.reference is not None
 
     @overload
     def acceleration_candidate(self, obj: F, /) -> F: ...
@@ -501,8 +509,8 @@ class AccelerationDomain:
         name = self._candidate_name(target, name)
         run = registry.caller_run()
         module = "?" if run is None else run.f_globals.get("__name__", "?")
-        with self._lock:
-            earlier = self._candidates.get(name)
+        with self.state.lock:
+            earlier = self.state.candidates.get(name)
             if earlier is not None and late_candidates.runs_again(earlier, module, run):
                 return late_candidates.redefine(self, earlier, target, run)
             if earlier is not None:
@@ -522,17 +530,17 @@ class AccelerationDomain:
             info = CandidateInfo(self, name, target, module, run)
             if info.is_class:
                 implementations: dict[type, EngineMeta | None] = {}
-                info.reference = mark_class(info, self._switchboard, implementations)
+                info.reference = mark_class(info, self.state.switchboard, implementations)
                 implementations[info.reference] = None
                 self.engines.implementations[name] = implementations
                 info.proxy = info.reference
-                self._class_candidates.append(info)
+                self.state.class_candidates.append(info)
             else:
-                info.proxy = self._switchboard.function_proxy(info)
-            self._candidates[name] = info
+                info.proxy = self.state.switchboard.function_proxy(info)
+            self.state.candidates[name] = info
             self._kinds[name] = info.is_class
             self._declared.pop(name, None)
-            if self._reference is not None:
+            if self.engines.reference is not None:
                 late_candidates.publish(self, info)
         return info.proxy
 
@@ -583,13 +591,13 @@ class AccelerationDomain:
                 kept up to date with the candidates redefined since.)
         """
         run = registry.caller_run()
-        with self._lock:
+        with self.state.lock:
             if registry.reran(self._materialized_by, run):
                 # The module that materialized the domain runs again (a reload):
                 # the reference class it made is kept up to date.
                 self._materialized_by = run
-                return self._reference  # type: ignore[return-value]
-            if self._reference is not None:
+                return self.engines.reference  # type: ignore[return-value]
+            if self.engines.reference is not None:
                 raise CoheriqDomainError(
                     f"Domain {self.name!r} is materialized already; materialize() is called "
                     "once, after the last candidate is marked."
@@ -601,7 +609,7 @@ class AccelerationDomain:
                 "__coheriq_reference_of__": self,
             }
             for name in self._kinds:
-                info = self._candidates.get(name)
+                info = self.state.candidates.get(name)
                 if info is not None:
                     namespace[name] = late_candidates.attribute_for(info)
                 else:  # declared: its module is not imported yet
@@ -612,12 +620,6 @@ class AccelerationDomain:
         if self.env_prefix and os.environ.get(f"{self.env_prefix}_VERIFY", "").strip():
             # <PREFIX>_VERIFY: a verification of the whole process, from now on.
             observing.materialized(self)
-        return reference
-
-    @property
-    def _reference(self) -> EngineMeta | None:
-        """The reference class once materialized, else None (the engines registry keeps it)."""
-        reference: EngineMeta | None = self.engines.reference
         return reference
 
     def require_reference(
@@ -633,23 +635,7 @@ class AccelerationDomain:
         Raises:
             CoheriqDomainError: The domain is not materialized yet.
         """
-        reference = self._reference
-        if reference is None:
-            raise error(
-                f"Cannot {action}: domain {self.name!r} is not materialized yet, and must be "
-                "materialized first. The library that creates it must call materialize() after "
-                "marking its candidates; if it does, import the library completely first."
-            )
-        return reference
-
-    def _warn_once(self, key: object, message: str) -> None:
-        """Warn about this copy of the domain (a CoheriqReloadWarning), once per key."""
-        if key in self._warned:
-            return
-        self._warned.add(key)
-        import warnings  # only when there is something to say
-
-        warnings.warn(message, CoheriqReloadWarning, stacklevel=outside_coheriq()[1])
+        return self.engines.require_reference(action, error)
 
 
 @after_fork_in_child
@@ -658,5 +644,5 @@ def _reinit_locks_in_child() -> None:
     # locks would stay held forever; replace them, and forget set-ups in flight.
     registry.reinit_locks_in_child()
     for domain in registry.generations():
-        domain._lock = _thread.RLock()
+        domain.state.lock = _thread.RLock()
         domain.engines.reinit_in_child()

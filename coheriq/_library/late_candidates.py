@@ -109,14 +109,14 @@ class Declared:
 def publish(domain: Any, info: CandidateInfo) -> None:
     """Make a candidate marked after materialize() part of the running domain.
 
-    Call with the domain's lock held, once ``domain._candidates`` holds ``info``.
+    Call with the domain's lock held, once ``domain.state.candidates`` holds ``info``.
     """
     reference = domain.require_reference(f"publish candidate {info.name!r}")
     type.__setattr__(reference, info.name, attribute_for(info))
     domain.engines.candidate_changed(info.name)
     settled = domain.choice.settled
     if settled is not None:
-        domain._switchboard.connect({info.name: settled.members[info.name]})
+        domain.state.switchboard.connect({info.name: settled.members[info.name]})
     domain.scopes.refresh_looking()
 
 
@@ -153,7 +153,7 @@ def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
     try:
         if info.is_class:
             implementations = domain.engines.implementations[info.name]
-            marked = mark_class(info, domain._switchboard, implementations)
+            marked = mark_class(info, domain.state.switchboard, implementations)
             implementations[marked] = None
             info.proxy = info.reference = marked
             # The class marked before stays at call sites that kept it (the
@@ -162,7 +162,7 @@ def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
             construct_directly(earlier, False)
             check_implementations(earlier, True)
         else:
-            update_proxy(info.proxy, domain._switchboard.function_proxy(info))
+            update_proxy(info.proxy, domain.state.switchboard.function_proxy(info))
     except BaseException:
         info.reference = earlier
         raise
@@ -203,7 +203,7 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
     # ended (those it marked again since carry this run: their first run tells).
     if not domain.materialized or any(
         info.module == module and registry.reran(info.first_run, run)
-        for info in domain._candidates.values()
+        for info in domain.state.candidates.values()
     ):
         return
     raise CoheriqDomainError(

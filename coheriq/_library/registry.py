@@ -122,9 +122,11 @@ class Lineage:
 
     def named(self) -> Any:
         """The generation that the domain's name stands for here and now."""
-        loading = loading_for.get()
-        if loading is not None and loading._lineage is self:
-            return loading
+        loading = loading_for.get()  # the state of a copy an engine is loaded for
+        if loading is not None and loading.copies is self:
+            for generation in self.generations():
+                if generation.state is loading:
+                    return generation
         if not self._older:
             return self.current
         namespace = getattr(sys.modules.get(self.module), "__dict__", None)
@@ -201,10 +203,13 @@ def continuing(name: str, creator: Any) -> Any:
             return None
         current = lineage.current
         same_module = current._globals is creator.f_globals
-        retry = current._reference is None and creator.f_globals.get("__name__") == current.module
+        retry = (
+            current.engines.reference is None
+            and creator.f_globals.get("__name__") == current.module
+        )
         if not (same_module or retry) or running(current._run):
             return None
-        if all(info.module == current.module for info in current._candidates.values()):
+        if all(info.module == current.module for info in current.state.candidates.values()):
             return None
         current._run = run_of(creator)
         current._globals = creator.f_globals
@@ -288,7 +293,8 @@ def lookup_domain(
                 "domain before enabling or listing its engines."
             )
         return lineage.named()
-    if isinstance(getattr(domain, "_lineage", None), Lineage):  # every domain has its lineage
+    # Every domain's state has its lineage (a half-made domain's state has none yet).
+    if isinstance(getattr(getattr(domain, "state", None), "copies", None), Lineage):
         return domain
     raise CoheriqTypeError(
         "A domain is given as an AccelerationDomain or its name, not as "

@@ -267,7 +267,9 @@ class Verification:
         """Why this call is run on the engine alone, or "" to compare it."""
         if name in domain.comparisons.side_effects:
             return "marked with side effects: run on the engine only"
-        if code_flags(domain._candidates[name].reference) & (CO_GENERATOR | CO_ASYNC_GENERATOR):
+        if code_flags(domain.state.candidates[name].reference) & (
+            CO_GENERATOR | CO_ASYNC_GENERATOR
+        ):
             return "a generator function: what it yields is not compared"
         if (row.calls - 1) % self.every:
             return f"sampled: every {self.every}th call is compared"
@@ -662,7 +664,7 @@ class _Checked(observing.View):
         domain, found = self.domain, self.found
         member: Callable[..., Any] = self.member(name)
         verification = self.verification
-        info = domain._candidates.get(name)
+        info = domain.state.candidates.get(name)
         engine = _running_engine(domain, found)
         if info is None or info.is_class or engine != verification._engine_name:
             return member

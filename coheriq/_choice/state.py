@@ -1,0 +1,104 @@
+"""What the parts of one copy of a domain share: handed to each part instead of the domain.
+
+A domain (:class:`~coheriq.AccelerationDomain`) owns three parts: its engines
+(:mod:`coheriq._engines.registry`), its global choice
+(:mod:`coheriq._choice.global_choice`) and its blocks (:mod:`coheriq._choice.blocks`).
+Each is made with the domain's :class:`DomainState` and reads only that, never
+the domain (pluggy's rule: hand a part what it needs, not its owner). The
+state is also what the records of a choice (a block, a settlement) name as
+the copy of the domain they were made by.
+"""
+
+from __future__ import annotations
+
+from .._stdlib import TYPE_CHECKING, outside_coheriq
+from ..exceptions import CoheriqReloadWarning
+
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    from .._call.proxy import CandidateInfo, Switchboard
+
+    class Copies(Protocol):
+        """What the parts read of the copies of a library's domain.
+
+        (A :class:`coheriq._library.registry.Lineage`, described here rather than
+        imported: that module is above the parts, which it imports.)
+        """
+
+        current: Any  # the newest copy: an AccelerationDomain
+        choice: Any  # the global choice the first copy to settle made
+        copies: int
+        open_scopes: int
+        lock: Any
+
+
+__all__ = ["DomainState"]
+
+
+class DomainState:
+    """The state one copy of a domain shares with its parts.
+
+    Attributes:
+        name: The domain's name.
+        module: The name of the module that created the domain.
+        env_prefix: The domain's ``env_prefix``.
+        env_var: The environment variable that can name the domain's engine
+            (``<env_prefix>_ENGINE``), or None.
+        strict: Whether a doubtful engine override is an error, not a warning.
+        candidates: Candidate name -> its :class:`~coheriq._call.proxy.CandidateInfo`,
+            for the candidates marked so far.
+        class_candidates: The class candidates among them, in marking order.
+        lock: Guards the domain's set-up (never held while an engine's code runs);
+            replaced in a forked child.
+        copies: The copies of the library's module's domain this one belongs to.
+        switchboard: What this copy's proxies read to find what a call runs.
+        engines, choice, scopes: The domain's three parts.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_warned",
+        "candidates",
+        "choice",
+        "class_candidates",
+        "copies",
+        "engines",
+        "env_prefix",
+        "env_var",
+        "lock",
+        "module",
+        "name",
+        "scopes",
+        "strict",
+        "switchboard",
+    )
+
+    # Set by the domain as it builds its parts (see AccelerationDomain.__init__).
+    copies: Copies
+    switchboard: Switchboard
+    # The parts are typed Any here: they import this module, and imports point
+    # one way even for the type checker (tests/test_layering.py).
+    engines: Any  # an Engines (coheriq._engines.registry)
+    choice: Any  # a GlobalChoice (coheriq._choice.global_choice)
+    scopes: Any  # a Scopes (coheriq._choice.blocks)
+
+    def __init__(self, name: str, module: str, lock: Any) -> None:
+        self.name = name
+        self.module = module
+        self.env_prefix: str | None = None
+        self.env_var: str | None = None
+        self.strict = False
+        self.lock = lock
+        self.candidates: dict[str, CandidateInfo] = {}
+        self.class_candidates: list[CandidateInfo] = []
+        self._warned: set[object] = set()  # keys of the warnings given, each once
+
+    def warn_once(self, key: object, message: str) -> None:
+        """Warn about this copy of the domain (a CoheriqReloadWarning), once per key."""
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        import warnings  # only when there is something to say
+
+        warnings.warn(message, CoheriqReloadWarning, stacklevel=outside_coheriq()[1])
