@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -227,3 +228,34 @@ def run_in_child(body, timeout=10.0):
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung")
+
+
+# A scenario that used to hang runs in a fresh interpreter (run_python) or a forked
+# child (run_in_child) with a timeout: a hang fails the test instead of the run.
+TIMEOUT = 30  # seconds; far above what any of these takes when it works
+
+
+def run_python(code: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter; a hang is a failure, not a stalled run."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the program hung (no answer in {timeout} s)")
+
+
+# A small library for the programs that run_python runs: domain "hard", candidate double.
+LIBRARY = """
+import coheriq
+domain = coheriq.AccelerationDomain("hard")
+
+@domain.acceleration_candidate
+def double(x):
+    return 2 * x
+
+domain.materialize()
+"""

@@ -331,3 +331,101 @@ def test_a_choice_made_at_import_points_at_the_call_and_the_fixes(tmp_path, uniq
     assert "while module" in message and "being imported" in message
     assert f"set {name.upper()}_ENGINE=fast before the program starts" in message
     assert "__wrapped__" in message and "using_engine" in message
+
+
+# -- generators and blocks -----------------------------------------------------------------
+
+
+def test_a_decorated_generator_runs_each_step_on_the_engine_and_its_consumer_does_not(
+    lib, two_engines
+):
+    import inspect
+
+    @cq.using_engine(lib.name, "fast")
+    def totals(count):
+        received = []
+        for _ in range(count):
+            received.append((yield lib.total([1])[0]))
+        return received
+
+    assert inspect.isgeneratorfunction(totals)
+    steps = totals(3)
+    assert next(steps) == "fast"
+    assert lib.total([1])[0] == "reference"  # between steps: the consumer's own choice
+    assert steps.send("a") == "fast"
+    with pytest.raises(ValueError):
+        steps.throw(ValueError("passed on"))
+    closed = totals(2)
+    next(closed)
+    closed.close()
+    assert cq.active_implementation(lib.name) == "reference"
+
+
+def test_a_decorated_async_generator_runs_each_step_on_the_engine(lib, two_engines):
+    import asyncio
+    import inspect
+
+    @cq.using_engine(lib.name, "fast")
+    async def totals(count):
+        for _ in range(count):
+            await asyncio.sleep(0)
+            yield lib.total([1])[0]
+
+    async def consume():
+        seen = []
+        async for engine in totals(3):
+            seen.append((engine, lib.total([1])[0]))
+        steps = totals(5)
+        await steps.__anext__()
+        await steps.aclose()  # closed early: its block ends with it
+        return seen
+
+    assert inspect.isasyncgenfunction(totals)
+    assert asyncio.run(consume()) == [("fast", "reference")] * 3
+
+
+# -- using_engine as a decorator on an async candidate scopes the coroutine ----------------
+
+
+def test_using_engine_decorates_an_async_candidate(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        async def which():
+            await asyncio.sleep(0)
+            return "reference"
+
+        domain.materialize()
+
+        class Fast(cq.engine_class(domain), name="fast"):
+            async def which(self):
+                await asyncio.sleep(0)
+                return cq.active_implementation(domain)
+
+        scoped = cq.using_engine(domain, "fast")(which)
+        assert asyncio.run(scoped()) == "fast"
+        assert asyncio.run(which()) == "reference"
+
+
+# -- leaving a block takes the domain's variable out of the context ------------------------
+
+
+def test_blocks_leave_nothing_in_the_context(unique):
+    import contextvars
+
+    before = len(contextvars.copy_context())
+    for _ in range(20):
+        with cq.testing.isolated():
+            domain = cq.AccelerationDomain(unique())
+
+            @domain.acceleration_candidate
+            def f(x):
+                return x
+
+            domain.materialize()
+            with cq.using_engine(domain, cq.REFERENCE):
+                with cq.using_engine(domain, cq.REFERENCE):
+                    f(1)
+            f(2)
+    assert len(contextvars.copy_context()) <= before + 1  # not one per domain

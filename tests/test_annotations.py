@@ -256,3 +256,46 @@ def test_a_generic_function_keeps_its_type_parameters(load):
     assert str(inspect.signature(marked)) == str(inspect.signature(unmarked))
     module.domain.materialize()
     assert marked([5]) == 5
+
+
+# -- a marked class reports its own annotations, none of coheriq's -------------------------
+
+
+def test_annotations_are_the_classs_own(unique):
+    import dataclasses
+    import typing
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        class Plain:
+            def __init__(self, x):
+                self.x = x
+
+        @domain.acceleration_candidate
+        @typing.runtime_checkable
+        class Shape(typing.Protocol):
+            def area(self) -> float: ...
+
+        @domain.acceleration_candidate
+        @dataclasses.dataclass
+        class Point:
+            x: int
+            y: int = 0
+
+        domain.materialize()
+
+        class Sub(Plain):
+            pass
+
+        class Square:
+            def area(self) -> float:
+                return 1.0
+
+        for cls in (Plain, Sub):
+            assert getattr(cls, "__annotations__", {}) == {}
+            assert typing.get_type_hints(cls) == {}
+        assert isinstance(Square(), Shape)
+        assert [f.name for f in dataclasses.fields(Point)] == ["x", "y"]
+        assert typing.get_type_hints(Point) == {"x": int, "y": int}

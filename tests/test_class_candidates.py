@@ -191,3 +191,89 @@ def test_annotations_match_and_singledispatch(lib, two_engines):
         assert kind(obj) == "batch of 2"
         assert describe(obj) == "a Batch"
     assert kind(3) == "other" and describe(3) == "object"
+
+
+# -- a marked class taking **options receives any option name ------------------------------
+
+
+def test_a_dispatched_construction_passes_every_keyword_on(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        class Options:
+            def __init__(self, **options):
+                self.options = options
+
+        domain.materialize()
+        library = Options
+
+        class Fast(cq.engine_class(domain), name="fast"):
+            class Options(library):
+                pass
+
+        for engine in ("fast", cq.REFERENCE):
+            with cq.using_engine(domain, engine):
+                made = Options(_coheriq_cls=1, cls=2)
+            assert made.options == {"_coheriq_cls": 1, "cls": 2}
+
+
+# -- a constructor replaced after marking is dispatched with its own parameters ------------
+
+
+def test_a_patched_init_constructs_inside_blocks_and_profiles(unique):
+    from unittest import mock
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        class Box:
+            def __init__(self, x):
+                self.x = x
+
+        domain.materialize()
+
+        def patched(self, *values, scale=1):
+            self.x = sum(values) * scale
+
+        with mock.patch.object(Box, "__init__", patched):
+            assert Box(1, 2, scale=2).x == 6
+            with cq.using_engine(domain, cq.REFERENCE):
+                assert Box(1, 2, scale=2).x == 6
+            with cq.profile():
+                assert Box(4).x == 4
+        with cq.using_engine(domain, cq.REFERENCE):
+            assert Box(5).x == 5  # the original again, once the patch is undone
+            with pytest.raises(TypeError):
+                Box(1, 2)
+
+
+# -- an engine's class for an exception candidate derives from it --------------------------
+
+
+def test_an_exception_candidate_needs_a_derived_engine_class(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        class ParseError(ValueError):
+            pass
+
+        domain.materialize()
+        library = ParseError
+        with pytest.raises(cq.CoheriqEngineError, match=r"except ParseError.*Derive"):
+
+            class Loose(cq.engine_class(domain), name="loose"):
+                class ParseError(Exception):
+                    pass
+
+        class Tight(cq.engine_class(domain), name="tight"):
+            class ParseError(library):
+                pass
+
+        with cq.using_engine(domain, "tight"):
+            try:
+                raise ParseError("x")
+            except library as error:
+                assert type(error).__qualname__.endswith("Tight.ParseError")

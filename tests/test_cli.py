@@ -67,6 +67,17 @@ def coheriq(site, *args, env=None):
     )
 
 
+def coheriq_command(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m coheriq ARGS`` with this environment plus ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "coheriq", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
 def test_list_reads_metadata_only(installed):
     done = coheriq(installed, "list")
     assert done.returncode == 0, done.stderr
@@ -226,6 +237,89 @@ def test_a_mistyped_domain_gets_a_did_you_mean_from_what_is_installed(installed)
     assert done.returncode == 2
     assert "Installed packages advertise 'clidom'" in done.stderr
     assert "Did you mean 'clidom'?" in done.stderr
+
+
+# -- coheriq explain reads a list in <PREFIX>_ENGINE as the first call does -----------------
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("nosuch,other", "None of the engines 'nosuch', 'other'"),
+        ("numpy,numpy", "names 'numpy' more than once"),
+        ("fast,,reference", "has an empty item"),
+        (" ", "RAGBATCH_ENGINE is set to ' ', which names"),
+    ],
+)
+def test_explain_reads_the_variable_as_the_first_call_does(value, said):
+    done = coheriq_command("explain", "ragbatch", RAGBATCH_ENGINE=value)
+    out = " ".join((done.stdout + done.stderr).split())
+    assert said in out, out
+    assert "that is not a valid engine name" not in out and ".." not in out
+    assert "Traceback" not in out
+
+
+# -- coheriq explain MODULE.NAME says what went wrong in one line, JSON too -----------------
+
+
+@pytest.mark.parametrize(
+    ("subject", "said"),
+    [
+        ("raising_lib.f", "Importing module 'raising_lib', to find candidate 'f', raised"),
+        (".x", "is neither a coheriq domain nor a candidate"),
+        ("..x", "is neither a coheriq domain nor a candidate"),
+    ],
+)
+def test_explain_of_a_bad_subject_is_one_line_and_json(make_dist, subject, said):
+    site = make_dist("raising_dist", {"raising_lib": "raise RuntimeError('boom')\n"}, {})
+    for json_flag in ([], ["--json"]):
+        done = coheriq_command(*json_flag, "explain", subject, PYTHONPATH=str(site))
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        if json_flag:
+            assert said in json.loads(done.stdout or done.stderr)["error"]
+        else:
+            assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# -- one malformed entry_points.txt does not break coheriq list -----------------------------
+
+
+def test_list_copes_with_a_malformed_entry_points_file(make_dist):
+
+    site = make_dist(
+        "fine_dist", {"fine_engine": "pass\n"}, {"coheriq.engines.fine": {"fast": "fine_engine"}}
+    )
+    broken = make_dist("broken_dist", {}, {})
+    (broken / "broken_dist-1.0.dist-info" / "entry_points.txt").write_text(
+        "[coheriq.engines.fine]\nthis line has no equals sign\nslow = broken_engine\n[oops\n"
+    )
+    for json_first in ([], ["--json"]):
+        done = coheriq_command(*json_first, "list", PYTHONPATH=str(site))
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+    engines = json.loads(done.stdout)["domains"]["fine"]["engines"]
+    assert engines["fast"]["module"] == "fine_engine"
+
+
+# -- a reader that leaves early does not change the exit status -----------------------------
+
+
+@pytest.mark.parametrize(("command", "status"), [(["list"], 0), (["show", "nosuchdomain"], 2)])
+def test_a_closed_pipe_is_not_a_failure(command, status):
+
+    for _ in range(5):  # early or late, as the timing falls
+        process = subprocess.Popen(
+            [sys.executable, "-m", "coheriq", *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=os.environ.copy(),
+        )
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the reader is gone before the first line
+        errors = process.stderr.read().decode()
+        assert process.wait(timeout=120) == status, errors
+        assert "Traceback" not in errors and "BrokenPipe" not in errors
 
 
 # -- a broken engine in show ----------------------------------------------------------------

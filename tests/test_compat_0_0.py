@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 import coheriq
+import coheriq as cq
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPAT_EXAMPLES = ROOT / "docs" / "examples" / "compat"
@@ -221,6 +222,17 @@ def test_calling_before_materialize(unique):
         mean([1, 3])
     domain.materialize()
     assert mean([1, 3]) == 2
+
+
+# Messages that coheriq 0.0.x's own tests match: what is wrong first is said first.
+def test_what_is_wrong_first_is_said_first(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+        with pytest.raises(cq.CoheriqDomainError, match="must be materialized"):
+            cq.AccelerationEngine(domain, "early")
+        domain.materialize()
+        with pytest.raises(cq.CoheriqDomainError, match="materialized already"):
+            domain.acceleration_candidate(lambda x: x)  # "<lambda>" is no name either
 
 
 # -- an engine is registered when it is constructed ---------------------------------

@@ -4,6 +4,7 @@ import asyncio
 import builtins
 import gc
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import coheriq as cq
-from conftest import run_in_child
+from conftest import LIBRARY, TIMEOUT, run_in_child, run_python
 
 
 def test_concurrent_first_calls_settle_once(lib, monkeypatch):
@@ -398,3 +399,433 @@ def test_the_gil_stays_off_through_coheriq_and_the_compiled_example_engine():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[1:] == ["0", "False"], done.stdout
+
+
+# -- an engine's __init__ imports a module another thread is importing ---------------------
+
+
+IMPORT_INVERSION = """
+import sys, threading, time, pathlib, tempfile, importlib
+import coheriq
+
+folder = pathlib.Path(tempfile.mkdtemp())
+(folder / "other_engine.py").write_text(
+    "import time, coheriq\\n"
+    "time.sleep(0.4)  # holds this module's import lock meanwhile\\n"
+    "class Other(coheriq.engine_class('hard'), name='other'):\\n"
+    "    pass\\n"
+)
+sys.path.insert(0, str(folder))
+
+class Slow(coheriq.engine_class("hard"), name="slow"):
+    def __init__(self):
+        time.sleep(0.2)
+        import other_engine  # waits for the other thread's import of it
+
+importer = threading.Thread(target=lambda: importlib.import_module("other_engine"))
+starter = threading.Thread(target=lambda: coheriq.enable_engine("hard", "slow"))
+starter.start()
+time.sleep(0.1)
+importer.start()
+starter.join(); importer.join()
+print("both done", coheriq.available_engines("hard"))
+"""
+
+
+def test_an_engines_init_importing_what_another_thread_imports_does_not_deadlock():
+    done = run_python(LIBRARY + IMPORT_INVERSION)
+    assert done.stdout.split()[:2] == ["both", "done"], done.stderr
+
+
+# -- blocks never wait for an engine's set-up ----------------------------------------------
+
+
+POOL_IN_INIT = """
+from concurrent.futures import ThreadPoolExecutor
+import coheriq
+
+pool = ThreadPoolExecutor(1)
+
+def job():
+    with coheriq.using_engine("hard", "reference"):
+        return double(2)
+
+class Pooled(coheriq.engine_class("hard"), name="pooled"):
+    def __init__(self):
+        # set-up that waits for a pool job which enters and leaves a block
+        self.ready = pool.submit(job).result(timeout=20)
+
+with coheriq.using_engine("hard", "pooled"):
+    pass
+print("started", Pooled.__name__)
+"""
+
+
+def test_an_engines_init_may_wait_for_a_job_that_enters_a_block():
+    done = run_python(LIBRARY + POOL_IN_INIT)
+    assert done.stdout.split() == ["started", "Pooled"], done.stderr
+
+
+def test_a_block_is_entered_and_left_while_another_engine_starts(lib):
+    release = threading.Event()
+    started = threading.Event()
+
+    class Gpu(cq.engine_class(lib.name), name="gpu"):
+        def __init__(self):
+            started.set()
+            release.wait(TIMEOUT)  # seconds of set-up, say a device
+
+    starter = threading.Thread(target=lambda: cq.enable_engine(lib.name, "gpu"))
+    starter.start()
+    started.wait(TIMEOUT)
+
+    def block():
+        with cq.using_engine(lib.name, cq.REFERENCE):
+            lib.total([1])
+
+    other = threading.Thread(target=block)
+    other.start()
+    other.join(10)
+    entered_meanwhile = not other.is_alive()
+    release.set()
+    starter.join()
+    other.join()
+    assert entered_meanwhile, "the block waited for another engine's set-up"
+
+
+# -- an engine whose __init__ waits for a thread that calls the library --------------------
+
+
+WARMING_LIBRARY = """
+import os, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
+import coheriq
+
+domain = coheriq.AccelerationDomain("warmlib", env_prefix="WARMLIB")
+
+@domain.acceleration_candidate
+def f(x):
+    return x + 1
+
+domain.materialize()
+refused = []
+
+def calling_the_library():
+    try:
+        f(1)
+    except coheriq.CoheriqEngineError as error:
+        refused.append(str(error))
+
+class Warm(coheriq.engine_class("warmlib"), name="warm"):
+    def __init__(self):
+        how = os.environ["HOW"]
+        if how == "join":
+            worker = threading.Thread(target=calling_the_library)
+            worker.start()
+            worker.join()
+        elif how == "method":  # the thread runs the engine's method; __init__ waits on an event
+            self._done = threading.Event()
+            threading.Thread(target=self._warm).start()
+            self._done.wait()
+        elif how == "pool":
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(lambda x: calling_the_library(), range(3)))
+        elif how == "result":
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(f, 1).result()
+        elif how == "unrelated":  # a slow start, waiting on an event; a thread of the program's
+            ready = threading.Event()
+            threading.Timer(0.5, ready.set).start()
+            ready.wait()
+
+    def _warm(self):
+        calling_the_library()
+        self._done.set()
+
+    def f(self, x):
+        return x + 100
+"""
+
+
+WARMING_MAIN = """
+import os, threading, time
+import warmlib
+
+if os.environ["HOW"] == "unrelated":
+    results = []
+    starter = threading.Thread(target=lambda: results.append(warmlib.f(1)))
+    starter.start()
+    time.sleep(0.2)  # the start is under way: a thread made now waits for it
+    other = threading.Thread(target=lambda: results.append(warmlib.f(2)))
+    other.start()
+    starter.join()
+    other.join()
+    print(sorted(results), len(warmlib.refused))
+else:
+    try:
+        print(warmlib.f(1), len(warmlib.refused), *warmlib.refused)
+    except coheriq.CoheriqEngineStartError as error:
+        print("start failed:", error.__cause__)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "printed"),
+    [
+        ("join", "101 1"),
+        ("method", "101 1"),
+        ("pool", "101 3"),
+        ("result", "start failed: Engine 'warm' of domain 'warmlib' was asked for from a thread"),
+        ("unrelated", "[101, 102] 0"),
+    ],
+)
+def test_an_engine_waiting_for_a_thread_that_calls_the_library_never_hangs(
+    tmp_path, how, printed
+):
+    (tmp_path / "warmlib.py").write_text(WARMING_LIBRARY)
+    main = WARMING_MAIN.replace("import warmlib", "import coheriq, warmlib")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", main],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(tmp_path), "WARMLIB_ENGINE": "warm", "HOW": how},
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the program hung ({how})")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(printed), done.stdout
+    if how in ("join", "method", "pool"):  # each refusal said why, and what to do
+        assert done.stdout.count("In that thread, call the engine's own implementations") == int(
+            printed[-1]
+        )
+
+
+def test_two_engines_whose_starts_wait_for_each_others_warm_up_never_hang():
+    program = """
+import threading, time, coheriq
+d = coheriq.AccelerationDomain("crossed")
+
+@d.acceleration_candidate
+def f(x):
+    return ("reference", x)
+
+d.materialize()
+
+def warm(engine, out):
+    try:
+        with coheriq.using_engine("crossed", engine):
+            out.append(f(0))
+    except coheriq.CoheriqEngineError as error:
+        out.append("refused")
+
+class A(coheriq.engine_class("crossed"), name="a"):
+    def __init__(self):
+        time.sleep(0.2)
+        worker = threading.Thread(target=warm, args=("b", []))
+        worker.start()
+        worker.join()
+
+    def f(self, x):
+        return ("a", x)
+
+class B(coheriq.engine_class("crossed"), name="b"):
+    def __init__(self):
+        time.sleep(0.2)
+        worker = threading.Thread(target=warm, args=("a", []))
+        worker.start()
+        worker.join()
+
+    def f(self, x):
+        return ("b", x)
+
+results = []
+starters = [threading.Thread(target=warm, args=(e, results)) for e in "ab"]
+for t in starters:
+    t.start()
+for t in starters:
+    t.join()
+print(sorted(results))
+"""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the two starts deadlocked")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[('a', 0), ('b', 0)]"
+
+
+# -- a task created by an engine's __init__ does not keep the start's block ----------------
+
+
+def test_a_task_made_while_an_engine_starts_later_runs_on_the_programs_choice(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        def f(x):
+            return ("reference", x)
+
+        domain.materialize()
+        tasks = []
+
+        class Live(cq.engine_class(domain), name="live"):
+            def __init__(self):
+                async def refresh():
+                    await asyncio.sleep(0.01)  # long after the start
+                    return f(1)
+
+                tasks.append(asyncio.get_running_loop().create_task(refresh()))
+
+            def f(self, x):
+                return ("live", x)
+
+        async def main():
+            with cq.using_engine(domain, "live"):
+                assert f(2) == ("live", 2)
+            return await tasks[0]
+
+        assert asyncio.run(main()) == ("reference", 1)
+
+
+# -- fork while another thread is inside a profile -----------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+def test_a_child_forked_while_another_thread_is_in_a_profile_can_profile(lib):
+    from coheriq._library import observing
+
+    prof = cq.profile()
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def hold(lock):
+        with lock:  # another thread of the parent, caught inside the profiler
+            inside.set()
+            leave.wait()
+
+    for lock in (observing._lock, prof._lock):  # entering a profile; recording into one
+        inside.clear()
+        leave.clear()
+        holder = threading.Thread(target=hold, args=(lock,))
+        holder.start()
+        inside.wait()
+
+        def child():
+            with prof, cq.profile() as fresh:
+                lib.total([1])
+            return [r.count for r in fresh.rows] == [1]
+
+        try:
+            assert run_in_child(child) == 0
+        finally:
+            leave.set()
+            holder.join()
+
+
+# -- signal handlers that call candidates: while the thread records, while the domain chooses ---
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_a_signal_handler_that_calls_a_candidate_while_recording_does_not_deadlock():
+    done = run_python(
+        LIBRARY
+        + """
+import signal
+seen = []
+signal.signal(signal.SIGALRM, lambda signum, frame: seen.append(double(1)))
+signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)  # many signals, landing anywhere
+with coheriq.profile() as prof:
+    for i in range(200_000):
+        double(i)
+signal.setitimer(signal.ITIMER_REAL, 0, 0)
+print("done", len(seen) > 0)
+"""
+    )
+    assert done.stdout.split() == ["done", "True"], done.stderr
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_a_signal_handler_that_calls_a_candidate_while_the_domain_chooses():
+    done = run_python(
+        """
+import signal
+import coheriq
+
+failures = []
+for i in range(2000):  # fresh domains: each first call makes the global choice
+    domain = coheriq.AccelerationDomain(f"first{i}")
+    double = domain.acceleration_candidate(name="double")(lambda x: 2 * x)
+    domain.materialize()
+
+    def handler(signum, frame, double=double):
+        try:
+            double(1)
+        except Exception as error:
+            failures.append(repr(error))
+
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)
+    for x in range(50):
+        double(x)
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+print("failures", failures[:1])
+"""
+    )
+    assert done.stdout.strip() == "failures []", done.stdout + done.stderr
+
+
+# -- a signal handler entering a block while this thread enters or leaves one --------------
+
+
+def test_a_signal_handler_that_enters_a_block_never_deadlocks():
+
+    program = """
+import signal, coheriq
+
+domain = coheriq.AccelerationDomain("sig")
+
+@domain.acceleration_candidate
+def f(x):
+    return x
+
+domain.materialize()
+
+class Fast(coheriq.engine_class("sig"), name="fast"):
+    def f(self, x):
+        return -x
+
+handled, busy = 0, False
+
+def handler(signum, frame):
+    global handled, busy
+    if busy:  # a signal during the handler itself: not the case under test
+        return
+    busy = True
+    with coheriq.using_engine("sig", "fast"):
+        assert f(1) == -1
+    handled += 1
+    busy = False
+
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
+while handled < 3000:
+    with coheriq.using_engine("sig", "reference"):
+        f(1)
+signal.setitimer(signal.ITIMER_REAL, 0)
+signal.signal(signal.SIGALRM, signal.SIG_IGN)
+print("done", handled)
+"""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the program deadlocked")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("done")

@@ -16,6 +16,7 @@ import pytest
 
 import coheriq as cq
 from coheriq._library.domain import lookup_domain
+from conftest import classes_are_freed
 
 LIBRARY = """
 import coheriq
@@ -227,3 +228,212 @@ def test_each_copy_that_cannot_follow_warns(library):
         importlib.reload(library)
         with pytest.warns(cq.CoheriqReloadWarning, match="cannot run engine 'inline'"):
             assert library.which() == "reference"
+
+
+# -- a second domain of a taken name, made by a function, is refused -----------------------
+
+
+def test_a_helper_function_making_a_taken_domain_is_refused_not_copied(unique):
+    with cq.testing.isolated():
+        name = unique()
+        source = (
+            "import coheriq\n"
+            "def make(name):\n"
+            "    return coheriq.AccelerationDomain(name)\n"
+            "first = make(" + repr(name) + ")\n"
+            "first.materialize()\n"
+        )
+        namespace = {"__name__": "helper_module"}
+        exec(compile(source, "helper_module.py", "exec"), namespace)
+        with pytest.raises(cq.CoheriqDomainError, match="exists already"):
+            namespace["make"](name)  # after the import: not a re-run of the module
+        assert cq.explain(name).domain == name
+        assert namespace["first"].materialized
+
+
+# -- a copy nobody refers to is freed ------------------------------------------------------
+
+
+RELOADED = """
+import coheriq
+
+domain = coheriq.AccelerationDomain("reloaded")
+
+
+@domain.acceleration_candidate
+def f(x):
+    return x
+
+
+@domain.acceleration_candidate
+class A:
+    def __init__(self, x):
+        self.x = x
+
+
+@domain.acceleration_candidate
+class B:
+    pass
+
+
+domain.materialize()
+
+
+class Fast(coheriq.engine_class(domain), name="fast"):
+    def f(self, x):
+        return -x
+"""
+
+
+def test_a_copy_nobody_refers_to_is_freed_and_one_still_held_works(write_module):
+    import gc
+    import importlib
+    import weakref
+
+    write_module("reloaded", RELOADED)
+    with cq.testing.isolated():
+        import reloaded
+
+        first_f, FirstA, FirstB = reloaded.f, reloaded.A, reloaded.B  # held: must work on
+        with cq.using_engine("reloaded", "fast"):
+            assert first_f(1) == -1
+        importlib.reload(reloaded)
+        dropped = weakref.ref(reloaded.domain)
+        with cq.using_engine("reloaded", "fast"):
+            reloaded.f(1), reloaded.A(1)
+        for _ in range(3):
+            importlib.reload(reloaded)
+        gc.collect()
+        if classes_are_freed():
+            assert dropped() is None
+        else:  # a free-threaded 3.13 keeps every class, and so the copy its classes hold
+            assert dropped() is not reloaded.domain
+
+        # The copy still held runs, follows blocks and the choice, and subclasses.
+        with cq.using_engine("reloaded", "fast"):
+            assert first_f(2) == -2
+        assert first_f(2) == 2
+        assert isinstance(FirstA(1), FirstA)
+
+        class Mine(FirstA):
+            pass
+
+        class OldBoth(FirstA, FirstB):  # classes of one copy combine, as ever
+            pass
+
+        assert Mine(3).x == 3 and OldBoth(5).x == 5
+
+        # The newest copy's classes combine as bases, as ever.
+        class Both(reloaded.A, reloaded.B):
+            pass
+
+        assert isinstance(Both(4), reloaded.A)
+
+
+def test_a_finalizer_calls_a_freed_copys_function(write_module):
+    # The collector clears weak references before it runs the finalizers of the
+    # same garbage: the copy's function must still run from a __del__.
+    import gc
+    import importlib
+
+    write_module("finalized", RELOADED.replace('"reloaded"', '"finalized"'))
+    ran = []
+
+    class Buffer:
+        def __init__(self, function):
+            self.function = function
+            self.me = self  # a cycle: freed by the collector
+
+        def __del__(self):
+            ran.append(self.function(7))
+
+    with cq.testing.isolated():
+        import finalized
+
+        gc.collect()
+        gc.disable()
+        try:
+            Buffer(finalized.f)
+            importlib.reload(finalized)
+            gc.collect()
+        finally:
+            gc.enable()
+    assert ran == [7]
+
+
+def test_a_call_racing_a_reload_never_finds_an_empty_slot(write_module):
+    import importlib
+    import threading
+
+    # Many candidates: a reload then takes long enough for the race to show.
+    source = 'import coheriq\n\ndomain = coheriq.AccelerationDomain("racing")\n' + "".join(
+        f"\n\n@domain.acceleration_candidate\ndef g{i}(x):\n    return x\n" for i in range(300)
+    )
+    source += "\n\ndomain.materialize()\n"
+    write_module("racing", source)
+    errors, current, stop = [], [], threading.Event()
+    interval = sys.getswitchinterval()
+    with cq.testing.isolated():
+        import racing
+
+        current.append(racing.g0)
+
+        def caller():
+            while not stop.is_set():
+                try:
+                    current[-1](1)
+                except Exception as error:  # what a caller would see
+                    errors.append(repr(error))
+
+        thread = threading.Thread(target=caller)
+        sys.setswitchinterval(1e-6)
+        thread.start()
+        try:
+            for _ in range(5):
+                current.append(racing.g0)
+                racing.g0(1)
+                importlib.reload(racing)
+        finally:
+            stop.set()
+            thread.join(60)
+            sys.setswitchinterval(interval)
+    assert errors == []
+
+
+# -- a block costs the same after many reloads ---------------------------------------------
+
+
+def test_a_block_does_the_same_work_after_a_hundred_reloads(write_module):
+    import importlib
+
+    write_module("reloadedblocks", RELOADED.replace('"reloaded"', '"blocks"'))
+
+    def calls_made_by_a_block(module):
+        """How many Python calls entering and leaving a block makes (not timed: counted)."""
+        with cq.using_engine("blocks", "fast"):  # the engine started, outside the count
+            module.f(1)
+        calls = 0
+
+        def count(frame, event, arg):
+            nonlocal calls
+            calls += event == "call"
+
+        sys.setprofile(count)
+        try:
+            with cq.using_engine("blocks", "fast"):
+                pass
+        finally:
+            sys.setprofile(None)
+        return calls
+
+    with cq.testing.isolated():
+        import reloadedblocks
+
+        held = [reloadedblocks.f]  # older copies still in use, as after real reloads
+        one_copy = calls_made_by_a_block(reloadedblocks)
+        for _ in range(100):
+            importlib.reload(reloadedblocks)
+            held.append(reloadedblocks.f)
+        assert calls_made_by_a_block(reloadedblocks) == one_copy
+        with cq.using_engine("blocks", "fast"):
+            assert [f(1) for f in held] == [-1] * 101

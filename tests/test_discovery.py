@@ -114,3 +114,178 @@ def test_a_malformed_value_costs_only_its_own_entry_point(lib, make_dist, unique
     assert "not valid!:" in str(raised.value)
     cq.enable_engine(lib.name, "sound")
     assert lib.total([4]) == ("sound", 4)
+
+
+# -- a failed load takes back exactly what it registered -----------------------------------
+
+
+TWO_ENGINES_ONE_MODULE = """
+import os
+import coheriq
+
+class Simd(coheriq.engine_class({lib!r}), name="simd"):
+    class Batch:  # an engine's own container
+        def __init__(self, rows):
+            self.rows = rows
+
+if os.environ.get("HAS_TPU"):  # only on machines with a TPU
+    class Tpu(coheriq.engine_class({lib!r}), name="tpu"):
+        pass
+"""
+
+
+def test_a_failed_load_keeps_the_engines_loaded_before_from_the_same_module(lib, make_dist):
+    module = f"{lib.name}_accel"
+    make_dist(
+        module,
+        {module: TWO_ENGINES_ONE_MODULE.format(lib=lib.name)},
+        {f"coheriq.engines.{lib.name}": {"simd": f"{module}:Simd", "tpu": f"{module}:Tpu"}},
+    )
+    cq.enable_engine(lib.name, "simd")
+    batch = lib.Batch([1])
+    with pytest.raises(cq.CoheriqEngineLoadError, match="tpu"):
+        with cq.using_engine(lib.name, "tpu"):
+            pass
+    assert isinstance(batch, lib.Batch) and cq.engine_of(batch) == "simd"
+    with cq.using_engine(lib.name, "simd"):
+        assert type(lib.Batch([1])) is type(batch)
+    assert module in sys.modules  # imported before the failed load: left in place
+
+
+INTERRUPTED = """
+import os
+import coheriq
+
+class Kb(coheriq.engine_class({lib!r}), name="kb"):
+    def total(self, xs):
+        return helper(xs)
+
+if os.environ.get("INTERRUPT_IMPORT"):
+    raise KeyboardInterrupt  # Ctrl-C while the module is imported
+
+def helper(xs):
+    return ("kb", sum(xs))
+"""
+
+
+def test_an_import_interrupted_after_the_class_statement_leaves_nothing(
+    lib, make_dist, monkeypatch
+):
+    module = f"{lib.name}_kb"
+    make_dist(
+        module,
+        {module: INTERRUPTED.format(lib=lib.name)},
+        {f"coheriq.engines.{lib.name}": {"kb": module}},
+    )
+    monkeypatch.setenv("INTERRUPT_IMPORT", "1")
+    with pytest.raises(KeyboardInterrupt):
+        cq.enable_engine(lib.name, "kb")
+    assert cq.active_implementation(lib.name) is None and module not in sys.modules
+    monkeypatch.delenv("INTERRUPT_IMPORT")
+    cq.enable_engine(lib.name, "kb")  # the retry imports the module afresh
+    assert lib.total([1, 2]) == ("kb", 3)
+
+
+CROSS_DOMAIN = """
+import coheriq
+
+class Stray(coheriq.engine_class({other!r}), name="stray"):  # another domain's engine
+    pass
+{body}
+"""
+
+
+def test_a_failed_load_takes_back_what_it_registered_in_other_domains(
+    lib, make_dist, unique, tmp_path
+):
+    from conftest import build_lib
+
+    other = build_lib(unique("other"))
+    module = f"{lib.name}_cross"
+    site = make_dist(
+        module,
+        {module: CROSS_DOMAIN.format(other=other.name, body="")},
+        {f"coheriq.engines.{lib.name}": {"cross": module}},
+    )
+    with pytest.raises(cq.CoheriqEngineLoadError, match="did not define an engine"):
+        cq.enable_engine(lib.name, "cross")
+    assert "stray" not in cq.available_engines(other.name)
+    fixed = CROSS_DOMAIN.format(
+        other=other.name,
+        body=f"class Cross(coheriq.engine_class({lib.name!r}), name='cross'):\n    pass\n",
+    )
+    (site / f"{module}.py").write_text(fixed)
+    cq.enable_engine(lib.name, "cross")  # a retry imports the fixed module: no clash
+    assert "stray" in cq.available_engines(other.name)
+
+
+def test_one_rule_for_engine_names_everywhere(lib, make_dist, monkeypatch):
+    module = f"{lib.name}_names"
+    make_dist(
+        module,
+        {module: "raise AssertionError('never imported')\n"},
+        {f"coheriq.engines.{lib.name}": {"reference": module, "bad name": module}},
+    )
+    assert cq.available_engines(lib.name) == ()  # neither name can be an engine
+    monkeypatch.setenv(lib.env_var, "bad name")
+    with pytest.raises(cq.CoheriqEngineNotFoundError, match="not a valid engine name"):
+        lib.total([1])
+    assert module not in sys.modules
+
+
+# -- a distribution whose metadata cannot be read ------------------------------------------
+
+
+def test_a_distribution_with_unreadable_entry_points_does_not_stop_discovery(lib):
+    import importlib.metadata as metadata
+
+    from coheriq import discovery
+
+    class Broken(metadata.Distribution):  # as the importlib_metadata backport reads one
+        def read_text(self, filename):  # with a malformed entry point
+            return (
+                "Metadata-Version: 2.1\nName: broken\nVersion: 1\n"
+                if filename == "METADATA"
+                else None
+            )
+
+        def locate_file(self, path):
+            return path
+
+        @property
+        def entry_points(self):
+            raise ValueError("Invalid object reference")
+
+    class Finder:
+        @staticmethod
+        def find_distributions(context=None):
+            return iter([Broken()])
+
+        @staticmethod
+        def find_spec(*args, **kwargs):
+            return None
+
+    sys.meta_path.insert(0, Finder)
+    discovery.clear_cache()
+    try:
+        assert cq.available_engines(lib.name) == ()
+        cq.enable_engine(lib.name, cq.REFERENCE)
+    finally:
+        sys.meta_path.remove(Finder)
+        discovery.clear_cache()
+
+
+def test_the_importlib_metadata_backport_and_a_malformed_entry_point(lib, make_dist):
+    # Python 3.10 with dask: the backport is imported, and coheriq's discovery must
+    # survive an entry point it cannot parse, as it does with the standard library.
+    pytest.importorskip("importlib_metadata", reason="the importlib_metadata backport is absent")
+    make_dist("malformed_dist", {}, {f"coheriq.engines.{lib.name}": {"bad": "not valid!:"}})
+    make_dist(
+        "good_dist",
+        {"good_mod": "import coheriq\n"},
+        {"coheriq.engines.unrelated_domain": {"good": "good_mod"}},
+    )
+    cq.available_engines(lib.name)  # listed or skipped, as the metadata reader can
+    with pytest.raises(cq.CoheriqError):  # a clear error, never a bare ValueError
+        cq.using_engine(lib.name, "bad").__enter__()
+    cq.enable_engine(lib.name, cq.REFERENCE)

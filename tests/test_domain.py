@@ -1,6 +1,9 @@
 """The library's side: marking candidates, proxies, materialize, and their errors."""
 
 import inspect
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -151,3 +154,89 @@ def test_unknown_domain_suggests(lib):
         cq.available_engines(lib.name + "x")
     with pytest.raises(cq.CoheriqTypeError, match="AccelerationDomain or its name"):
         cq.available_engines(None)
+
+
+# -- objects marked in another module than their own ---------------------------------------
+
+
+IMPL = """
+def normalize(xs):
+    total = sum(xs)
+    return [x / total for x in xs]
+
+
+class Batch:
+    def __init__(self, xs):
+        self.xs = xs
+"""
+
+
+def test_a_function_marked_from_another_module_pickles_as_the_marking_modules(tmp_path):
+    (tmp_path / "picklib").mkdir()
+    (tmp_path / "picklib" / "_impl.py").write_text(IMPL)
+    (tmp_path / "picklib" / "__init__.py").write_text(
+        "import coheriq\n"
+        "from . import _impl\n"
+        'domain = coheriq.AccelerationDomain("picklib")\n'
+        "normalize = domain.acceleration_candidate(_impl.normalize)\n"
+        'scaled = domain.acceleration_candidate(_impl.normalize, name="scaled")\n'
+        # Held in its own module under another name; nameless callables; a class body.
+        "def _half(xs):\n    return [x / 2 for x in xs]\n"
+        'half = domain.acceleration_candidate(_half, name="half")\n'
+        "import functools\n"
+        'third = domain.acceleration_candidate(functools.partial(_half), name="third")\n'
+        'same = domain.acceleration_candidate(lambda xs: xs, name="same")\n'
+        "class Api:\n"
+        '    norm = staticmethod(domain.acceleration_candidate(_impl.normalize, name="norm"))\n'
+        "domain.materialize()\n"
+    )
+    program = """
+import pickle, subprocess, sys
+import picklib
+for proxy in (picklib.normalize, picklib.scaled, picklib.half, picklib.third, picklib.same,
+              picklib.Api.norm):
+    print(proxy.__module__, proxy.__qualname__, pickle.loads(pickle.dumps(proxy)) is proxy,
+          pickle.loads(pickle.dumps(proxy, protocol=2)) is proxy)
+# and in another process, as a pool sends it
+check = "import pickle, sys; f = pickle.loads(sys.stdin.buffer.read()); print(f([1, 3]))"
+sent = subprocess.run([sys.executable, "-c", check], input=pickle.dumps(picklib.normalize),
+                      capture_output=True, check=True)
+print(sent.stdout.decode().strip())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:7] == [
+        "picklib normalize True True",
+        "picklib scaled True True",
+        "picklib half True True",
+        "picklib third True True",
+        "picklib same True True",
+        "picklib Api.norm True True",
+        "[0.25, 0.75]",
+    ]
+
+
+def test_a_class_marked_from_another_module_is_refused_with_the_fix(write_module):
+    write_module("refusedimpl", IMPL)
+    import refusedimpl
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain("refusing")
+        with pytest.raises(cq.CoheriqTypeError) as refused:
+            domain.acceleration_candidate(refusedimpl.Batch)
+        assert (
+            "it is defined in module 'refusedimpl', which holds it, and module "
+            f"{__name__!r} marks it" in str(refused.value)
+        )
+        assert "above its class statement in module 'refusedimpl'" in str(refused.value)
+        assert domain.candidate_kinds == {}  # nothing was marked
+
+        # A decorator written in another module marks a class bound nowhere yet: fine.
+        exec("@mark\nclass Later:\n    pass\n", {"mark": domain.acceleration_candidate})
+        assert list(domain.candidate_kinds) == ["Later"]

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import coheriq as cq
+from conftest import LIBRARY, run_python
 
 
 def test_explain_gives_engine_reason_and_suppliers(lib, two_engines, monkeypatch):
@@ -186,3 +187,44 @@ def test_logging_says_what_was_chosen_and_loaded_but_nothing_per_call(
     for _ in range(10):
         lib.total([1])
     assert len(caplog.records) == count
+
+
+# -- the same profile entered twice, nested ------------------------------------------------
+
+
+def test_a_profile_entered_twice_nested_counts_each_call_once():
+    done = run_python(
+        LIBRARY
+        + """
+prof = coheriq.profile()
+with prof:
+    double(1)
+    with prof:
+        double(2)
+    double(3)
+print([(r.candidate, r.count) for r in prof.rows])
+"""
+    )
+    assert done.stdout.strip() == "[('double', 3)]", done.stderr
+
+
+# -- an extra Profile.__exit__ is refused --------------------------------------------------
+
+
+def test_a_profile_exited_twice_raises_and_later_profiles_still_record(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        def double(x):
+            return 2 * x
+
+        domain.materialize()
+        profile = cq.profile()
+        with profile:
+            double(1)
+        with pytest.raises(cq.CoheriqScopeError, match="exited more often than it was entered"):
+            profile.__exit__(None, None, None)
+        with cq.profile() as later:
+            double(2)
+        assert [row.count for row in later.rows] == [1]

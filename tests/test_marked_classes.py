@@ -763,3 +763,85 @@ def test_a_users_subclass_in_main_travels_with_cloudpickle(shapes, tmp_path):
         timeout=60,
     )
     assert loaded.stdout.split() == ["Mine", "20", shapes.name], loaded.stderr
+
+
+# -- zero-argument super() in methods behind any wrapper -----------------------------------
+
+
+def test_super_works_behind_wrappers_that_are_not_functools(unique):
+    class cached:
+        def __init__(self, function):
+            self.function = function  # kept under a name of its own
+
+        def __set_name__(self, owner, name):
+            self.name = name
+
+        def __get__(self, obj, owner=None):
+            if obj is None:
+                return self
+            value = obj.__dict__[self.name] = self.function(obj)
+            return value
+
+    def traced(function):
+        class Wrapper:
+            def __init__(self):
+                self.__wrapped__ = function
+
+            def __get__(self, obj, owner=None):
+                return function.__get__(obj, owner)
+
+        return Wrapper()
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        class Base:
+            def size(self):
+                return 1
+
+            def name(self):
+                return "base"
+
+        @domain.acceleration_candidate
+        class Thing(Base):
+            @cached
+            def size(self):
+                return super().size() + 1
+
+            @traced
+            def name(self):
+                return "thing of " + super().name()
+
+        domain.materialize()
+        assert Thing().size == 2
+        assert Thing().name() == "thing of base"
+
+
+# -- a registry that appends each subclass holds the marked class once ---------------------
+
+
+PLUGINS: list[type] = []  # a module-level registry, as plugin systems keep one
+
+
+def test_registries_of_the_bases_hold_the_marked_class_only(unique):
+    class Plugin:
+        registry: list[type] = []
+        names: set[type] = set()
+
+        def __init_subclass__(cls, **kwargs):
+            super().__init_subclass__(**kwargs)
+            Plugin.registry.append(cls)
+            Plugin.names.add(cls)
+            PLUGINS.append(cls)
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        class Csv(Plugin):
+            pass
+
+        domain.materialize()
+        assert Plugin.registry == [Csv] and Plugin.registry[0] is Csv
+        assert Plugin.names == {Csv}
+        assert [p for p in PLUGINS if p.__name__ == "Csv"] == [Csv]

@@ -257,3 +257,28 @@ def test_init_may_use_the_settled_global_choice(lib):
 
     with cq.using_engine(lib.name, "warm"):
         assert lib.total([5]) == ("reference", 1)
+
+
+# -- an engine first used inside a block, whose __init__ calls the library -----------------
+
+
+def test_an_engines_init_calling_the_library_in_a_block_chooses_nothing(lib):
+    class Warm(cq.engine_class(lib.name), name="warm"):
+        def __init__(self):
+            self.empty = lib.Batch([])  # through the domain, before the engine exists
+
+    with pytest.raises(cq.CoheriqEngineError, match="from that engine's __init__"):
+        with cq.using_engine(lib.name, "warm"):
+            pass
+    assert cq.active_implementation(lib.name) is None  # the global choice is still open
+    cq.enable_engine(lib.name, cq.REFERENCE)
+
+
+# -- an engine that sets a candidate to the candidate itself -------------------------------
+
+
+def test_an_engine_that_sets_a_candidate_to_itself_is_refused(lib):
+    for body in ({"total": lib.total}, {"Batch": lib.Batch}, {"total": staticmethod(lib.total)}):
+        with pytest.raises(cq.CoheriqEngineError, match="itself, whose calls would come back"):
+            type(cq.engine_class(lib.name))("Loop", (cq.engine_class(lib.name),), body, name="loop")
+    assert cq.available_engines(lib.name) == ()

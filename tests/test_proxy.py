@@ -4,6 +4,7 @@ import asyncio
 import inspect
 import sys
 import traceback
+from contextlib import nullcontext
 
 import pytest
 
@@ -84,6 +85,22 @@ def test_async_candidates_read_as_coroutine_functions(domain):
 
     (proxy,) = mark_and_materialize(domain, fetch)
     assert inspect.iscoroutinefunction(proxy)
+
+
+def test_an_async_candidates_proxy_is_a_coroutine_function(unique):
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        async def fetch(x):
+            return x
+
+        domain.materialize()
+        with pytest.warns(DeprecationWarning) if sys.version_info >= (3, 14) else nullcontext():
+            assert asyncio.iscoroutinefunction(fetch)
+        if sys.version_info >= (3, 12):  # older inspect reads the code's flags alone
+            assert inspect.iscoroutinefunction(fetch)
+        assert asyncio.run(fetch(3)) == 3
 
 
 def test_recursion_through_the_proxy(domain):

@@ -400,3 +400,67 @@ def test_a_module_that_creates_no_such_domain_says_so(project):
     result.stderr.fnmatch_lines(
         ["*domain 'test_it'*importing the module 'test_it' did not create it. Domains here*"]
     )
+
+
+# -- the plugin's coheriq_xfail as pytest's xfail, and usage errors ------------------------
+
+
+def test_coheriq_xfail_by_keyword_and_under_xfail_strict(pytester, unique):
+    name = unique("xfaildom")
+    pytester.makeini("[pytest]\nxfail_strict = true\n")
+    pytester.makepyfile(
+        f"""
+        import pytest, coheriq
+
+        domain = coheriq.AccelerationDomain({name!r})
+
+        @domain.acceleration_candidate
+        def f():
+            return 1
+
+        domain.materialize()
+
+        @pytest.mark.coheriq_xfail(domain={name!r}, engine="reference", reason="known")
+        def test_keyword():
+            assert f() == 2
+
+        @pytest.mark.coheriq_xfail({name!r}, "reference")
+        def test_passes_unexpectedly():
+            assert f() == 1  # strict by the project's xfail_strict: a failure
+
+        @pytest.mark.coheriq_xfail({name!r})
+        def test_malformed():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(xfailed=1, failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*XPASS(strict)*"])
+    result.stdout.fnmatch_lines(["*coheriq_xfail names a domain and an engine*"])
+    assert "IndexError" not in result.stdout.str()
+
+
+def test_two_engines_for_a_domain_and_a_raising_library_are_usage_errors(pytester, unique):
+    name = unique("twoeng")
+    pytester.makepyfile(
+        **{
+            name: """
+                import coheriq
+                domain = coheriq.AccelerationDomain(__name__)
+                domain.materialize()
+                """,
+            "raising_library": "raise RuntimeError('boom at import')\n",
+            "test_nothing": "def test_nothing():\n    pass\n",
+        }
+    )
+    twice = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--coheriq-engine={name}:a", f"--coheriq-engine={name}:b"
+    )
+    assert twice.ret == pytest.ExitCode.USAGE_ERROR
+    twice.stderr.fnmatch_lines([f"*names engine 'a' of domain '{name}'*names 'b'*"])
+    raising = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--coheriq-engine=raising_library:fast"
+    )
+    assert raising.ret == pytest.ExitCode.USAGE_ERROR
+    raising.stderr.fnmatch_lines(["*raised RuntimeError: boom at import*"])
+    assert "INTERNALERROR" not in raising.stdout.str() + raising.stderr.str()

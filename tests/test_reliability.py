@@ -5,6 +5,7 @@ says what to do, and that afterwards every domain is exactly as it was (as the
 public introspection functions see it).
 """
 
+import subprocess
 import sys
 
 import pytest
@@ -391,3 +392,98 @@ def test_environment_variable_never_imports_a_module(lib, make_dist, monkeypatch
     monkeypatch.setenv(lib.env_var, "good")  # the advertised name is what loads the module
     assert lib.total([1]) == ("good", 1)
     assert "good_mod" in sys.modules and "sentinel_mod" not in sys.modules
+
+
+# -- raw errors are coheriq errors that say what to do ------------------------------
+
+
+def test_raw_errors_are_coheriq_errors_that_say_what_to_do(unique, monkeypatch):
+    import warnings
+
+    with pytest.raises(cq.CoheriqTypeError, match="domain name '' is not a valid name"):
+        cq.import_domain("")
+    done = subprocess.run(
+        [sys.executable, "-m", "coheriq", "show", ""], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.startswith("coheriq: error:"), done.stderr
+
+    domain = cq.AccelerationDomain(unique())
+    total = domain.acceleration_candidate(lambda xs: sum(xs), name="ﬁlter")  # a ligature
+    assert total.__coheriq_candidate__.name == "filter"  # as Python reads identifiers
+    domain.materialize()
+
+    with pytest.raises(cq.CoheriqEngineError, match="slot named 'filter'"):
+
+        class Slotted(cq.engine_class(domain), name="slotted"):
+            __slots__ = ("filter",)
+
+    class Ligature(cq.engine_class(domain), name="ligature"):
+        def ﬁlter(self, xs):
+            return "engine"
+
+    with cq.using_engine(domain, "ligature"):
+        assert total([1]) == "engine"
+
+    for value, strict in [("false", False), ("no", False), ("OFF", False), ("yes", True)]:
+        monkeypatch.setenv("COHERIQ_STRICT", value)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+
+                class Loose(cq.engine_class(domain)):  # a mixin: its name may repeat
+                    def ﬁlter(self):  # takes no xs: a signature problem
+                        return None
+
+                refused = False
+            except cq.CoheriqEngineError:
+                refused = True
+        assert refused is strict, value
+    monkeypatch.setenv("COHERIQ_STRICT", "perhaps")
+    with pytest.raises(cq.CoheriqTypeError, match="COHERIQ_STRICT is 'perhaps'"):
+
+        class Unsure(cq.engine_class(domain)):
+            def ﬁlter(self):
+                return None
+
+
+# -- messages that name what is wrong -----------------------------------------------
+
+
+def test_an_engine_of_an_earlier_copy_is_named_as_such(unique):
+    import collections
+    import functools
+
+    with cq.testing.isolated():
+        name = unique()
+        source = (
+            "import coheriq\n"
+            f"domain = coheriq.AccelerationDomain({name!r})\n"
+            "@domain.acceleration_candidate\n"
+            "def f(x):\n"
+            "    return x\n"
+            "domain.materialize()\n"
+        )
+
+        def make():  # a module's body, run again in a new module object: a copy
+            namespace = {"__name__": "copied_module"}
+            exec(compile(source, "copied_module.py", "exec"), namespace)
+            return namespace["domain"]
+
+        first = make()
+
+        class Fast(cq.engine_class(first), name="fast"):
+            def f(self, x):
+                return -x
+
+        second = make()  # the module runs again: a copy of the domain
+        with pytest.raises(cq.CoheriqTypeError, match="earlier copy of domain"):
+            cq.using_engine(second, Fast).__enter__()
+
+        with pytest.raises(cq.CoheriqTypeError, match=r"partial has no __name__.*name='\.\.\.'"):
+            second_domain = cq.AccelerationDomain(unique())
+            second_domain.acceleration_candidate(functools.partial(print))
+        engine = cq.AccelerationEngine(second, "decorated")
+        with pytest.raises(cq.CoheriqTypeError, match=r"'decorated'.*override\(name="):
+            engine.override(functools.partial(print))
+        with cq.using_engine(second, collections.deque(["nosuch", cq.REFERENCE])):
+            assert cq.active_implementation(second) == cq.REFERENCE

@@ -12,15 +12,22 @@ left with ``break``). The model says what a call runs:
   context; else its most recent open block anywhere; else it is an error.
 
 Runs 300 sequences by default; ``--hypothesis-profile=soak`` runs 20,000.
+
+After the model, the cases found by hand, each a bug once: one object shared by
+tasks and threads, a generator's block that ends inside its consumer's, blocks
+left in another context, blocks left out of order or twice.
 """
 
 from __future__ import annotations
 
 import contextvars
+import sysconfig
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import count
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -166,3 +173,148 @@ class ScopeModel(RuleBasedStateMachine):
 
 
 TestScopeModel = ScopeModel.TestCase
+
+
+# -- one using_engine object shared by tasks and threads -----------------------------------
+
+
+def test_a_using_engine_object_shared_by_tasks_keeps_each_tasks_block(lib, two_engines):
+    import asyncio
+
+    cq.enable_engine(lib.name, "slow")
+    shared = cq.using_engine(lib.name, "fast")
+
+    async def task(delay):
+        with shared:
+            await asyncio.sleep(delay)
+            inside = lib.total([1])[0]
+        await asyncio.sleep(0.002)  # while the other task's block is open
+        return inside, lib.total([1])[0]
+
+    async def main():
+        for _ in range(300):
+            results = await asyncio.gather(task(0), task(0.001))
+            assert results == [("fast", "slow"), ("fast", "slow")], results
+
+    asyncio.run(main())
+
+
+@pytest.mark.xfail(
+    bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+    reason="known race on a free-threaded build, not found yet: in about 3 runs of 100, one "
+    "thread's exit ends another thread's block of the shared object",
+    strict=False,
+)
+def test_a_using_engine_object_shared_by_threads_keeps_each_threads_block(lib, two_engines):
+    cq.enable_engine(lib.name, "slow")
+    shared = cq.using_engine(lib.name, "fast")
+    barrier = threading.Barrier(4)
+    wrong = []
+
+    def worker():
+        for _ in range(300):
+            barrier.wait()
+            with shared:
+                barrier.wait()
+                wrong.extend([] if lib.total([1])[0] == "fast" else ["inside"])
+            wrong.extend([] if lib.total([1])[0] == "slow" else ["after"])
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+
+
+# -- a generator's block that ends inside its consumer's block -----------------------------
+
+
+def test_a_generators_block_ending_inside_the_consumers_block_keeps_it(lib, two_engines):
+    def numbers():
+        with cq.using_engine(lib.name, "fast"):
+            yield 1
+
+    generator = numbers()
+    next(generator)
+    with cq.using_engine(lib.name, "slow"):  # the consumer's own block
+        assert list(generator) == []  # the generator's block ends in here
+        assert lib.total([1])[0] == "slow"
+    assert lib.total([1])[0] == "reference"  # both blocks ended: the global choice
+
+
+# -- blocks that exit in another context do not pile up ------------------------------------
+
+
+def test_async_generators_left_with_break_leave_no_dead_blocks_behind(lib, two_engines):
+    import asyncio
+
+    async def numbers():
+        with cq.using_engine(lib.name, "fast"):
+            yield 1
+            yield 2
+
+    async def main():
+        with cq.using_engine(lib.name, "slow"):  # a block open around, so calls look
+            for _ in range(3000):  # each closed later, by the event loop, in another task
+                async for _ in numbers():
+                    assert lib.total([1])[0] == "fast"
+                    break
+                await asyncio.sleep(0)
+            for _ in range(3):  # the last one is closed by the loop too
+                await asyncio.sleep(0)
+            return lib.total([1])[0]
+
+    assert asyncio.run(main()) == "slow"
+
+
+def test_blocks_entered_in_one_thread_and_left_in_another(lib, two_engines):
+    from concurrent.futures import ThreadPoolExecutor
+
+    block = cq.using_engine(lib.name, "fast")
+    with cq.using_engine(lib.name, "slow"), ThreadPoolExecutor(1) as elsewhere:
+        for _ in range(3000):
+            block.__enter__()
+            assert lib.total([1])[0] == "fast"
+            elsewhere.submit(block.__exit__, None, None, None).result()
+            assert lib.total([1])[0] == "slow"
+
+
+def test_a_snapshot_shared_by_long_lived_tasks(lib, two_engines):
+    import asyncio
+
+    cq.enable_engine(lib.name, "slow")
+    with cq.using_engine(lib.name, "fast"):
+        snap = cq.snapshot()
+
+    async def task(delay):
+        wrong = 0
+        with cq.using_engine(lib.name, cq.REFERENCE):  # each task's own block, around
+            for _ in range(1500):
+                with snap:
+                    await asyncio.sleep(delay)
+                    wrong += lib.total([1])[0] != "fast"
+                await asyncio.sleep(0)
+                wrong += lib.total([1])[0] != "reference"
+        return wrong
+
+    async def main():
+        return await asyncio.gather(task(0), task(0))
+
+    assert asyncio.run(main()) == [0, 0]
+
+
+# -- blocks left out of order, or twice ----------------------------------------------------
+
+
+def test_blocks_left_out_of_order_or_twice(lib, two_engines):
+    outer = cq.using_engine(lib.name, "fast")
+    inner = cq.using_engine(lib.name, "slow")
+    outer.__enter__()
+    inner.__enter__()
+    outer.__exit__(None, None, None)  # out of order: the inner block is still open
+    assert lib.total([1])[0] == "slow"
+    inner.__exit__(None, None, None)
+    assert lib.total([1])[0] == "reference"
+    with pytest.raises(cq.CoheriqScopeError, match="exited more often than it was entered"):
+        inner.__exit__(None, None, None)

@@ -161,3 +161,36 @@ def test_checked_once_at_definition_not_per_call(domain):
         warnings.simplefilter("error")
         with cq.using_engine(domain, "loose"):
             pass
+
+
+# -- sync and async mismatches -------------------------------------------------------------
+
+
+def test_sync_and_async_mismatches_are_signature_problems(unique):
+    import warnings
+
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    async def fetch(x):
+        return x
+
+    @domain.acceleration_candidate
+    def compute(x):
+        return x
+
+    domain.materialize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+
+        class Mixed(cq.engine_class(domain), name="mixed"):
+            def fetch(self, x):  # callers await it: this returns no awaitable
+                return x
+
+            async def compute(self, x):  # callers do not await it
+                return x
+
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2
+    assert "the candidate is an async def function" in messages[1]
+    assert "the override is an async def function" in messages[0]
