@@ -60,19 +60,19 @@ def isolated() -> Iterator[None]:
             sys.modules.pop(module, None)
 
 
-def _classes_marked_by(lineages: Iterable[registry.Lineage]) -> list[type]:
+def _classes_marked_by(domains: Iterable[registry.Copies]) -> list[type]:
     return [
         info.reference
-        for lineage in lineages
-        for domain in lineage.generations()
+        for copies in domains
+        for domain in copies.alive()
         for info in domain.state.class_candidates
     ]
 
 
-def _modules_that_defined(lineages: Iterable[registry.Lineage]) -> set[str]:
+def _modules_that_defined(domains: Iterable[registry.Copies]) -> set[str]:
     modules: set[str] = set()
-    for lineage in lineages:
-        for domain in lineage.generations():
+    for copies in domains:
+        for domain in copies.alive():
             modules.add(domain.module)
             modules.update(cls.__module__ for cls in domain.engines.classes)
     return modules

@@ -1,6 +1,6 @@
 """A library's module that runs again: reload, fresh imports, a second module object.
 
-Each run makes a new copy (generation) of the library's domain. Every copy's
+Each run makes a new copy of the library's domain. Every copy's
 candidates keep running; they follow the program's engine choice, or warn once
 and say why they cannot.
 """

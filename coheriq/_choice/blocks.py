@@ -8,7 +8,7 @@ context variable that every copy of the library's module shares (see
 Proxies do not read the variable on every call: they look at the context only
 while they must (the domain is not settled, or a block, a profile or a
 verification is open anywhere), which :meth:`Scopes.refresh_looking` tells them. Entering or leaving
-a block counts it under the lineage's lock alone and never waits for an
+a block counts it under the lock of the library's copies alone and never waits for an
 engine's set-up.
 """
 
@@ -147,14 +147,14 @@ class Scopes:
         self.always_look = True
         # Once the copy is freed, its names leave the namespace.
         copy = _weakref.ref(self.state, self.state.switchboard.forget)
-        lineage = self.state.copies
+        copies = self.state.copies
 
         def current() -> Any:
             # A copy being freed is still called by finalizers (__del__) of its
             # own garbage, after its weak reference died: the newest copy runs those.
             state = copy()
             if state is None:
-                state = lineage.current.state
+                state = copies.current.state
             scopes = state.scopes
             scope = (scopes._watching or scopes.here)()
             return scope if scope is not None else state.choice.settled
@@ -171,7 +171,7 @@ class Scopes:
         state = self.state
         # The scope variable itself, where no translation is needed: the domain is
         # settled and has no other copies (see here()).
-        direct = state.choice.settled is not None and state.copies.copies == 1
+        direct = state.choice.settled is not None and state.copies.made == 1
         if self._watching is None and direct:
             state.switchboard.set_current(self.variable.get, self.variable)
         else:
@@ -263,12 +263,12 @@ class Scopes:
         The count and the refreshes it causes happen under one lock, so that a
         refresh never acts on a count another thread has changed since.
         """
-        lineage = self.state.copies
-        with lineage.lock:
-            lineage.open_scopes += change
-            if lineage.open_scopes == (1 if change > 0 else 0):
+        copies = self.state.copies
+        with copies.lock:
+            copies.open_scopes += change
+            if copies.open_scopes == (1 if change > 0 else 0):
                 # The copies older than the newest look at the context always.
-                for copy in {id(c): c for c in (self.state, lineage.current.state)}.values():
+                for copy in {id(c): c for c in (self.state, copies.current.state)}.values():
                     if not copy.scopes.always_look:
                         with copy.lock:
                             copy.scopes.refresh_looking()

@@ -143,12 +143,12 @@ class GlobalChoice:
         see :mod:`coheriq._library.registry`), unless ``inherited`` says this copy is taking
         its share of it. ``tried`` is what an ordered list tried to choose ``cls``.
         """
-        state, lineage = self.state, self.state.copies
+        state, copies = self.state, self.state.copies
         engine = cls.__coheriq_name__ or REFERENCE
         settled = self.settled
         if settled is not None:
             return settled
-        choice = lineage.choice
+        choice = copies.choice
         if choice is not None and not inherited and choice.engine != engine:
             return choice  # type: ignore[no-any-return]
         members = state.engines.members_of(cls)  # starts the engine, holding no lock
@@ -156,7 +156,7 @@ class GlobalChoice:
             settled = self.settled
             if settled is not None:  # another thread chose meanwhile
                 return settled
-            choice = lineage.choice
+            choice = copies.choice
             if choice is not None and not inherited and choice.engine != engine:
                 return choice  # type: ignore[no-any-return]
             where, _ = outside_coheriq()
@@ -165,8 +165,8 @@ class GlobalChoice:
             settled.during_import = bool(getattr(spec, "_initializing", False))
             state.switchboard.connect(members)
             self.settled = settled
-            if lineage.choice is None:
-                lineage.choice = settled
+            if copies.choice is None:
+                copies.choice = settled
             state.scopes.refresh_dispatch()
         log(
             INFO,

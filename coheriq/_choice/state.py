@@ -19,16 +19,16 @@ if TYPE_CHECKING:
 
     from .._call.proxy import CandidateInfo, Switchboard
 
-    class Copies(Protocol):
+    class CopiesView(Protocol):
         """What the parts read of the copies of a library's domain.
 
-        (A :class:`coheriq._library.registry.Lineage`, described here rather than
+        (A :class:`coheriq._library.registry.Copies`, described here rather than
         imported: that module is above the parts, which it imports.)
         """
 
         current: Any  # the newest copy: an AccelerationDomain
         choice: Any  # the global choice the first copy to settle made
-        copies: int
+        made: int
         open_scopes: int
         lock: Any
 
@@ -75,7 +75,7 @@ class DomainState:
     )
 
     # Set by the domain as it builds its parts (see AccelerationDomain.__init__).
-    copies: Copies
+    copies: CopiesView
     switchboard: Switchboard
     # The parts are typed Any here: they import this module, and imports point
     # one way even for the type checker (tests/test_layering.py).

@@ -66,7 +66,7 @@ loading_for: ContextVar[Any] = ContextVar(
 )
 """While an advertised engine's module is imported: the state of the copy of its
 domain it is imported for, which the domain's name then stands for (see
-:meth:`coheriq._library.registry.Lineage.named`)."""
+:meth:`coheriq._library.registry.Copies.named`)."""
 
 building: ContextVar[object] = ContextVar("coheriq: the engine being materialized", default=None)
 """The :class:`~coheriq.AccelerationEngine` whose ``materialize()`` runs in this
@@ -365,7 +365,7 @@ class Engines:
         # module only (see coheriq._library.registry) runs again, for this copy.
         again = (
             imported is not None
-            and state.copies.copies > 1
+            and state.copies.made > 1
             and not getattr(getattr(imported, "__spec__", None), "_initializing", False)
             and not any(c.__module__ == module for c in self.classes)
         )

@@ -185,10 +185,10 @@ class AccelerationDomain:
             if watching is not None:
                 self.scopes.set_watching(watching)
         if copy > 1:  # the copies made before now look at scopes through other copies
-            for other in state.copies.generations():
+            for other in state.copies.alive():
                 if other is not self and not other.state.switchboard.retired:
                     # Replaced: it looks at the context through every copy, and
-                    # is freed once nothing but this lineage holds it.
+                    # is freed once nothing but its Copies holds it.
                     with other.state.lock:
                         other.scopes.retire()
                     release(info.reference for info in other.state.class_candidates)
@@ -643,6 +643,6 @@ def _reinit_locks_in_child() -> None:
     # A thread that held a lock at fork time does not exist in the child, so its
     # locks would stay held forever; replace them, and forget set-ups in flight.
     registry.reinit_locks_in_child()
-    for domain in registry.generations():
+    for domain in registry.alive_everywhere():
         domain.state.lock = _thread.RLock()
         domain.engines.reinit_in_child()

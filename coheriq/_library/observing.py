@@ -145,7 +145,7 @@ class View:
 
 def _rewire() -> None:
     """Give every domain's proxies the finder for the watchers now on (under ``_lock``)."""
-    for domain in registry.generations():
+    for domain in registry.alive_everywhere():
         domain.scopes.set_watching(finder_for(domain))
 
 

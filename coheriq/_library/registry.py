@@ -4,16 +4,16 @@ A library creates its domain once per execution of its module. When the module
 runs again (:func:`importlib.reload`, ``test.support.import_helper.
 import_fresh_module``, a second module object made from the same file), the
 second ``AccelerationDomain`` of the same name, created by a module of the same
-name, is a new **generation** of the domain rather than a clash. Every
-generation keeps working for the objects that came from its copy of the
-module; they share one :class:`Lineage`, which holds:
+name, is a new **copy** of the domain rather than a clash. Every copy keeps
+working for the objects that came from its copy of the module; they share one
+:class:`Copies`, which holds:
 
-- the **global choice**: the first generation to settle fixes the engine's name
+- the **global choice**: the first copy to settle fixes the engine's name
   for all of them, so a copy made later runs the engine the program chose (see
   ``GlobalChoice.settle`` in :mod:`coheriq._choice.global_choice`);
 - the ``using_engine`` **blocks**: one context variable for all of them, so a
   block entered through any copy covers every copy, also one made inside it;
-- which generation the domain's **name** stands for (:meth:`Lineage.named`): the
+- which copy the domain's **name** stands for (:meth:`Copies.named`): the
   one an engine is being loaded for, else the one whose module is in
   ``sys.modules`` now, else the newest.
 
@@ -23,7 +23,7 @@ again), carries on the same domain instead of making a copy that would lack
 them (:func:`continuing`; see :mod:`coheriq._library.late_candidates` for what its
 candidates do then).
 
-The registry holds older generations weakly, but their proxies' names in the
+The registry holds older copies weakly, but their proxies' names in the
 shared namespace hold them, so every copy lives as long as the process.
 """
 
@@ -46,11 +46,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "Lineage",
+    "Copies",
+    "alive_everywhere",
     "caller_run",
     "continuing",
-    "generations",
-    "lineage_of",
+    "copies_of",
     "lookup_domain",
     "named_domains",
     "ran_before",
@@ -62,28 +62,28 @@ __all__ = [
 ]
 
 
-class Lineage:
-    """Every generation of one domain (the copies of one library module's domain).
+class Copies:
+    """The copies of one library module's domain, one made each time the module runs.
 
     Attributes:
         name: The domain's name.
         module: The name of the module that creates it.
-        current: The newest generation.
-        copies: How many generations were made.
-        namespace: The globals of every generation's proxies.
-        scope: The context variable of every generation's ``using_engine`` blocks.
+        current: The newest copy.
+        made: How many copies were made, the first included.
+        namespace: The globals of every copy's proxies.
+        scope: The context variable of every copy's ``using_engine`` blocks.
         open_scopes: How many blocks are open, anywhere.
         lock: Guards ``open_scopes``.
         choice: The global choice (a :class:`~coheriq._choice.global_choice.Settlement`) of the
-            first generation that settled, or ``None``.
+            first copy that settled, or ``None``.
     """
 
     __slots__ = (
         "_older",
         "choice",
-        "copies",
         "current",
         "lock",
+        "made",
         "module",
         "name",
         "namespace",
@@ -96,10 +96,10 @@ class Lineage:
         self.module = module
         self.current = first
         self.choice: Any = None
-        self.copies = 1  # how many generations were made, the first included
-        # The globals of every generation's proxies (see coheriq._call.proxy.Switchboard).
+        self.made = 1
+        # The globals of every copy's proxies (see coheriq._call.proxy.Switchboard).
         self.namespace: dict[str, Any] = {}
-        # using_engine blocks, one variable for every generation: a block entered
+        # using_engine blocks, one variable for every copy: a block entered
         # through one copy is the program's choice for all of them.
         self.scope: ContextVar[Any] = ContextVar(f"coheriq:{name}", default=None)
         self.open_scopes = 0  # blocks open anywhere, in any thread or task
@@ -108,47 +108,47 @@ class Lineage:
         self.lock = _thread.RLock()
         self._older: list[Callable[[], Any]] = []
 
-    def add(self, generation: Any) -> None:
-        """Make ``generation`` the newest; keep the previous ones weakly."""
+    def add(self, copy: Any) -> None:
+        """Make ``copy`` the newest; keep the previous ones weakly."""
         self._older = [ref for ref in self._older if ref() is not None]
         self._older.append(_weakref.ref(self.current))
-        self.current = generation
-        self.copies += 1
+        self.current = copy
+        self.made += 1
 
-    def generations(self) -> list[Any]:
-        """The live generations, oldest first."""
+    def alive(self) -> list[Any]:
+        """The live copies, oldest first."""
         older = [ref() for ref in self._older]
         return [g for g in older if g is not None] + [self.current]
 
     def named(self) -> Any:
-        """The generation that the domain's name stands for here and now."""
+        """The copy that the domain's name stands for here and now."""
         loading = loading_for.get()  # the state of a copy an engine is loaded for
         if loading is not None and loading.copies is self:
-            for generation in self.generations():
-                if generation.state is loading:
-                    return generation
+            for copy in self.alive():
+                if copy.state is loading:
+                    return copy
         if not self._older:
             return self.current
         namespace = getattr(sys.modules.get(self.module), "__dict__", None)
         if self.current._globals is namespace:  # the usual case, without a walk
             return self.current
-        for generation in reversed(self.generations()):
-            if generation._globals is namespace:
-                return generation
+        for copy in reversed(self.alive()):
+            if copy._globals is namespace:
+                return copy
         return self.current
 
 
-_lineages: dict[str, Lineage] = {}
+_by_name: dict[str, Copies] = {}
 _lock = _thread.allocate_lock()
 
 
-def register(domain: Any) -> tuple[Lineage, int] | None:
-    """Record a new domain; return its lineage and its copy's number (1 for the first).
+def register(domain: Any) -> tuple[Copies, int] | None:
+    """Record a new domain; return its copies and its copy's number (1 for the first).
 
     Returns None if the name is taken.
 
-    A domain whose name exists already becomes the newest generation of that
-    lineage if the module that creates it runs again: a module of the same name,
+    A domain whose name exists already becomes the newest copy of that domain
+    if the module that creates it runs again: a module of the same name,
     whose earlier run (see :func:`run_of`) has ended, however it ended (a reload,
     a fresh import, a retry after a failed import, a notebook cell run again).
     A domain of that name made while the earlier run still runs, by another
@@ -156,18 +156,18 @@ def register(domain: Any) -> tuple[Lineage, int] | None:
     helper called after the import), is a second domain of the same name.
     """
     with _lock:
-        lineage = _lineages.get(domain.name)
-        if lineage is None:
-            lineage = _lineages[domain.name] = Lineage(domain.name, domain.module, domain)
-            return lineage, 1
+        copies = _by_name.get(domain.name)
+        if copies is None:
+            copies = _by_name[domain.name] = Copies(domain.name, domain.module, domain)
+            return copies, 1
         if (
-            lineage.module != domain.module
-            or running(lineage.current._run)
+            copies.module != domain.module
+            or running(copies.current._run)
             or domain._run.f_code.co_name != "<module>"  # a function, not the module again
         ):
             return None
-        lineage.add(domain)
-        return lineage, lineage.copies
+        copies.add(domain)
+        return copies, copies.made
 
 
 def run_of(frame: Any) -> Any:
@@ -188,7 +188,7 @@ def run_of(frame: Any) -> Any:
 def continuing(name: str, creator: Any) -> Any:
     """The domain that a new ``AccelerationDomain(name)`` made by ``creator`` continues, or None.
 
-    That is the newest generation of ``name`` when the module that made it
+    That is the newest copy of ``name`` when the module that made it
     runs again, and some of the domain's candidates are marked by other
     modules, which do not run again with it: a new, empty copy would lose
     them. The module runs again in the same module object (``importlib.reload``),
@@ -198,10 +198,10 @@ def continuing(name: str, creator: Any) -> Any:
     :mod:`coheriq._library.late_candidates`).
     """
     with _lock:
-        lineage = _lineages.get(name)
-        if lineage is None:
+        copies = _by_name.get(name)
+        if copies is None:
             return None
-        current = lineage.current
+        current = copies.current
         same_module = current._globals is creator.f_globals
         retry = (
             current.engines.reference is None
@@ -284,17 +284,17 @@ def lookup_domain(
             ``missing``, a subclass that also tells the situation).
     """
     if isinstance(domain, str):
-        lineage = _lineages.get(domain)
-        if lineage is None:
+        copies = _by_name.get(domain)
+        if copies is None:
             known = [d.name for d in named_domains()]
             raise missing(
                 f"There is no coheriq domain named {domain!r}.{did_you_mean(domain, known)} "
                 f"Known domains: {listing(known)}. Import the library that creates the "
                 "domain before enabling or listing its engines."
             )
-        return lineage.named()
-    # Every domain's state has its lineage (a half-made domain's state has none yet).
-    if isinstance(getattr(getattr(domain, "state", None), "copies", None), Lineage):
+        return copies.named()
+    # Every domain's state has its copies (a half-made domain's state has none yet).
+    if isinstance(getattr(getattr(domain, "state", None), "copies", None), Copies):
         return domain
     raise CoheriqTypeError(
         "A domain is given as an AccelerationDomain or its name, not as "
@@ -302,28 +302,28 @@ def lookup_domain(
     )
 
 
-def lineage_of(name: str) -> Lineage | None:
-    """The lineage of the domain named ``name``, if any."""
-    return _lineages.get(name)
+def copies_of(name: str) -> Copies | None:
+    """The copies of the domain named ``name``, if any."""
+    return _by_name.get(name)
 
 
 def named_domains() -> list[Any]:
     """The domain each name stands for now, in the order the names were first used."""
-    return [lineage.named() for lineage in list(_lineages.values())]
+    return [copies.named() for copies in list(_by_name.values())]
 
 
-def generations() -> Iterator[Any]:
-    """Every live generation of every domain."""
-    for lineage in list(_lineages.values()):
-        yield from lineage.generations()
+def alive_everywhere() -> Iterator[Any]:
+    """Every live copy of every domain."""
+    for copies in list(_by_name.values()):
+        yield from copies.alive()
 
 
-def replace(lineages: dict[str, Lineage]) -> dict[str, Lineage]:
-    """Install ``lineages`` as the registry; return the one replaced (for testing)."""
+def replace(by_name: dict[str, Copies]) -> dict[str, Copies]:
+    """Install ``by_name`` as the registry; return the one replaced (for testing)."""
     with _lock:
-        replaced = dict(_lineages)
-        _lineages.clear()
-        _lineages.update(lineages)
+        replaced = dict(_by_name)
+        _by_name.clear()
+        _by_name.update(by_name)
     return replaced
 
 
@@ -331,5 +331,5 @@ def reinit_locks_in_child() -> None:
     """Replace the registry's locks in a forked child (their holders did not fork)."""
     global _lock
     _lock = _thread.allocate_lock()
-    for lineage in _lineages.values():
-        lineage.lock = _thread.RLock()
+    for copies in _by_name.values():
+        copies.lock = _thread.RLock()

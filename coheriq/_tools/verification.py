@@ -171,8 +171,8 @@ class Verification:
         """
         found = self.domain if isinstance(self.domain, AccelerationDomain) else None
         if found is None:
-            lineage = registry.lineage_of(self._name)
-            found = None if lineage is None else lineage.named()
+            copies = registry.copies_of(self._name)
+            found = None if copies is None else copies.named()
         if found is None or not found.env_prefix or self._engine_name is None:
             return {}
         value = f"{self._engine_name}:{self._against_name or REFERENCE}"
