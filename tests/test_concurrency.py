@@ -829,3 +829,44 @@ print("done", handled)
         pytest.fail("the program deadlocked")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("done")
+
+
+def test_a_block_entered_at_any_line_of_another_blocks_entry_or_exit_runs_its_engine(
+    lib, two_engines
+):
+    # What a signal handler does when it interrupts this thread: here it "interrupts"
+    # at every line coheriq runs while a block is entered and left (a trace function
+    # runs it there), so that no point in between is left to chance. The handler's
+    # own block must run its own engine, whatever the interrupted entry had done.
+    cq.enable_engine(lib.name, "slow")
+    package = os.path.dirname(cq.__file__)
+    handling = False
+    wrong = []
+
+    def handler(where):
+        with cq.using_engine(lib.name, "fast"):
+            ran = lib.total([1])[0]
+        if ran != "fast":
+            wrong.append(f"{ran} at {where}")
+
+    def on_line(frame, event, arg):
+        nonlocal handling
+        if event == "line" and not handling:
+            handling = True
+            try:
+                handler(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}")
+            finally:
+                handling = False
+        return on_line
+
+    def on_call(frame, event, arg):
+        return on_line if frame.f_code.co_filename.startswith(package) else None
+
+    sys.settrace(on_call)
+    try:
+        with cq.using_engine(lib.name, cq.REFERENCE):
+            inside = lib.total([1])[0]
+    finally:
+        sys.settrace(None)
+    assert (inside, lib.total([1])[0]) == ("reference", "slow")
+    assert wrong == []

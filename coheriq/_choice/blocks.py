@@ -53,6 +53,9 @@ class Scopes:
         # at the context on every call, so that blocks opening and closing need
         # not tell it (a block's cost does not grow with the number of copies).
         self.always_look = False
+        # Whether the proxies were told to look at the context. True only while they
+        # are: set after the flag goes on, cleared before it goes off (see _count_open).
+        self.looking = False
 
     # -- what a call runs here -----------------------------------------------------------
 
@@ -200,7 +203,12 @@ class Scopes:
             )
             if info.constructs_directly is not directly:
                 construct_directly(info.proxy, directly)
-        state.switchboard.set_scoped(looking)
+        if looking:
+            state.switchboard.set_scoped(True)
+            self.looking = True
+        else:
+            self.looking = False
+            state.switchboard.set_scoped(False)
 
     # -- entering and leaving ------------------------------------------------------------
 
@@ -258,17 +266,27 @@ class Scopes:
         self._count_open(-1)
 
     def _count_open(self, change: int) -> None:
-        """Count a block opening (+1) or closing (-1); the first and last tell every copy.
+        """Count a block opening (+1) or closing (-1), and tell every copy what it changes.
 
-        The count and the refreshes it causes happen under one lock, so that a
-        refresh never acts on a count another thread has changed since.
+        While a block is open anywhere, every copy's proxies must look at the
+        context. That is checked against what each copy was told, not against
+        the count's step from 0 to 1: a signal handler that enters a block after
+        this thread counted its own, and before it told the proxies, tells them
+        itself. The count and the refreshes it causes happen under one lock, so
+        that a refresh never acts on a count another thread has changed since.
         """
         copies = self.state.copies
         with copies.lock:
             copies.open_scopes += change
-            if copies.open_scopes == (1 if change > 0 else 0):
-                # The copies older than the newest look at the context always.
-                for copy in {id(c): c for c in (self.state, copies.current.state)}.values():
-                    if not copy.scopes.always_look:
-                        with copy.lock:
-                            copy.scopes.refresh_looking()
+            # The copies older than the newest look at the context always.
+            for copy in {id(c): c for c in (self.state, copies.current.state)}.values():
+                scopes = copy.scopes
+                if scopes.always_look:
+                    continue
+                if copies.open_scopes > 0:
+                    stale = not scopes.looking
+                else:  # the last block closed: the proxies may stop looking
+                    stale = scopes.looking and change < 0
+                if stale:
+                    with copy.lock:
+                        scopes.refresh_looking()
