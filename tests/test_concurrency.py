@@ -870,3 +870,62 @@ def test_a_block_entered_at_any_line_of_another_blocks_entry_or_exit_runs_its_en
         sys.settrace(None)
     assert (inside, lib.total([1])[0]) == ("reference", "slow")
     assert wrong == []
+
+
+# -- the first call in another thread while enable_engine starts the engine ----------------
+
+
+def test_a_warm_up_thread_of_an_engine_enable_engine_starts_is_refused(lib):
+    # As under <PREFIX>_ENGINE: the warm-up thread's call must not make the choice
+    # (the reference) while enable_engine starts the engine that waits for it.
+    seen = []
+
+    class Warm(cq.engine_class(lib.name), name="warm"):
+        def __init__(self):
+            worker = threading.Thread(target=self._warm_up)
+            worker.start()
+            worker.join(TIMEOUT)
+
+        def _warm_up(self):
+            try:
+                seen.append(lib.total([1]))
+            except cq.CoheriqError as error:
+                seen.append(type(error).__name__)
+
+        def total(self, xs):
+            return ("warm", sum(xs))
+
+    cq.enable_engine(lib.name, "warm")
+    assert seen == ["CoheriqEngineError"]
+    assert lib.total([1]) == ("warm", 1)
+    assert cq.explain(lib.total).engine == "warm"
+
+
+def test_a_call_in_another_thread_while_enable_engine_starts_waits_and_runs_on_it(lib):
+    starting, go_on = threading.Event(), threading.Event()
+
+    class Slow(cq.engine_class(lib.name), name="slowstart"):
+        def __init__(self):
+            starting.set()
+            go_on.wait(TIMEOUT)
+
+        def total(self, xs):
+            return ("slowstart", sum(xs))
+
+    results = []
+
+    def program_thread():
+        starting.wait(TIMEOUT)
+        results.append(lib.total([1]))
+
+    thread = threading.Thread(target=program_thread)
+    thread.start()
+    enabling = threading.Thread(target=cq.enable_engine, args=(lib.name, "slowstart"))
+    enabling.start()
+    starting.wait(TIMEOUT)
+    time.sleep(0.2)  # the program thread's call is made while the engine starts
+    go_on.set()
+    enabling.join(TIMEOUT)
+    thread.join(TIMEOUT)
+    assert results == [("slowstart", 1)]
+    cq.enable_engine(lib.name, "slowstart")  # the choice enable_engine made stands

@@ -99,7 +99,7 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
     if _is_engine_list(engine):
         named_by = " (named by enable_engine)"
         cls, tried = first_that_starts(
-            found.engines, _engine_list(found, engine), named_by=named_by
+            found.engines, _engine_list(found, engine), named_by=named_by, for_choice=True
         )
     else:
         cls = resolve_engine(found, engine)

@@ -113,6 +113,8 @@ class GlobalChoice:
         if settled is not None:
             return settled
         state = self.state
+        if state.engines.await_choice():  # another thread is starting the program's choice
+            return self.settle(action)
         reference = state.engines.require_reference(action)
         choice = state.copies.choice
         if choice is not None and choice.state is not state:
@@ -124,7 +126,7 @@ class GlobalChoice:
         named_by = f" (named by the environment variable {variable})"
         if "," in value:  # an ordered choice: the first of them that starts here
             names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
-            cls, tried = first_that_starts(state.engines, names, named_by=named_by)
+            cls, tried = first_that_starts(state.engines, names, named_by=named_by, for_choice=True)
             return self.settle_on(cls, f"environment variable {variable}={value!r}", tried=tried)
         cls = state.engines.engine_class(value, named_by=named_by)
         return self.settle_on(cls, f"environment variable {variable}={value!r}")
@@ -151,7 +153,7 @@ class GlobalChoice:
         choice = copies.choice
         if choice is not None and not inherited and choice.engine != engine:
             return choice  # type: ignore[no-any-return]
-        members = state.engines.members_of(cls)  # starts the engine, holding no lock
+        members = state.engines.start_for_choice(cls)  # holding no lock
         with state.lock:
             settled = self.settled
             if settled is not None:  # another thread chose meanwhile

@@ -68,14 +68,20 @@ def parse_engine_list(value: str, named_by: str) -> list[str]:
 
 
 def first_that_starts(
-    registry: Engines, engines: list[str | EngineMeta], *, named_by: str = ""
+    registry: Engines,
+    engines: list[str | EngineMeta],
+    *,
+    named_by: str = "",
+    for_choice: bool = False,
 ) -> tuple[EngineMeta, Tried]:
     """Return the first of ``engines`` that is installed, loads and starts here.
 
     An engine is passed over, with the reason, when no package provides it,
     when importing it fails, or when its ``__init__`` raises (the way an
     engine says "I cannot run here": no device, no cluster). The reference
-    always starts.
+    always starts. ``for_choice``: the engine chosen becomes the global choice,
+    and first calls in other threads wait for each start (see
+    :meth:`~coheriq._engines.registry.Engines.start_for_choice`).
 
     Returns:
         The engine class chosen, and what was tried (see :data:`Tried`).
@@ -89,7 +95,11 @@ def first_that_starts(
         name = engine if isinstance(engine, str) else (engine.__coheriq_name__ or REFERENCE)
         try:
             cls = engine if not isinstance(engine, str) else registry.engine_class(engine)
-            registry.members_of(cls)  # starts it: an engine that cannot run here says so now
+            # Start it: an engine that cannot run here says so now.
+            if for_choice:
+                registry.start_for_choice(cls)
+            else:
+                registry.members_of(cls)
         except CoheriqEngineNotFoundError:
             tried.append((name, "not installed"))
         except CoheriqEngineLoadError as error:

@@ -113,6 +113,9 @@ class Engines:
         self._instances: dict[EngineMeta, dict[str, Any]] = {}  # the members of each
         self._started: dict[EngineMeta, Any] = {}  # the instance of each
         self._starting: dict[EngineMeta, EngineStart] = {}  # engines whose __init__ runs now
+        # The start of the engine that is to be the global choice, while it runs:
+        # a first call made meanwhile waits for it (see start_for_choice).
+        self._choosing: EngineStart | None = None
 
     def require_reference(
         self, action: str, error: type[CoheriqDomainError] = CoheriqDomainError
@@ -455,6 +458,42 @@ class Engines:
             start.finish()
         return members
 
+    def start_for_choice(self, cls: EngineMeta) -> Mapping[str, Any]:
+        """:meth:`members_of` for an engine that is to be the global choice.
+
+        While it starts, a first call of a candidate in another thread, which
+        would make the choice, waits for the start instead (:meth:`await_choice`):
+        it must not choose the reference while ``enable_engine`` is starting an
+        engine that takes long to set up.
+        """
+        start = EngineStart(cls, self.require_reference("start an engine"), self.state.name)
+        with self.state.lock:
+            mine = self._choosing is None
+            if mine:
+                self._choosing = start
+        try:
+            return self.members_of(cls)
+        finally:
+            if mine:
+                with self.state.lock:
+                    self._choosing = None
+                start.finish()
+
+    def await_choice(self) -> bool:
+        """Wait while another thread starts an engine to be the global choice.
+
+        Returns whether it waited (the choice may be made now).
+
+        Raises:
+            CoheriqEngineError: That start waits for this thread (a warm-up
+                thread the engine's ``__init__`` set going and waits for).
+        """
+        start = self._choosing
+        if start is None or start.thread == _thread.get_ident():
+            return False
+        start.wait()
+        return True
+
     def starting_here(self, cls: EngineMeta) -> bool:
         """Whether this thread is starting ``cls`` now (its ``__init__`` runs)."""
         start = self._starting.get(cls)
@@ -559,3 +598,4 @@ class Engines:
     def reinit_in_child(self) -> None:
         """In a forked child: forget the starts that threads of the parent had in flight."""
         self._starting.clear()
+        self._choosing = None
