@@ -929,3 +929,30 @@ def test_a_call_in_another_thread_while_enable_engine_starts_waits_and_runs_on_i
     thread.join(TIMEOUT)
     assert results == [("slowstart", 1)]
     cq.enable_engine(lib.name, "slowstart")  # the choice enable_engine made stands
+
+
+# -- a start that waits for a pool of the standard library's --------------------------------
+
+MULTIPROCESSING_POOL_IN_INIT = """
+from multiprocessing.pool import ThreadPool
+import coheriq
+
+class Warm(coheriq.engine_class("hard"), name="warm"):
+    def __init__(self):
+        with ThreadPool(2) as pool:
+            try:
+                pool.apply(double, (1,))  # the library, from a worker the start waits for
+            except coheriq.CoheriqEngineError:
+                print("refused")
+
+    def double(self, x):
+        return 20 * x
+
+coheriq.enable_engine("hard", "warm")
+print(double(1))
+"""
+
+
+def test_an_engine_warming_up_in_a_multiprocessing_thread_pool_is_refused_not_hung():
+    done = run_python(LIBRARY + MULTIPROCESSING_POOL_IN_INIT)
+    assert done.stdout.split() == ["refused", "20"], done.stderr

@@ -10,14 +10,14 @@ would wait for its worker for ever, and the worker for it. A call from
 :meth:`coheriq._engines.registry.Engines.members_of`); a waiting thread is refused when
 it finds, looking every :data:`POLL_SECONDS`, that:
 
-* the starting thread is blocked in a wait of the standard library's
-  (:mod:`threading`, :mod:`queue`, :mod:`concurrent.futures`), and
-* what it waits for is this thread or the future this thread runs (a join, a
-  ``result()``), or this thread runs code of the engine being started (a
-  method of its class, a function defined in one), which only the start can
-  have set going; or what it waits for is a thread that waits for another
-  start, and so on, back to this thread (two engines whose starts wait for
-  each other's warm-up threads).
+* the starting thread is blocked in the standard library (a join, a future's
+  ``result()``, an event, a queue, a pool's ``apply()``...), and
+* what it waits for is this thread, or holds it (the worker threads of a
+  :mod:`multiprocessing.pool` pool), or is the future this thread runs, or
+  this thread runs code of the engine being started (a method of its class, a
+  function defined in one), which only the start can have set going; or what
+  it waits for is a thread that waits for another start, and so on, back to
+  this thread (two engines whose starts wait for each other's warm-up threads).
 
 A thread of the program's own, one that a pool started while the engine was
 starting say, runs no code of the engine and is waited for by no start: it
@@ -41,12 +41,6 @@ __all__ = ["POLL_SECONDS", "EngineStart"]
 
 POLL_SECONDS = 0.05
 """How often a thread waiting for a start looks whether the start waits for it."""
-
-# The modules whose functions a thread blocked on another thread is in,
-# innermost: a join, a future's result, an event, a queue.
-_WAITING_MODULES = frozenset(
-    {"threading", "queue", "concurrent.futures._base", "concurrent.futures.thread"}
-)
 
 
 class EngineStart:
@@ -130,12 +124,7 @@ class EngineStart:
         waited = _waited_for(frames.get(self.thread))
         if not waited:
             return []
-        threading = sys.modules.get("threading")
-        awaited = [
-            obj.ident
-            for obj in waited
-            if threading is not None and isinstance(obj, threading.Thread) and obj.ident
-        ]
+        awaited = [thread.ident for obj in waited for thread in _threads_in(obj) if thread.ident]
         engine_code = self._own_code()
         for thread, frame in frames.items():
             if thread == self.thread:
@@ -166,15 +155,23 @@ class EngineStart:
 _waiting: dict[int, EngineStart] = {}
 
 
+def _in_standard_library(frame: FrameType) -> bool:
+    """Whether ``frame`` runs a module of the standard library."""
+    module = frame.f_globals.get("__name__") or ""
+    return module.partition(".")[0] in sys.stdlib_module_names
+
+
 def _waited_for(frame: FrameType | None) -> list[Any]:
     """What a thread whose innermost frame is ``frame`` is blocked waiting for, if it is.
 
-    That is the ``self`` of each of its innermost frames in a waiting module
-    (the Thread of a join, the Future of a ``result()``, the Event...), and the
-    futures given to :func:`concurrent.futures.wait` or ``as_completed``.
+    That is the ``self`` of each of its innermost frames in the standard
+    library (the Thread of a join, the Future of a ``result()``, the Event, the
+    pool of an ``apply()``...), and the futures given to
+    :func:`concurrent.futures.wait` or ``as_completed``. Every waiter of the
+    standard library is covered this way, not a list of them.
     """
     waited: list[Any] = []
-    while frame is not None and frame.f_globals.get("__name__") in _WAITING_MODULES:
+    while frame is not None and _in_standard_library(frame):
         local = frame.f_locals
         waited.append(local.get("self"))
         futures = local.get("fs")
@@ -182,6 +179,22 @@ def _waited_for(frame: FrameType | None) -> list[Any]:
             waited.extend(futures)
         frame = frame.f_back
     return waited
+
+
+def _threads_in(obj: Any) -> Iterator[Any]:
+    """The threads ``obj`` is or holds directly: a pool's workers, say."""
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return
+    if isinstance(obj, threading.Thread):
+        yield obj
+        return
+    for value in getattr(obj, "__dict__", {}).values():
+        # Lists and tuples only: iterating them never raises while another thread
+        # changes them (a set would).
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, threading.Thread):
+                yield item
 
 
 def _work_item(frame: FrameType) -> Any:
