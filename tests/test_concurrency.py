@@ -956,3 +956,43 @@ print(double(1))
 def test_an_engine_warming_up_in_a_multiprocessing_thread_pool_is_refused_not_hung():
     done = run_python(LIBRARY + MULTIPROCESSING_POOL_IN_INIT)
     assert done.stdout.split() == ["refused", "20"], done.stderr
+
+
+# -- a signal handler that waits for the start this thread waits for ----------------------
+
+HANDLER_WAITING_TOO = """
+import signal, threading, time
+
+started = threading.Event()
+main = threading.get_ident()
+
+class Slow(coheriq.engine_class("hard"), name="slowstart"):
+    def __init__(self):
+        started.set()
+        time.sleep(0.3)  # the main thread waits for this start now
+        signal.pthread_kill(main, signal.SIGUSR1)
+        time.sleep(0.3)
+
+    def double(self, x):
+        return 10 * x
+
+def handler(signum, frame):
+    with coheriq.using_engine("hard", "slowstart"):  # waits for the same start
+        seen.append(double(1))
+
+seen = []
+signal.signal(signal.SIGUSR1, handler)
+starter = threading.Thread(target=lambda: coheriq.using_engine("hard", "slowstart").__enter__())
+starter.start()
+started.wait()
+with coheriq.using_engine("hard", "slowstart"):
+    seen.append(double(1))
+starter.join()
+print(seen)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs signal.pthread_kill")
+def test_a_signal_handler_waiting_for_the_start_this_thread_waits_for():
+    done = run_python(LIBRARY + HANDLER_WAITING_TOO)
+    assert done.stdout.strip() == "[10, 10]", done.stderr

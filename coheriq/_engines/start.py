@@ -71,6 +71,9 @@ class EngineStart:
             CoheriqEngineError: The start waits for this thread (see the module doc).
         """
         me = _thread.get_ident()
+        # A signal handler that interrupts this wait may wait for a start too:
+        # it puts back what it found.
+        outer = _waiting.get(me)
         _waiting[me] = self
         try:
             while not self.lock.acquire(True, POLL_SECONDS):
@@ -85,7 +88,10 @@ class EngineStart:
                         "instead of the library, or start the thread after __init__."
                     )
         finally:
-            del _waiting[me]
+            if outer is None:
+                _waiting.pop(me, None)
+            else:
+                _waiting[me] = outer
         self.lock.release()
 
     def finish(self) -> None:
