@@ -166,7 +166,7 @@ def log(level: int, message: str, *args: object) -> None:
         # Kept: getLogger takes logging's lock, and blocks log on entry and exit.
         logger = _logger = logging.getLogger("coheriq")
     if logger.isEnabledFor(level):
-        logger.log(level, message, *args)
+        logger.log(level, message, *args, stacklevel=2)  # the record names our caller
 
 
 def outside_coheriq() -> tuple[str, int]:

@@ -2,6 +2,7 @@
 
 import inspect
 import logging
+import os
 import threading
 
 import pytest
@@ -187,6 +188,19 @@ def test_logging_says_what_was_chosen_and_loaded_but_nothing_per_call(
     for _ in range(10):
         lib.total([1])
     assert len(caplog.records) == count
+
+
+def test_log_records_name_the_code_that_logged_and_blocks_log_in_pairs(lib, two_engines, caplog):
+    caplog.set_level(logging.DEBUG, logger="coheriq")
+    with cq.using_engine(lib.name, "fast"):  # its first use starts the engine
+        pass
+    cq.enable_engine(lib.name, "slow")
+    sources = {os.path.basename(r.pathname) for r in caplog.records}
+    assert sources and not sources & {"_stdlib.py", "__init__.py"}, sources
+    messages = [r.getMessage() for r in caplog.records]
+    entered = [m for m in messages if "entering a scope" in m]
+    left = [m for m in messages if "leaving the scope" in m]
+    assert len(entered) == len(left) == 1, messages
 
 
 # -- the same profile entered twice, nested ------------------------------------------------

@@ -236,8 +236,9 @@ class Scopes:
         around it: a block exited out of order, or in another context than it was
         entered (a generator finished elsewhere), takes no other block with it.
         """
+        if not isinstance(scope.members, Starting):  # an engine's start logs no entry
+            log(DEBUG, "domain %r: leaving the scope of engine %r", self.state.name, scope.engine)
         scope.members = Fallthrough(self.state, scope.parent)
-        log(DEBUG, "domain %r: leaving the scope of engine %r", self.state.name, scope.engine)
         self.close(scope)
 
     def open(self, scope: Scope) -> None:
