@@ -60,10 +60,12 @@ __all__ = [
     "MappingProxyType",
     "MemberDescriptorType",
     "after_fork_in_child",
+    "async_generator_inside",
     "caller_outside_coheriq",
     "calls_inside",
     "carry_annotations",
     "code_flags",
+    "generator_inside",
     "leave_chain",
     "log",
     "outside_coheriq",
@@ -131,6 +133,67 @@ def calls_inside(fn: Any, block: Callable[[], Any], *, coroutine: bool) -> Any:
             return fn(*args, **kwargs)
 
     return inside
+
+
+def generator_inside(start: Callable[..., Any], block: Callable[[], Any]) -> Callable[..., Any]:
+    """Return a generator function that runs ``start``'s generator one step at a time in blocks.
+
+    Each call of the returned function calls ``start(*args, **kwargs)`` and
+    drives the generator it returns as ``yield from`` would: from each
+    resumption to the next ``yield``, inside a ``with block():`` statement of
+    its own, so that its consumer, between steps, runs outside. What the
+    consumer sends, throws or closes reaches the generator inside a block too.
+    """
+
+    def inside_generator(*args: Any, **kwargs: Any) -> Any:
+        steps = start(*args, **kwargs)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                with block():
+                    item = steps.throw(error) if error else steps.send(value)
+            except StopIteration as stop:
+                return stop.value
+            value, error = None, None
+            try:
+                value = yield item
+            except GeneratorExit:
+                with block():
+                    steps.close()
+                raise
+            except BaseException as exc:  # thrown in by the consumer: pass it on
+                error = exc
+
+    return inside_generator
+
+
+def async_generator_inside(
+    start: Callable[..., Any], block: Callable[[], Any]
+) -> Callable[..., Any]:
+    """Return an async generator function: :func:`generator_inside` for async generators."""
+
+    async def inside_async_generator(*args: Any, **kwargs: Any) -> Any:
+        steps = start(*args, **kwargs)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                with block():
+                    item = await (steps.athrow(error) if error else steps.asend(value))
+            except StopAsyncIteration:
+                return
+            value, error = None, None
+            try:
+                value = yield item
+            except GeneratorExit:
+                with block():
+                    await steps.aclose()
+                raise
+            except BaseException as exc:  # thrown in by the consumer: pass it on
+                error = exc
+
+    return inside_async_generator
 
 
 def leave_chain(chain: ContextVar[tuple[Any, ...]], member: object) -> None:

@@ -288,6 +288,55 @@ def test_everything_reached_through_self_class_runs_as_the_engines_code(unique):
         assert Derived.__mro__[1] is Batch
 
 
+def test_generators_and_async_generators_reached_through_self_class_act_as_yield_from(unique):
+    import asyncio
+
+    with cq.testing.isolated():
+        domain = cq.AccelerationDomain(unique())
+
+        @domain.acceleration_candidate
+        def label():
+            return "library"
+
+        @domain.acceleration_candidate
+        class Batch:
+            @classmethod
+            async def stream(cls, n):
+                for _ in range(n):
+                    await asyncio.sleep(0)
+                    yield label()
+
+            @classmethod
+            def careful(cls, log):
+                try:
+                    yield label()
+                except KeyError:
+                    log.append(("caught", label()))
+                    yield "recovered"
+                finally:
+                    log.append(("finally", label()))
+
+        domain.materialize()
+
+        class Worker(cq.engine_class(domain), name="worker"):
+            def label(self):
+                return "worker"
+
+        worker = cq.engine_class(domain, "worker")()
+        cq.enable_engine(domain, cq.REFERENCE)
+
+        async def consume():
+            return [item async for item in worker.Batch.stream(2)]
+
+        assert asyncio.run(consume()) == ["worker", "worker"]
+        log = []
+        steps = worker.Batch.careful(log)
+        assert next(steps) == "worker"
+        assert steps.throw(KeyError("x")) == "recovered"  # its except clause runs, on the engine
+        steps.close()
+        assert log == [("caught", "worker"), ("finally", "worker")]
+
+
 def test_an_engines_init_may_build_the_librarys_objects(unique):
     domain, Sample, mean = _sample_library(unique())
 

@@ -27,7 +27,9 @@ from .._stdlib import (
     CO_COROUTINE,
     CO_GENERATOR,
     TYPE_CHECKING,
+    async_generator_inside,
     calls_inside,
+    generator_inside,
 )
 from ..exceptions import (
     CoheriqDomainNotFoundError,
@@ -339,73 +341,15 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 
         domain, engine = self.domain, self.engine
         flags = code_flags_behind(fn)
-        if flags & CO_GENERATOR:
-
-            @functools.wraps(fn)
-            def scoped_generator(*args: Any, **kwargs: Any) -> Any:
-                return (yield from _in_steps(fn(*args, **kwargs), domain, engine))
-
-            return scoped_generator  # type: ignore[return-value]
-        if flags & CO_ASYNC_GENERATOR:
-            return _scoped_async_generator(fn, domain, engine)
-        # A block of its own for each call: this object may be entered elsewhere too.
+        # A block of its own for each call, or each step: this object may be
+        # entered elsewhere too.
         block = functools.partial(using_engine, domain, engine)
+        if flags & CO_GENERATOR:
+            return functools.wraps(fn)(generator_inside(fn, block))  # type: ignore[return-value]
+        if flags & CO_ASYNC_GENERATOR:
+            return functools.wraps(fn)(async_generator_inside(fn, block))  # type: ignore[return-value]
         scoped: F = calls_inside(fn, block, coroutine=bool(flags & CO_COROUTINE))
         return scoped
-
-
-def _scoped_async_generator(fn: F, domain: Any, engine: Any) -> F:
-    """Wrap the async generator function ``fn`` (see :meth:`using_engine.__call__`).
-
-    The wrapper is an async generator function itself, as ``fn`` is, that drives
-    ``fn``'s generator one step at a time inside a ``using_engine`` block.
-    """
-    import functools
-
-    @functools.wraps(fn)
-    async def scoped_async_generator(*args: Any, **kwargs: Any) -> Any:
-        steps = fn(*args, **kwargs)
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                with using_engine(domain, engine):
-                    step = steps.athrow(error) if error else steps.asend(value)
-                    item = await step
-            except StopAsyncIteration:
-                return
-            value, error = None, None
-            try:
-                value = yield item
-            except GeneratorExit:
-                with using_engine(domain, engine):
-                    await steps.aclose()
-                raise
-            except BaseException as exc:  # thrown in by the consumer: pass it on
-                error = exc
-
-    return scoped_async_generator  # type: ignore[return-value]
-
-
-def _in_steps(steps: Any, domain: Any, engine: Any) -> Any:
-    """Drive the generator ``steps``, each step inside a ``using_engine`` block."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            with using_engine(domain, engine):
-                item = steps.throw(error) if error else steps.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        try:
-            value = yield item
-        except GeneratorExit:
-            with using_engine(domain, engine):
-                steps.close()
-            raise
-        except BaseException as exc:  # thrown in by the consumer: pass it on
-            error = exc
 
 
 def available_engines(domain: AccelerationDomain | str) -> tuple[str, ...]:

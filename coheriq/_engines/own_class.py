@@ -21,7 +21,7 @@ library's class runs in a block of the engine, so that what it builds through
 from __future__ import annotations
 
 from .._call.marked import own_attribute
-from .._stdlib import TYPE_CHECKING
+from .._stdlib import TYPE_CHECKING, async_generator_inside, calls_inside, generator_inside
 
 if TYPE_CHECKING:
     from typing import Any
@@ -128,10 +128,12 @@ class LibraryClass:
 class _InBlock:
     """Library code reached through an engine: runs in a block of that engine.
 
-    A coroutine or generator it returns runs its body in the block too, each
-    time it resumes. While the engine itself is starting (its ``__init__``
-    reaching ``self.Batch``), there is no block to enter yet: the code runs
-    as called.
+    A coroutine, generator or async generator it returns runs its body in a
+    block too, each time it resumes (see :func:`coheriq._stdlib.generator_inside`),
+    and what its consumer sends, throws or closes reaches it as through
+    ``yield from``. While the engine itself is starting (its ``__init__``
+    reaching ``self.Batch``), there is no block to enter yet: the code runs as
+    called.
     """
 
     __slots__ = ("domain", "engine", "method")
@@ -146,28 +148,20 @@ class _InBlock:
             return self.method(*args, **kwargs)
         with self._block():
             result = self.method(*args, **kwargs)
+
+        def started() -> Any:  # what the drivers below start: the result itself
+            return result
+
         if hasattr(result, "cr_code"):  # an async def's coroutine
-            return self._awaited(result)
+            return calls_inside(started, self._block, coroutine=True)()
         if hasattr(result, "gi_code"):  # a generator function's generator
-            return self._resumed(result)
+            return generator_inside(started, self._block)()
+        if hasattr(result, "ag_code"):  # an async generator function's generator
+            return async_generator_inside(started, self._block)()
         return result
 
     def _block(self) -> _Block:
         return _Block(self.domain.scopes, self.engine)
-
-    async def _awaited(self, coroutine: Any) -> Any:
-        with self._block():
-            return await coroutine
-
-    def _resumed(self, generator: Any) -> Any:
-        sent = None
-        while True:
-            with self._block():
-                try:
-                    item = generator.send(sent)
-                except StopIteration as stop:
-                    return stop.value
-            sent = yield item
 
     def __getattr__(self, name: str) -> Any:  # __doc__, __name__, __wrapped__, ...
         return getattr(self.method, name)
