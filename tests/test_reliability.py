@@ -487,3 +487,34 @@ def test_an_engine_of_an_earlier_copy_is_named_as_such(unique):
             engine.override(functools.partial(print))
         with cq.using_engine(second, collections.deque(["nosuch", cq.REFERENCE])):
             assert cq.active_implementation(second) == cq.REFERENCE
+
+
+# -- a mistake of the library's or the engine's, named with its fix -------------------------
+
+
+def test_a_library_that_never_materializes_is_told_to_call_materialize(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    def f(x):
+        return x
+
+    for attempt in (lambda: f(1), lambda: cq.enable_engine(domain.name, "fast")):
+        with pytest.raises(cq.CoheriqDomainError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert f"Module {__name__!r}, which creates it, has not called materialize()" in message
+        assert "import the library completely" not in message
+
+
+def test_an_engine_defined_before_its_library_is_imported_is_told_to_import_it(unique):
+    name = unique()
+    with pytest.raises(cq.CoheriqEngineDomainNotFoundError) as caught:
+
+        class Early(cq.engine_class(name), name="early"):
+            pass
+
+    message = str(caught.value)
+    assert (
+        f"(by convention, the module named {name!r}) at the top of the engine's module" in message
+    )

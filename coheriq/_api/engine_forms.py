@@ -79,12 +79,14 @@ def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> E
             reference class. An advertised engine is imported if needed.
 
     Raises:
-        CoheriqDomainNotFoundError: No such domain.
+        CoheriqDomainNotFoundError: No such domain (a
+            :class:`~coheriq.CoheriqEngineDomainNotFoundError`, which says that an
+            engine's module imports the library first).
         CoheriqDomainError: The domain is not materialized yet.
         CoheriqEngineNotFoundError: No such engine is registered or advertised.
         CoheriqEngineLoadError: Importing the advertised engine failed.
     """
-    found = lookup_domain(domain)
+    found = lookup_domain(domain, CoheriqEngineDomainNotFoundError)
     if name is None:
         return found.require_reference("return its reference class")
     return found.engines.engine_class(check_name(name, "engine name", CoheriqEngineNameError))

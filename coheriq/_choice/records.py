@@ -180,7 +180,7 @@ class Unsettled:
                 f"Cannot call candidate {name!r} of domain {state.name!r}: the domain is "
                 "not materialized yet, so no engine can be chosen. Code that runs before "
                 f"materialize() (the library's own import) can call the library's "
-                f"implementation directly as {info.reference.__qualname__}.__wrapped__(...); "
-                "otherwise import the library completely first."
+                f"implementation directly as {info.reference.__qualname__}.__wrapped__(...). "
+                f"{state.unmaterialized_fix()}"
             )
         return state.choice.member(name)

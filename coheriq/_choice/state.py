@@ -11,6 +11,8 @@ the copy of the domain they were made by.
 
 from __future__ import annotations
 
+import sys
+
 from .._stdlib import TYPE_CHECKING, outside_coheriq
 from ..exceptions import CoheriqReloadWarning
 
@@ -93,6 +95,19 @@ class DomainState:
         self.candidates: dict[str, CandidateInfo] = {}
         self.class_candidates: list[CandidateInfo] = []
         self._warned: set[object] = set()  # keys of the warnings given, each once
+
+    def unmaterialized_fix(self) -> str:
+        """The sentence that says what to do about the domain not being materialized yet."""
+        spec = getattr(sys.modules.get(self.module), "__spec__", None)
+        if getattr(spec, "_initializing", False):
+            return (
+                f"Module {self.module!r}, which creates it, is still being imported (a "
+                "circular import reached it too early): import the library completely first."
+            )
+        return (
+            f"Module {self.module!r}, which creates it, has not called materialize(): a "
+            "library calls it once, after marking its last candidate."
+        )
 
     def warn_once(self, key: object, message: str) -> None:
         """Warn about this copy of the domain (a CoheriqReloadWarning), once per key."""

@@ -128,8 +128,7 @@ class Engines:
         if reference is None:
             raise error(
                 f"Cannot {action}: domain {self.state.name!r} is not materialized yet, and must "
-                "be materialized first. The library that creates it must call materialize() "
-                "after marking its candidates; if it does, import the library completely first."
+                f"be materialized first. {self.state.unmaterialized_fix()}"
             )
         return reference
 

@@ -39,7 +39,13 @@ from _contextvars import ContextVar
 
 from .._engines.registry import loading_for
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
-from ..exceptions import CoheriqDomainNotFoundError, CoheriqTypeError, did_you_mean, listing
+from ..exceptions import (
+    CoheriqDomainNotFoundError,
+    CoheriqEngineError,
+    CoheriqTypeError,
+    did_you_mean,
+    listing,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -287,10 +293,20 @@ def lookup_domain(
         copies = _by_name.get(domain)
         if copies is None:
             known = [d.name for d in named_domains()]
+            if issubclass(missing, CoheriqEngineError):  # an engine is being defined
+                fix = (
+                    "Import the library that creates the domain (by convention, the module "
+                    f"named {domain!r}) at the top of the engine's module, before "
+                    f"coheriq.engine_class({domain!r}) or AccelerationEngine({domain!r}, ...)."
+                )
+            else:
+                fix = (
+                    "Import the library that creates the domain before enabling or listing "
+                    "its engines."
+                )
             raise missing(
                 f"There is no coheriq domain named {domain!r}.{did_you_mean(domain, known)} "
-                f"Known domains: {listing(known)}. Import the library that creates the "
-                "domain before enabling or listing its engines."
+                f"Known domains: {listing(known)}. {fix}"
             )
         return copies.named()
     # Every domain's state has its copies (a half-made domain's state has none yet).
