@@ -117,6 +117,62 @@ def test_numbers_within_the_tolerance_agree_and_the_tolerance_is_the_users(stats
     assert loose.ok and not strict.ok
 
 
+@pytest.fixture
+def given(unique):
+    """A domain whose one candidate returns its argument's first item, and an engine
+    'second' whose override returns the second: a result is chosen by the call."""
+    name = unique("glib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def pick(pair):
+        return pair[0]
+
+    domain.materialize()
+
+    class Second(coheriq.engine_class(name), name="second"):
+        def pick(self, pair):
+            return pair[1]
+
+    return name, pick
+
+
+INF = float("inf")
+
+
+@pytest.mark.parametrize(
+    ("reference", "engine", "agree"),
+    [
+        (INF, 1e308, False),
+        (1e308, INF, False),
+        (INF, -INF, False),
+        (complex(INF, 0), complex(1, 0), False),
+        (INF, INF, True),
+        (-INF, -INF, True),
+    ],
+)
+def test_an_infinity_equals_only_itself(given, reference, engine, agree):
+    name, pick = given
+    with coheriq.verify(name, "second", on_mismatch="record") as check:
+        pick((reference, engine))
+    assert check.ok is agree, check.mismatches
+    if not agree:
+        [mismatch] = check.mismatches
+        assert mismatch.difference == f"result: {engine!r} against {reference!r}"
+
+
+@pytest.mark.parametrize(
+    ("reference", "engine"),
+    [([1, 2], (1, 2)), (range(2), [0, 1]), (1, 1.0), (True, 1), (0, False), ({"a": 1}, {"a": 1.0})],
+)
+def test_what_verification_treats_as_equal_on_purpose(given, reference, engine):
+    # The user guide says so: sequences by their items, numbers by their value.
+    name, pick = given
+    with coheriq.verify(name, "second", on_mismatch="record") as check:
+        pick((reference, engine))
+    assert check.ok, check.mismatches
+
+
 def test_an_exception_on_one_side_only_is_a_mismatch(stats):
     with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
         assert stats.mean([]) == 0.0  # only the reference raises
@@ -164,6 +220,44 @@ def test_a_candidate_with_side_effects_is_not_run_twice(stats):
     [row] = check.rows
     assert (row.calls, row.compared, row.not_compared) == (2, 0, 2)
     assert "side effects" in row.notes[0]
+
+
+def test_a_candidate_with_side_effects_runs_once_where_a_verified_call_reaches_it(unique):
+    name = unique("slib")
+    domain = coheriq.AccelerationDomain(name)
+    written = []
+
+    @domain.acceleration_candidate(side_effects=True)
+    def save(line):
+        written.append(line)
+
+    @domain.acceleration_candidate
+    def report(xs):
+        total = sum(xs)
+        try:
+            save(f"total {total}")
+        except Exception:  # a library that goes on where writing fails
+            pass
+        return total
+
+    domain.materialize()
+
+    class E(coheriq.engine_class(name), name="e"):
+        def report(self, xs):
+            total = sum(xs)
+            save(f"total {total}")
+            return total
+
+    with coheriq.verify(name, "e", on_mismatch="record") as check:
+        assert report([1, 2]) == 3
+    assert written == ["total 3"]  # the engine's call of save only
+    [row] = check.rows
+    assert (row.calls, row.compared, row.not_compared, row.mismatches) == (1, 0, 1, 0)
+    assert row.notes == [
+        f"the other side reached {name}.save, marked with side effects: it was stopped "
+        "there, so that the candidate does not run twice, and the call was not compared"
+    ]
+    assert report([3]) == 3 and written == ["total 3", "total 3"]  # after: as before
 
 
 def test_constructions_are_not_compared_and_objects_are_copied_by_the_librarys_rule(stats):
@@ -355,7 +449,7 @@ def test_the_environment_variable_verifies_the_whole_process_and_reports_at_exit
     program = tmp_path / "program.py"
     program.write_text(ENVIRONMENT_PROGRAM)
     done = python(str(program), timeout=60, ENVLIB_VERIFY="floor")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # a difference fails the process
     assert done.stdout.split() == ["1", "2", "floor"]  # the engine named runs, and its results
     assert "ENVLIB_VERIFY" in done.stderr and "'floor' against 'reference'" in done.stderr
     assert "envlib.half(3) (call 1): result: 1 against 1.5" in done.stderr
@@ -368,6 +462,81 @@ def test_a_blank_engine_in_the_environment_variable_is_an_error(tmp_path):
     done = python(str(program), timeout=60, ENVLIB_VERIFY=":floor")
     assert done.returncode == 1
     assert "ENVLIB_VERIFY=':floor' names no engine to verify" in done.stderr
+
+
+EXITING_PROGRAM = """
+import atexit, sys
+atexit.register(print, "exit handler registered before coheriq")
+import coheriq
+lib = coheriq.AccelerationDomain("envlib", env_prefix="ENVLIB")
+
+@lib.acceleration_candidate
+def half(x):
+    return x / 2
+
+lib.materialize()
+
+class Floor(coheriq.engine_class("envlib"), name="floor"):
+    def half(self, x):
+        return x // 2
+
+atexit.register(print, "exit handler registered after")
+left_open = open(sys.argv[1], "w")
+left_open.write("written, never closed")
+print(half(int(sys.argv[2])))
+if sys.argv[3:] == ["interrupt"]:
+    raise KeyboardInterrupt
+"""
+
+
+def test_a_difference_found_by_the_environment_variable_fails_the_process(tmp_path):
+    program, written = tmp_path / "program.py", tmp_path / "out.txt"
+    program.write_text(EXITING_PROGRAM)
+
+    def run(*args, **variables):
+        return python(str(program), str(written), *args, timeout=60, **variables)
+
+    agreed, differed = run("4", ENVLIB_VERIFY="floor"), run("3", ENVLIB_VERIFY="floor")
+    assert agreed.returncode == 0, agreed.stderr
+    assert differed.returncode == 1, differed.stderr
+    assert "envlib.half(3) (call 1): result: 1 against 1.5" in differed.stderr
+    # The program's exit handlers ran, once each and in their order, and its files
+    # were written out, as without verification.
+    for done in (agreed, differed):
+        assert done.stdout.splitlines()[1:] == [
+            "exit handler registered after",
+            "exit handler registered before coheriq",
+        ]
+    assert written.read_text() == "written, never closed"
+    # A program that fails already keeps its own status.
+    interrupted = run("3", "interrupt", ENVLIB_VERIFY="floor")
+    assert "envlib.half(3) (call 1)" in interrupted.stderr
+    assert interrupted.returncode == run("3", "interrupt").returncode != 0
+
+
+WRONG_RAGBATCH_ENGINE = """
+import coheriq, ragbatch
+
+class OffByOne(coheriq.engine_class("ragbatch"), name="off_by_one"):
+    # A deliberately wrong engine: each row's sum is one too many.
+    def row_sum(self, batch):
+        return [sum(row) + 1.0 for row in batch]
+
+batch = ragbatch.RaggedBatch([[1.0, 2.0], [3.0]])
+print(ragbatch.row_sum(batch), ragbatch.row_mean(batch))
+"""
+
+
+def test_ragbatch_verify_with_a_wrong_engine_exits_non_zero(tmp_path):
+    pytest.importorskip("ragbatch", reason="the ragbatch example is not installed")
+    program = tmp_path / "program.py"
+    program.write_text(WRONG_RAGBATCH_ENGINE)
+    done = python(str(program), timeout=120, RAGBATCH_VERIFY="off_by_one")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["[4.0, 4.0] [1.5, 3.0]"]  # the engine's results
+    [mismatch] = [line for line in done.stderr.splitlines() if line.startswith("mismatch:")]
+    assert mismatch.startswith("mismatch: ragbatch.row_sum(RaggedBatch(")
+    assert "(call 1): result[0]: 4.0 against 3.0" in mismatch
 
 
 LIBRARY = """
@@ -636,6 +805,84 @@ def test_objects_compared_by_identity_are_not_a_difference_after_the_call(unique
     assert check.ok
 
 
+class Mask:
+    """What a NumPy-style ``==`` answers: one bool per item, and no single truth."""
+
+    def __init__(self, bits):
+        self.bits = bits
+
+    def __bool__(self):
+        raise ValueError("the truth value of a mask of more than one bit is ambiguous")
+
+    def all(self):
+        return all(self.bits)
+
+
+class Grid:
+    """A container whose ``==`` is elementwise (NumPy style), with no ``tolist()``."""
+
+    def __init__(self, values):
+        self.values = list(values)
+
+    def __eq__(self, other):
+        return Mask([a == b for a, b in zip(self.values, other.values, strict=True)])
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.values})"
+
+
+class Row(Grid):
+    """A container whose elementwise ``==`` answers with a plain list of bools."""
+
+    def __eq__(self, other):
+        return [a == b for a, b in zip(self.values, other.values, strict=True)]
+
+
+@pytest.mark.parametrize("kind", [Grid, Row])
+def test_arguments_whose_eq_is_elementwise_are_compared_by_their_items(unique, kind):
+    name = unique("elib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def total(grid):
+        return sum(grid.values)
+
+    @domain.acceleration_candidate
+    def clear(grid):
+        grid.values[0] = 0
+
+    domain.materialize()
+
+    class E(coheriq.engine_class(name), name="e"):
+        def total(self, grid):
+            return sum(grid.values)  # leaves the grid as it was
+
+        def clear(self, grid):
+            grid.values[:] = [0] * len(grid.values)  # clears every item, not the first
+
+    with coheriq.verify(name, "e", on_mismatch="record") as check:
+        assert total(kind([1, 2])) == 3
+        clear(kind([1, 2]))
+    rows = {row.candidate: row for row in check.rows}
+    assert (rows["total"].compared, rows["total"].mismatches) == (1, 0)
+    [mismatch] = check.mismatches
+    kind = kind.__name__
+    assert (
+        mismatch.difference == f"argument 0 after the call: {kind}([0, 0]) against {kind}([0, 2])"
+    )
+
+
+def test_a_comparison_of_the_arguments_that_raises_is_reported_not_raised(stats):
+    # The library's rule cannot read an empty box; the call itself is fine.
+    stats.domain.register_comparison(stats.Box, convert=lambda box: box.values[0])
+    with coheriq.verify(stats.name, "buggy", on_mismatch="record") as check:
+        assert stats.total(stats.Box([])) == 0  # the engine's result, not an IndexError
+    [mismatch] = check.mismatches
+    assert mismatch.difference == (
+        "comparing the arguments after the call raised IndexError('list index out of range')"
+    )
+
+
 def test_one_verification_entered_by_two_threads_ends_each_threads_own_block(stats):
     check = coheriq.verify(stats.name, "buggy", on_mismatch="record")
     a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
@@ -829,6 +1076,80 @@ def test_results_that_compare_by_identity_only_are_noted_not_mismatched(unique):
         "results of type 'function' compare by identity only and were not compared: the "
         "library can register a comparison for the type"
     ]
+
+
+def test_an_engine_that_returns_nothing_is_a_mismatch(unique):
+    # A forgotten return: None, whose type compares by identity only, against the
+    # reference's result, whatever it is. Only two such objects of one kind are noted.
+    name = unique("rlib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def mean(xs):
+        return sum(xs) / len(xs)
+
+    @domain.acceleration_candidate
+    def make_adder(n):
+        return lambda x: x + n
+
+    @domain.acceleration_candidate
+    def log(message):
+        return None
+
+    domain.materialize()
+
+    class Forgot(coheriq.engine_class(name), name="forgot"):
+        def mean(self, xs):
+            sum(xs) / len(xs)
+
+        def make_adder(self, n):
+            lambda x: x + n
+
+        def log(self, message):
+            return None
+
+    with coheriq.verify(name, "forgot", on_mismatch="raise"):
+        with pytest.raises(coheriq.CoheriqVerificationError, match=r"result: None against 1\.5"):
+            mean([1, 2])
+        with pytest.raises(
+            coheriq.CoheriqVerificationError, match="result: None against <function"
+        ):
+            make_adder(1)
+    with coheriq.verify(name, "forgot", on_mismatch="record") as check:
+        log("both return None")
+    assert check.ok and check.rows[0].notes == []
+
+
+def test_objects_of_the_librarys_class_and_an_engines_own_class_for_it_are_noted(unique):
+    # Two objects of one kind that compare by identity only: the engine's own class
+    # for the library's class is a subclass of it.
+    name = unique("klib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    class Box:
+        def __init__(self, value):
+            self.value = value
+
+    @domain.acceleration_candidate
+    def make(value):
+        return Box(value)
+
+    domain.materialize()
+
+    class E(coheriq.engine_class(name), name="e"):
+        class Box(coheriq.engine_class(name).Box):
+            pass
+
+        def make(self, value):
+            return self.Box(value)
+
+    with coheriq.verify(name, "e", on_mismatch="record") as check:
+        assert type(make(1)).__qualname__.endswith("E.Box")
+    [row] = check.rows
+    assert (row.compared, row.mismatches) == (1, 0)
+    [note] = row.notes
+    assert note.startswith("results of type ") and "E.Box' compare by identity only" in note
 
 
 def test_decorating_a_marked_candidate_reads_what_its_code_is(async_lib):

@@ -9,10 +9,13 @@ into something comparable (``convert``), how to compare two of them
 give the other implementation its own copy of an argument (``copy``).
 
 Without rules, :meth:`Comparisons.difference` compares numbers within a
-relative tolerance (NaN equals NaN), sequences and array-likes (anything with
-``tolist()``) element by element, mappings key by key, and anything else with
-``==``; it returns a sentence that says where the first difference is, or
-``None``. Nothing here is imported or run unless a verification is on.
+relative tolerance (NaN equals NaN; an infinity equals only itself), sequences
+and array-likes (anything with ``tolist()``) element by element, mappings key
+by key, and anything else with ``==`` (an elementwise answer agrees where all of
+its items are true); it returns a sentence that says where the first difference
+is, or ``None``. So a list agrees with a tuple of the same items, ``1`` with
+``1.0`` and ``True`` with ``1``, on purpose. Nothing here is imported or run
+unless a verification is on.
 """
 
 from __future__ import annotations
@@ -158,9 +161,16 @@ class Comparisons:
         """Where ``mine`` (the engine's result) and ``other`` differ, as a sentence; else None.
 
         Tolerances: a candidate's rule, else a type's rule, else ``rtol`` and
-        ``atol`` as given, else :data:`DEFAULT_RTOL` and 0. Objects that compare
-        by identity only (no ``__eq__`` of their own: a function, a plain
-        object) are not compared; their types' names are added to ``skipped``.
+        ``atol`` as given, else :data:`DEFAULT_RTOL` and 0. Two objects of one
+        kind (one type, or a class and its subclass) that compare by identity
+        only (no ``__eq__`` of their own: two functions, two plain objects) are
+        not compared; their types' names are added to ``skipped``. One such
+        object against anything else (``None`` against a number) is compared
+        with ``==``, and differs.
+
+        Raises:
+            Exception: What a rule raised, or reading a value did (the caller
+                reports it).
         """
         rule = self._by_candidate.get(candidate)
         tolerances = (
@@ -184,7 +194,12 @@ class Comparisons:
     ) -> str | None:
         """Where two sides' arguments differ after the call (a function that works in place).
 
-        As for results, objects that compare by identity only are left out.
+        As for results, two objects of one kind that compare by identity only
+        are left out.
+
+        Raises:
+            Exception: What a rule raised, or reading a value did (the caller
+                reports it).
         """
         tolerances = (_first(rtol, DEFAULT_RTOL), _first(atol, 0.0))
         pairs = [
@@ -226,9 +241,11 @@ class Comparisons:
                 return self._items_differ(
                     mine_items, other_items, where, tolerances, depth, skipped=skipped
                 )
-        if type(mine).__eq__ is object.__eq__:  # type: ignore[comparison-overlap]
-            # Compared by identity only: two sides' objects, a copy and its original,
-            # are never equal. Said, not counted as a difference.
+        if mine is not other and _identity_only_alike(mine, other):
+            # Two objects of one kind that compare by identity only: two sides'
+            # objects, a copy and its original, are never equal. Said, not counted
+            # as a difference. Anything else (None against a number: a forgotten
+            # return) is compared, and differs.
             if skipped is not None:
                 skipped.append(type(mine).__qualname__)
             return None
@@ -297,6 +314,10 @@ def _numbers_differ(mine: Any, other: Any, where: str, rtol: float, atol: float)
         return None if nan_a and nan_b else f"{where}: {mine!r} against {other!r}"
     if a == b:  # infinities of one sign, exact equality
         return None
+    if math.isinf(abs(a)) or math.isinf(abs(b)):
+        # An infinity equals only itself: within a tolerance of it, everything
+        # is (the gap and the allowance are both infinite).
+        return f"{where}: {mine!r} against {other!r}"
     gap = abs(a - b)
     if gap <= max(rtol * max(abs(a), abs(b)), atol):
         return None
@@ -325,10 +346,51 @@ def _items(value: Any) -> list[Any] | dict[Any, Any] | None:
     return None
 
 
+def _identity_only_alike(mine: Any, other: Any) -> bool:
+    """Whether both compare by identity only (no ``__eq__`` of their own) and are of one kind.
+
+    One kind: one type, or a class and its subclass (an engine's own class for
+    the library's class), other than :class:`object` itself.
+    """
+    kind, other_kind = type(mine), type(other)
+    by_identity: object = object.__eq__
+    if kind.__eq__ is not by_identity or other_kind.__eq__ is not by_identity:
+        return False
+    if kind is other_kind:
+        return True
+    return object not in (kind, other_kind) and (
+        issubclass(kind, other_kind) or issubclass(other_kind, kind)
+    )
+
+
+def _agree(answer: Any, depth: int = 0) -> bool:
+    """Whether ``answer``, what ``==`` returned, says that two values are equal.
+
+    A bool as it is; an elementwise answer (NumPy's, a list of bools: anything
+    with items) where all of its items are true; one whose truth is ambiguous
+    (NumPy style) where its ``all()`` is.
+
+    Raises:
+        Exception: What taking its truth raised, where it has no ``all()``.
+    """
+    if answer is True or answer is False:
+        return answer
+    items = _items(answer) if depth < _MAX_DEPTH else None
+    if items is not None:
+        values = items.values() if isinstance(items, dict) else items
+        return all(_agree(item, depth + 1) for item in values)
+    try:
+        return bool(answer)
+    except Exception:
+        reduce = getattr(answer, "all", None)
+        if depth >= _MAX_DEPTH or not callable(reduce):
+            raise
+        return _agree(reduce(), depth + 1)
+
+
 def _equality(mine: Any, other: Any, where: str) -> str | None:
     try:
-        same = mine == other
-        same = bool(same)
+        same = _agree(mine == other)
     except Exception as error:
         return (
             f"{where}: {_short(mine)} and {_short(other)} cannot be compared with == "

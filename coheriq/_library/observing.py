@@ -14,7 +14,10 @@ times the engine's call alone, and a verification (order 1) wraps the timed
 call, so that the comparing it does is not counted as the engine's time.
 
 While :data:`quiet` is set in a context, no watcher sees the calls made there:
-a verification sets it while it runs the other implementation and compares.
+a verification sets it while it runs the other implementation and compares. It
+is True, or a function ``(domain, found) -> what the call finds instead``: the
+other implementation's run sets one that stops it at a candidate with side
+effects, so that no such candidate runs twice.
 
 A domain whose ``<PREFIX>_VERIFY`` variable is set calls :func:`materialized`
 once it is materialized; :mod:`coheriq._tools.verification` (imported by ``import
@@ -50,7 +53,10 @@ __all__ = [
     "stop",
 ]
 
-quiet: ContextVar[bool] = ContextVar("coheriq watchers quiet", default=False)
+# False; True; or (domain, found) -> what a call finds instead (see the module's doc).
+quiet: ContextVar[bool | Callable[[Any, Any], Any]] = ContextVar(
+    "coheriq watchers quiet", default=False
+)
 
 _lock = _thread.allocate_lock()
 _on: dict[int, tuple[Wrapper, int]] = {}  # order -> (wrap, blocks open)
@@ -104,8 +110,9 @@ def finder_for(domain: Any) -> Callable[[], Any] | None:
 
     def current() -> Any:
         found = scope_of()
-        if quiet.get():
-            return found
+        hushed = quiet.get()
+        if hushed:
+            return found if hushed is True else hushed(domain, found)
         for wrap in wraps:
             found = wrap(found)
         return found

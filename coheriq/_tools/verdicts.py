@@ -77,7 +77,8 @@ class VerificationRow:
         one_sided: Compared calls on which only one side raised, or the two
             raised different exceptions (counted in ``mismatches`` too).
         not_compared: Calls run on the engine alone: sampled out (``every``),
-            past the time ``budget``, a candidate with side effects, or
+            past the time ``budget``, a candidate with side effects (or one
+            whose run on the other side reached one, and was stopped there), or
             arguments that could not be copied (see ``notes``).
         engine_time: Seconds the engine took on the compared calls.
         other_time: Seconds the other implementation took on them.

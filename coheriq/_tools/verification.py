@@ -8,15 +8,18 @@ arguments, inside a ``using_engine`` block of it; the two results are compared
 by the library's rules (:mod:`coheriq._library.comparing`), and the outcome is recorded
 in the :class:`Verification`. Calls made inside a verified call (the engine's
 code calling the library, say) are part of it and are not verified on their
-own. Constructing a class candidate is never compared: its objects are, through
-the calls that return or take them.
+own; where the other side's run reaches a candidate with side effects, it is
+stopped there and the call is not compared, so that no such candidate runs
+twice. Constructing a class candidate is never compared: its objects are,
+through the calls that return or take them.
 
 A verification is a watcher (see :mod:`coheriq._library.observing`), carried like a
 block: asyncio tasks created inside it and :func:`coheriq.snapshot` carry it.
 When none is on anywhere, the proxies' fast path is what it is without this
 module. ``<PREFIX>_VERIFY=ENGINE`` (or ``ENGINE:OTHER``) turns one on for the
-whole process from the domain's materialization, and prints its report to
-standard error at exit.
+whole process from the domain's materialization, prints its report to standard
+error at exit, and where it found a difference ends the process with status 1
+(see :func:`_finish`).
 """
 
 from __future__ import annotations
@@ -297,12 +300,12 @@ class Verification:
                 engine_ns = perf_counter_ns() - started
                 _inside.reset(token)
         except Exception as error:
-            with self._other_side(domain) as members:
-                other = _outcome(members[name], prepared.theirs)
+            with self._other_side(domain, guarded=True) as (members, guard):
+                other = _outcome(members[name], prepared.theirs, guard)
             self._judge(domain, name, prepared, engine_ns, other, error=error)
             raise
-        with self._other_side(domain) as members:
-            other = _outcome(members[name], prepared.theirs)
+        with self._other_side(domain, guarded=True) as (members, guard):
+            other = _outcome(members[name], prepared.theirs, guard)
         self._judge(domain, name, prepared, engine_ns, other, result=result)
         return result
 
@@ -326,12 +329,12 @@ class Verification:
                 engine_ns = perf_counter_ns() - started
                 _inside.reset(token)
         except Exception as error:
-            with self._other_side(domain) as members:
-                other = await _outcome_async(members[name], prepared.theirs)
+            with self._other_side(domain, guarded=True) as (members, guard):
+                other = await _outcome_async(members[name], prepared.theirs, guard)
             self._judge(domain, name, prepared, engine_ns, other, error=error)
             raise
-        with self._other_side(domain) as members:
-            other = await _outcome_async(members[name], prepared.theirs)
+        with self._other_side(domain, guarded=True) as (members, guard):
+            other = await _outcome_async(members[name], prepared.theirs, guard)
         self._judge(domain, name, prepared, engine_ns, other, result=result)
         return result
 
@@ -348,7 +351,7 @@ class Verification:
             self._resolve(domain)  # an engine that cannot be found is an error of its own
             started = perf_counter_ns()
             try:
-                with self._other_side(domain):
+                with self._other_side(domain, guarded=False):
                     theirs = domain.comparisons.copy_arguments(args, kwargs)
             except Exception as error:
                 skip = (
@@ -365,13 +368,21 @@ class Verification:
         return None
 
     @contextmanager
-    def _other_side(self, domain: AccelerationDomain) -> Iterator[Mapping[str, Any]]:
-        """A block of the other implementation, no watcher seeing it; gives its members."""
+    def _other_side(
+        self, domain: AccelerationDomain, *, guarded: bool
+    ) -> Iterator[tuple[Mapping[str, Any], _Guard]]:
+        """A block of the other implementation, no watcher seeing it; gives its members.
+
+        ``guarded``: the calls made in it of a candidate with side effects, in any
+        domain, stop the run instead (see :class:`_Guard`); the engine's run made
+        them, or the program did not ask for them.
+        """
         found, other_cls = self._resolve(domain)
-        quiet = observing.quiet.set(True)
+        guard = _Guard()
+        quiet = observing.quiet.set(guard if guarded else True)
         scope = found.scopes.enter(other_cls)
         try:
-            yield found.engines.members_of(other_cls)
+            yield found.engines.members_of(other_cls), guard
         finally:
             found.scopes.exit(scope)
             observing.quiet.reset(quiet)
@@ -388,6 +399,17 @@ class Verification:
         error: BaseException | None = None,
     ) -> None:
         """Compare the two outcomes of a call, record them, and warn or raise as told."""
+        if other.stopped_at is not None:
+            self._spend(other.nanoseconds)
+            with self._lock:
+                prepared.row.not_compared += 1
+            self._note(
+                prepared.row,
+                f"the other side reached {other.stopped_at}, marked with side effects: it "
+                "was stopped there, so that the candidate does not run twice, and the call "
+                "was not compared",
+            )
+            return
         started = perf_counter_ns()
         quiet = observing.quiet.set(True)
         try:
@@ -395,11 +417,7 @@ class Verification:
                 domain, name, result, error, other.result, other.error
             )
             if difference is None and error is None:
-                # In place: the program's arguments, as the engine left them, against
-                # the other side's copies, as it left them.
-                difference = domain.comparisons.arguments_difference(
-                    prepared.mine, prepared.theirs, rtol=self.rtol, atol=self.atol
-                )
+                difference = self._arguments_difference(domain, prepared)
         finally:
             observing.quiet.reset(quiet)
         self._spend(perf_counter_ns() - started + other.nanoseconds)
@@ -466,6 +484,22 @@ class Verification:
         except Exception as failure:
             found = f"comparing the results raised {_exception(failure)}"
         return found, False
+
+    def _arguments_difference(self, domain: AccelerationDomain, prepared: _Prepared) -> str | None:
+        """How the two sides' arguments differ after the call (None where they agree).
+
+        In place: the program's arguments, as the engine left them, against the
+        other side's copies, as it left them. A comparison that raises is a
+        difference, as for results: the program still gets the engine's result.
+        """
+        try:
+            return domain.comparisons.arguments_difference(
+                prepared.mine, prepared.theirs, rtol=self.rtol, atol=self.atol
+            )
+        except CoheriqTypeError:
+            raise  # a library's compare that answered something else: see _verdict
+        except Exception as failure:
+            return f"comparing the arguments after the call raised {_exception(failure)}"
 
     def _note(self, row: VerificationRow, note: str) -> None:
         """Keep ``note`` in ``row``, once per kind (what it says before its first colon)."""
@@ -544,13 +578,17 @@ def verify(
     within ``rtol``, containers item by item, anything else with ``==``. An
     exception raised by one side only, or different exceptions, is a mismatch;
     the program gets the engine's exception as it would without verification.
-    Calls inside a verified call, candidates marked with ``side_effects=True``,
-    and constructing the library's classes are not compared.
+    Calls inside a verified call, candidates marked with ``side_effects=True``
+    (and a call whose run on the other side reaches one: that run stops there),
+    and constructing the library's classes are not compared. What agrees: a
+    list and a tuple of the same items, ``1`` and ``1.0``, ``True`` and ``1``;
+    an infinity agrees only with itself, and ``None`` only with ``None``.
 
     Like :class:`~coheriq.using_engine`, the block covers its own thread or task
     and the tasks created inside it; :func:`coheriq.snapshot` carries it into
     other threads. ``<PREFIX>_VERIFY=ENGINE`` or ``ENGINE:AGAINST`` turns a
-    verification on for the whole process and prints its report at exit.
+    verification on for the whole process, prints its report at exit, and
+    makes the exit status 1 where the two disagreed.
 
     Args:
         domain: The domain or its name.
@@ -623,32 +661,96 @@ class _Prepared:
 
 
 class _Outcome:
-    """What the other side's implementation returned or raised, and how long it took."""
+    """What the other side's implementation returned or raised, and how long it took.
 
-    __slots__ = ("error", "nanoseconds", "result")
+    ``stopped_at``: the candidate with side effects (``domain.name``) at which
+    its run was stopped, or None.
+    """
 
-    def __init__(self, result: Any, error: BaseException | None, nanoseconds: int) -> None:
+    __slots__ = ("error", "nanoseconds", "result", "stopped_at")
+
+    def __init__(
+        self, result: Any, error: BaseException | None, nanoseconds: int, guard: _Guard
+    ) -> None:
         self.result, self.error, self.nanoseconds = result, error, nanoseconds
+        self.stopped_at = guard.reached
 
 
-def _outcome(member: Callable[..., Any], theirs: tuple[Any, Any]) -> _Outcome:
+def _outcome(member: Callable[..., Any], theirs: tuple[Any, Any], guard: _Guard) -> _Outcome:
     """What ``member`` returns or raises on the other side's arguments, and how long it took."""
     started = perf_counter_ns()
     try:
         result = member(*theirs[0], **theirs[1])
+    except _Stop:
+        result = None
     except Exception as error:
-        return _Outcome(None, error, perf_counter_ns() - started)
-    return _Outcome(result, None, perf_counter_ns() - started)
+        return _Outcome(None, error, perf_counter_ns() - started, guard)
+    return _Outcome(result, None, perf_counter_ns() - started, guard)
 
 
-async def _outcome_async(member: Callable[..., Any], theirs: tuple[Any, Any]) -> _Outcome:
+async def _outcome_async(
+    member: Callable[..., Any], theirs: tuple[Any, Any], guard: _Guard
+) -> _Outcome:
     """:func:`_outcome` for an ``async def`` candidate: the coroutine is awaited."""
     started = perf_counter_ns()
     try:
         result = await member(*theirs[0], **theirs[1])
+    except _Stop:
+        result = None
     except Exception as error:
-        return _Outcome(None, error, perf_counter_ns() - started)
-    return _Outcome(result, None, perf_counter_ns() - started)
+        return _Outcome(None, error, perf_counter_ns() - started, guard)
+    return _Outcome(result, None, perf_counter_ns() - started, guard)
+
+
+class _Stop(BaseException):
+    """Stops the other side's run where it calls a candidate with side effects.
+
+    A BaseException, so that the library's ``except Exception`` does not take it
+    for an error of its own; where code catches it all the same, the guard has
+    recorded the call, and the outcome is not compared anyway.
+    """
+
+
+class _Guard:
+    """What the other side's calls find (set as :data:`observing.quiet` while it runs).
+
+    Each call finds what it would without watchers, except a function candidate
+    marked with side effects (in any domain): calling that stops the run, so that
+    the candidate does not run a second time, after the engine's run.
+    """
+
+    __slots__ = ("reached",)
+
+    def __init__(self) -> None:
+        self.reached: str | None = None  # "domain.candidate" where the run was stopped
+
+    def __call__(self, domain: AccelerationDomain, found: Any) -> Any:
+        if not domain.comparisons.side_effects:
+            return found
+        return _Guarded(domain, found, self)
+
+
+class _Guarded(observing.View):
+    """What a call on the other side finds in a domain with candidates with side effects."""
+
+    __slots__ = ("guard",)
+
+    def __init__(self, domain: AccelerationDomain, found: Any, guard: _Guard):
+        super().__init__(domain, found)
+        self.guard = guard
+
+    def __getitem__(self, name: str) -> Any:
+        domain = self.domain
+        info = domain.state.candidates.get(name)
+        if name not in domain.comparisons.side_effects or info is None or info.is_class:
+            return self.member(name)
+        guard = self.guard
+
+        def stop(*args: Any, **kwargs: Any) -> Any:
+            guard.reached = f"{domain.name}.{name}"
+            raise _Stop
+
+        return stop
 
 
 class _Checked(observing.View):
@@ -764,16 +866,117 @@ def _from_environment(domain: AccelerationDomain) -> None:
         )
     verification = Verification(domain, engine, against)
     _environment[domain.name] = verification
+    _reported.append((verification, variable))
     observing.start(_ORDER, _verifying)
+    if len(_reported) == 1:
+        _at_exit()
+
+
+# -- at exit: the reports, and the exit status --------------------------------------------
+
+# The verifications <PREFIX>_VERIFY turned on, and their variables, in that order.
+_reported: list[tuple[Verification, str]] = []
+_FAILED = 1  # the exit status where one found a difference, as `coheriq verify`'s
+_ending: list[bool] = []  # [True] once _finish runs the exit handlers before it ends
+
+
+def _at_exit() -> None:
+    """Have the reports printed at exit, and a difference end the process with status 1.
+
+    :func:`_report` prints them in its turn among the exit handlers (after those
+    registered after the library's materialization, which may still call it).
+    :func:`_finish` is registered with :mod:`atexit` when the interpreter starts
+    to shut down (threading's hook for that runs before the exit handlers), so
+    that it runs first: where a verification found a difference, it runs the
+    others (the report among them) before it ends the process.
+    """
+    import atexit
+    import threading
+
+    atexit.register(_report)
+    hook = getattr(threading, "_register_atexit", None)  # CPython 3.9 and later
+    if hook is not None:
+        try:
+            hook(atexit.register, _finish)
+        except RuntimeError:  # shutting down already: _report ends it, in its turn
+            pass
+
+
+def _finish() -> None:
+    """The first exit handler: where a verification found a difference, end the process.
+
+    The other exit handlers run first, once each and in their order (the report
+    among them); then the open files are flushed, and :func:`os._exit` ends the
+    process with status 1, skipping the rest of the interpreter's end (objects'
+    ``__del__``). Where there is no difference, it leaves the exit as it is.
+    (It may not run the others and return: from Python 3.14 on, they would then
+    run a second time.)
+    """
+    if not _failed():
+        return
     import atexit
 
-    atexit.register(_report, verification, variable)
+    _ending.append(True)
+    atexit.unregister(_finish)
+    atexit._run_exitfuncs()
+    _end()
 
 
-def _report(verification: Verification, variable: str) -> None:
-    # A worker process that made no call has nothing to say; the main one says so.
-    if verification.rows or _in_main_process():
-        print(f"{variable} (process {os.getpid()}): {verification}", file=sys.stderr)
+def _report() -> None:
+    """Print each report; a difference found only now, in an exit handler, ends the process."""
+    for verification, variable in _reported:
+        # A worker process that made no call has nothing to say; the main one says so.
+        if verification.rows or _in_main_process():
+            print(f"{variable} (process {os.getpid()}): {verification}", file=sys.stderr)
+    if not _ending and _failed():
+        # After _finish looked (a later exit handler's call), or without it: the exit
+        # handlers registered before the library's materialization do not run.
+        _end()
+
+
+def _failed() -> bool:
+    """Whether a verification found a difference that should fail this process.
+
+    Not where the program ended with an uncaught exception (its status is not 0
+    then: it keeps it), nor in a worker process (multiprocessing: it keeps its
+    own; its report says what it found).
+    """
+    return (
+        any(not verification.ok for verification, _ in _reported)
+        and _in_main_process()
+        and not _program_failed()
+    )
+
+
+def _end() -> None:
+    """End the process with status 1, its open files flushed."""
+    _flush_files()
+    os._exit(_FAILED)
+
+
+def _program_failed() -> bool:
+    """Whether the program ended with an uncaught exception (its status is not 0 then)."""
+    return (
+        getattr(sys, "last_exc", None) is not None or getattr(sys, "last_value", None) is not None
+    )
+
+
+def _flush_files() -> None:
+    """Flush every open file, as the interpreter's end would (:func:`os._exit` does not)."""
+    import gc
+    import io
+
+    for obj in gc.get_objects():
+        try:
+            if isinstance(obj, io.IOBase) and not obj.closed:
+                obj.flush()
+        except Exception:  # a file that cannot be flushed is left as it is
+            continue
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            continue
 
 
 def _in_main_process() -> bool:
