@@ -311,8 +311,11 @@ proxy_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         return NULL;
     }
     PyObject *result;
-    if (PyFunction_Check(impl)) {
-        /* The interpreter counts the function's frame against the recursion limit. */
+    if (PyFunction_Check(impl)
+        || (PyMethod_Check(impl) && PyFunction_Check(PyMethod_GET_FUNCTION(impl)))) {
+        /* A Python function, or a method of one (an engine's override, read from its
+         * instance): the interpreter counts the function's frame against the recursion
+         * limit. Counting this call too would reach the limit at half the depth. */
         result = PyObject_Vectorcall(impl, args, nargsf, kwnames);
     }
     else {
@@ -654,7 +657,7 @@ cproxy_exec(PyObject *module)
     }
     /* proxy.py uses this module only if it is the version it was written for: an
      * editable install whose extension was built from older source falls back. */
-    if (PyModule_AddIntConstant(module, "VERSION", 3) < 0) {
+    if (PyModule_AddIntConstant(module, "VERSION", 4) < 0) {
         return -1;
     }
     PyTypeObject *types[] = {&BoardType, &CellType, &ProxyType};

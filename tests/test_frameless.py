@@ -151,6 +151,18 @@ def test_no_frame_of_coheriq_between_caller_and_library(unique):
         assert ours == ([] if COMPILED else ["coheriq.proxy"]), modules
 
 
+def deepest(fn) -> int:
+    """The deepest ``fn(n)`` (in steps of 10) that returns before RecursionError."""
+    reached = 0
+    for n in range(10, 10 * sys.getrecursionlimit(), 10):
+        try:
+            fn(n)
+        except RecursionError:
+            return reached
+        reached = n
+    raise AssertionError("no recursion limit")
+
+
 def test_a_recursive_candidate_reaches_the_depth_of_an_unmarked_one(unique):
     domain = coheriq.AccelerationDomain(unique())
 
@@ -162,16 +174,6 @@ def test_a_recursive_candidate_reaches_the_depth_of_an_unmarked_one(unique):
         return 0 if n == 0 else 1 + marked(n - 1)
 
     domain.materialize()
-
-    def deepest(fn) -> int:
-        reached = 0
-        for n in range(10, 10 * sys.getrecursionlimit(), 10):
-            try:
-                fn(n)
-            except RecursionError:
-                return reached
-            reached = n
-        raise AssertionError("no recursion limit")
 
     def through_c(n):
         return 0 if n == 0 else 1 + partial(n - 1)
@@ -189,6 +191,33 @@ def test_a_recursive_candidate_reaches_the_depth_of_an_unmarked_one(unique):
     else:
         # Each level is two frames: the proxy's and the function's.
         assert unmarked // 2 - 10 <= deepest(marked) <= unmarked // 2 + 10
+
+
+@pytest.mark.parametrize("kind", ["method", "classmethod"])
+def test_a_recursive_candidate_reaches_the_same_depth_on_an_engine_method(unique, kind):
+    """An engine's override is read from its instance as a bound method: the adoption
+    guide's "the same depth" holds for it too (the compiled proxy counted a bound
+    method's call against the limit besides its function's frame, halving the depth
+    on Python 3.10 to 3.12)."""
+    domain = coheriq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    def marked(n):
+        return 0 if n == 0 else 1 + marked(n - 1)
+
+    domain.materialize()
+
+    def recurse(self_or_cls, n):
+        return 0 if n == 0 else 1 + marked(n - 1)
+
+    override = recurse if kind == "method" else classmethod(recurse)
+    type(coheriq.engine_class(domain))(
+        "Recursive", (coheriq.engine_class(domain),), {"marked": override}, name="recursive"
+    )
+    on_the_reference = deepest(marked)
+    with coheriq.using_engine(domain, "recursive"):
+        assert marked(3) == 3
+        assert deepest(marked) == on_the_reference
 
 
 def proxy_chosen_with(setting: str) -> subprocess.CompletedProcess[str]:

@@ -228,6 +228,124 @@ def test_a_bad_signature_is_reported_when_the_module_is_imported(lazylib):
         lib.heavy  # noqa: B018 - imports the module
 
 
+def test_in_strict_mode_a_bad_override_refuses_the_engine_not_the_module(lazylib, monkeypatch):
+    """An installed engine, never chosen, must not make the library's module fail to
+    import: the engine is refused, and choosing it says why."""
+    name, _ = lazylib
+    monkeypatch.setenv("COHERIQ_STRICT", "1")
+    lib = importlib.import_module(name)
+
+    class Narrow(coheriq.engine_class(name), name="narrow"):
+        def fit(self):  # the library's fit takes xs
+            return 0
+
+    class Derived(Narrow, name="derived"):  # takes Narrow's fit
+        pass
+
+    class Fixed(Narrow, name="fixed"):
+        def fit(self, xs):
+            return ("fixed", sum(xs))
+
+    with pytest.warns(
+        coheriq.CoheriqSignatureWarning,
+        match=r"'narrow'.*'fit'.*'xs' is missing.*COHERIQ_STRICT is set.*the engine is "
+        r"refused, not the module",
+    ):
+        assert lib.fit([1, 2]) == ("reference", 3)  # imports the module: on the reference
+    for engine in ("narrow", "derived"):
+        with (
+            pytest.raises(
+                coheriq.CoheriqEngineStartError,
+                match=rf"Engine '{engine}' of domain '{name}' cannot start: it was refused "
+                r"when candidate 'fit' was marked.*'narrow'.*'xs' is missing.*Fix the override",
+            ),
+            coheriq.using_engine(name, engine),
+        ):
+            pass
+    with coheriq.using_engine(name, "fixed"):
+        assert lib.fit([1, 2]) == ("fixed", 3)
+    with coheriq.using_engine(name, ["narrow", "fast"]):  # an ordered list passes it over
+        assert lib.fit([1, 2]) == ("fast", 3)
+        assert "narrow: skipped, failed to start" in str(coheriq.explain(name))
+    assert lib.fit([1, 2]) == ("reference", 3)
+
+
+def test_in_strict_mode_an_engine_running_already_cannot_be_refused(lazylib, monkeypatch):
+    name, _ = lazylib
+    monkeypatch.setenv("COHERIQ_STRICT", "1")
+    lib = importlib.import_module(name)
+
+    class Narrow(coheriq.engine_class(name), name="narrow"):
+        def fit(self):
+            return 0
+
+    with (
+        coheriq.using_engine(name, "narrow"),
+        pytest.raises(
+            coheriq.CoheriqEngineError,
+            match=r"'xs' is missing.*engine 'narrow', which runs this override, has started "
+            r"already.*Fix the override, or do not choose that engine",
+        ),
+    ):
+        lib.heavy  # noqa: B018 - imports the module
+
+
+ERRORS_INIT = """
+import coheriq
+
+domain = coheriq.AccelerationDomain("{name}")
+domain.declare("{name}.errors", classes=["ParseError"])
+domain.materialize()
+"""
+
+ERRORS = """
+from {name} import domain
+
+
+@domain.acceleration_candidate
+class ParseError(ValueError):
+    pass
+"""
+
+
+def test_an_error_class_that_does_not_derive_refuses_the_engine_not_the_module(
+    tmp_path, unique, monkeypatch
+):
+    """Not only in strict mode: an engine whose error class ``except ParseError`` would
+    not catch cannot run, whichever mode."""
+    name = unique("lazyerrors")
+    write_package(
+        tmp_path,
+        name,
+        ERRORS_INIT.format(name=name),
+        {"errors": ERRORS.format(name=name)},
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("COHERIQ_STRICT", raising=False)
+    try:
+        importlib.import_module(name)
+
+        class Loose(coheriq.engine_class(name), name="loose"):
+            class ParseError(Exception):  # not the library's ParseError
+                pass
+
+        with pytest.warns(coheriq.CoheriqSignatureWarning, match="the engine is refused"):
+            errors = importlib.import_module(f"{name}.errors")
+        assert issubclass(errors.ParseError, ValueError)
+        with (
+            pytest.raises(
+                coheriq.CoheriqEngineStartError,
+                match=r"Engine 'loose' .* cannot start.*does not derive from it",
+            ),
+            coheriq.using_engine(name, "loose"),
+        ):
+            pass
+    finally:
+        for module in list(sys.modules):
+            if module.startswith(name):
+                del sys.modules[module]
+
+
 def test_explain_coverage_and_the_cli_show_candidates_not_imported(lazylib, capsys, monkeypatch):
     name, _ = lazylib
     monkeypatch.setenv("COHERIQ_STRICT", "0")  # check sets it: restored afterwards

@@ -1,5 +1,6 @@
 """Overrides are checked against their candidates' signatures when an engine is created."""
 
+import functools
 import itertools
 import warnings
 
@@ -115,6 +116,120 @@ def test_warning_points_at_the_engine_definition(domain):
                 return a
 
     assert record[0].filename == __file__
+
+
+def logged(fn):
+    """An ordinary decorator: its wrapper takes any arguments and passes them on."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@pytest.mark.parametrize("strict", ["0", "1"])
+def test_a_method_behind_an_args_kwargs_decorator_is_accepted(unique, monkeypatch, strict):
+    """The wrapper's *args takes the instance along with the caller's arguments: it is
+    not the instance's parameter, and nothing is missing."""
+    monkeypatch.setenv("COHERIQ_STRICT", strict)
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    def f(a, b=1, /, c=2, *, d, e=3):
+        return "reference"
+
+    @domain.acceleration_candidate
+    def g(x, *args, **kwargs):
+        return "reference"
+
+    domain.materialize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cq.CoheriqSignatureWarning)
+
+        class Logged(cq.engine_class(domain), name="logged"):
+            @logged
+            def f(self, a, b=1, /, c=2, *, d, e=3):
+                return ("logged", a, b, c, d, e)
+
+            @classmethod
+            @logged
+            def g(cls, x, *args, **kwargs):
+                return ("logged", x)
+
+    with cq.using_engine(domain, "logged"):
+        assert f(0, d=4) == ("logged", 0, 1, 2, 4, 3)
+        assert g(5) == ("logged", 5)
+
+
+def test_a_method_with_no_parameter_for_the_instance_is_reported(domain):
+    (message,) = problems_of(domain, "g", lambda *, x, **kwargs: 0)
+    assert "takes no positional parameter for it" in message and "staticmethod" in message
+
+
+@pytest.fixture
+def other(unique):
+    """Another library, whose candidates an engine of ``domain`` delegates to."""
+    made = cq.AccelerationDomain(unique())
+
+    @made.acceleration_candidate
+    def narrow(a, b=1, /, *, d):  # lacks c and e
+        return "narrow"
+
+    @made.acceleration_candidate
+    def wide(a, b=1, /, c=2, *, d, e=3):
+        return "wide"
+
+    made.materialize()
+    return {"narrow": narrow, "wide": wide}
+
+
+def test_a_delegation_is_checked_through_the_candidates_proxy(domain, other):
+    """On either proxy: the compiled one has no signature of its own but its candidate's."""
+    (message,) = problems_of(domain, "f", other["narrow"])
+    assert "parameter 'c' is missing" in message and "override: f(a, b=1, /, *, d)" in message
+    assert problems_of(domain, "f", other["wide"]) == []
+    assert problems_of(domain, "f", staticmethod(other["wide"])) == []
+
+
+def test_a_partial_is_checked_through_the_candidates_proxy(domain, other):
+    (message,) = problems_of(domain, "f", functools.partial(other["narrow"], d=4))
+    assert "parameter 'c' is missing" in message
+    assert problems_of(domain, "f", functools.partial(other["wide"], e=3)) == []
+    (message,) = problems_of(domain, "f", functools.partial(other["wide"], 0))
+    assert "positional parameter 2 ('b') is missing" in message
+
+
+def test_a_partialmethod_is_checked(domain):
+    def _f(self, a, b, /, c=2, *, d, e=3):  # b lost its default
+        return "engine"
+
+    def _scaled(self, a, b=1, /, c=2, *, d, e=3, scale):
+        return "engine"
+
+    (message,) = problems_of(domain, "f", functools.partialmethod(_f))
+    assert "parameter 'b' lost its default (1)" in message
+    assert "override: f(a, b, /, c=2, *, d, e=3)" in message
+    assert problems_of(domain, "f", functools.partialmethod(_scaled, scale=2)) == []
+    (message,) = problems_of(domain, "f", functools.partialmethod(_scaled))
+    assert "the override requires 'scale'" in message
+
+
+def test_an_async_candidate_may_delegate_to_another(unique):
+    libs = [cq.AccelerationDomain(unique()) for _ in range(2)]
+    fetchers = []
+    for lib in libs:
+
+        async def fetch(x):
+            return x
+
+        fetchers.append(lib.acceleration_candidate(fetch))
+        lib.materialize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cq.CoheriqSignatureWarning)
+
+        class Delegating(cq.engine_class(libs[0]), name="delegating"):
+            fetch = fetchers[1]
 
 
 @pytest.mark.parametrize("how", ["domain", "environment"])

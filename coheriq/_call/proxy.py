@@ -125,7 +125,7 @@ def _load_compiled() -> tuple[Any, str]:
 
 
 # The VERSION of coheriq/_cproxy.c that this module drives.
-_COMPILED_VERSION = 3
+_COMPILED_VERSION = 4
 
 # Whether a marked class's dispatching __call__ is the compiled proxy too. Measured
 # (benchmarks/proxies.py): it is the cheaper on 3.10 to 3.12; from 3.13 on, the

@@ -23,7 +23,7 @@ from ..exceptions import (
     listing,
 )
 
-__all__ = ["EngineMeta", "supplier"]
+__all__ = ["EngineMeta", "refusal", "supplier"]
 
 
 if TYPE_CHECKING:
@@ -96,6 +96,11 @@ class EngineMeta(type, _EngineClassAttributes):
 
     The domain's reference class is created by
     :meth:`AccelerationDomain.materialize`, never directly.
+
+    An engine whose override a candidate marked later (a lazily imported
+    module's) finds wanting, where defining the engine then would have failed,
+    is refused: starting it raises :class:`~coheriq.CoheriqEngineStartError`,
+    which says why (see :func:`refusal`).
     """
 
     def __new__(
@@ -179,6 +184,28 @@ def supplier(cls: EngineMeta, candidate: str) -> EngineMeta:
         if candidate in getattr(klass, "__coheriq_overrides__", ()):
             return klass  # type: ignore[return-value]
     return cls.__mro__[-2]  # type: ignore[return-value]  # the reference, just before object
+
+
+def refusal(cls: EngineMeta) -> str | None:
+    """Why engine class ``cls`` cannot start, as a message; None where it can.
+
+    It cannot where an override it runs (its own, or one it takes from a base
+    engine or mixin) was refused: a candidate marked after the engine was
+    defined found the override wanting where defining the engine then would have
+    failed (see :func:`coheriq._engines.overrides.check_late_overrides`).
+    """
+    for klass in cls.__mro__:
+        refused: dict[str, str] = klass.__dict__.get("__coheriq_refused__", {})
+        for candidate, reason in refused.items():
+            if supplier(cls, candidate) is klass:  # not overridden again on the way
+                engine = cls.__coheriq_name__ or cls.__qualname__
+                return (
+                    f"Engine {engine!r} of domain {cls.__coheriq_domain__.name!r} cannot "
+                    f"start: it was refused when candidate {candidate!r} was marked, after "
+                    f"the engine was defined. {reason} Fix the override and restart the "
+                    "program, or choose another engine."
+                )
+    return None
 
 
 def _domain_of_bases(cls_name: str, bases: tuple[type, ...]) -> _Domain:

@@ -8,6 +8,12 @@ signatures when the engine class is created and reports every difference, as a
 :class:`~coheriq.exceptions.CoheriqSignatureWarning` or, in strict mode, as a
 :class:`~coheriq.exceptions.CoheriqEngineError`.
 
+The override's parameters are read as a call through the engine meets them: a
+method's without the one that receives the instance (``self``; a decorator's
+generic ``def wrapper(*args, **kwargs)`` takes it in its ``*args``), a
+candidate's proxy (delegation) as its candidate's, a :class:`functools.partial`
+or :class:`functools.partialmethod` as its function's less what it binds.
+
 Extra optional parameters, ``*args``/``**kwargs`` catch-alls and callables whose
 signature cannot be read (some built-ins) are accepted.
 """
@@ -15,9 +21,12 @@ signature cannot be read (some built-ins) are accepted.
 from __future__ import annotations
 
 import os
+import sys
+from functools import partial, partialmethod
 
 from .. import _stdlib
 from .._call.marked import alternate_constructors
+from .._call.proxy import candidate_of
 from .._stdlib import (
     CO_COROUTINE,
     CO_VARARGS,
@@ -32,13 +41,24 @@ from ..exceptions import (
     CoheriqSignatureWarning,
     CoheriqTypeError,
     did_you_mean,
+    listing,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
     from inspect import Signature
     from typing import Any
 
-__all__ = ["check_exception_class", "check_override", "incompatibilities"]
+__all__ = [
+    "check_exception_class",
+    "check_late_overrides",
+    "check_override",
+    "engine_label",
+    "incompatibilities",
+    "override_problems",
+    "strict_for",
+    "warn",
+]
 
 STRICT_ENV = "COHERIQ_STRICT"
 
@@ -67,54 +87,169 @@ def check_override(
     Raises:
         CoheriqEngineError: In strict mode, when the override is incompatible.
     """
-    if is_class and isinstance(override, type):
-        for problem in _constructor_problems(candidate, reference, override):
-            _report(domain, engine, mixin, candidate, problem)
-    is_method = not is_class and isinstance(override, (FunctionType, classmethod))
-    asynchrony = [] if is_class else _asynchrony(reference, _callable_of(override))
-    if not asynchrony and (
-        not is_class and _same_parameters(reference, _callable_of(override), skip=is_method)
+    for problem in override_problems(
+        candidate=candidate, reference=reference, override=override, is_class=is_class
     ):
-        return  # the usual case, decided without building Signature objects
+        _report(domain, engine, mixin, candidate, problem)
+
+
+def override_problems(
+    *, candidate: str, reference: Any, override: Any, is_class: bool
+) -> list[str]:
+    """What is wrong with one override of ``candidate``, as sentences.
+
+    Each continues "Engine 'fast' of domain 'mylib' " (see :func:`engine_label`)
+    and suggests the fix. The arguments are those of :func:`check_override`.
+    """
+    problems: list[str] = []
+    if is_class and isinstance(override, type):
+        problems += _constructor_problems(candidate, reference, override)
+    asynchrony = [] if is_class else _asynchrony(reference, _code_behind(override))
+    if not asynchrony and (
+        not is_class and _same_parameters(reference, _callable_of(override), skip=_binds(override))
+    ):
+        return problems  # the usual case, decided without building Signature objects
     try:  # (inspect is imported here: ``import coheriq`` need not pay for it)
         wanted = _stdlib.signature(reference)
-        # The override's own parameters: a method decorated with functools.wraps
-        # (to take the candidate's docstring) would otherwise show the candidate's.
-        given = _stdlib.signature(_callable_of(override), follow_wrapped=False)
+        if is_class:
+            given = _stdlib.signature(override, follow_wrapped=False)
+            receiving: list[str] = []
+        else:
+            given, receiving = _called_with(override)
     except (TypeError, ValueError):  # no introspectable signature: nothing to compare
-        return
-    if is_method:
-        # A function in a class body is a method (the instance fills its first
-        # parameter), and so is a classmethod (the class does).
-        given = given.replace(parameters=list(given.parameters.values())[1:])
-    problems = asynchrony + incompatibilities(wanted, given)
-    if not problems:
-        return
+        return problems
+    found = asynchrony + receiving + incompatibilities(wanted, given)
+    if not found:
+        return problems
     what = f"the constructor of class candidate {candidate!r}" if is_class else repr(candidate)
-    _report(
-        domain,
-        engine,
-        mixin,
-        candidate,
+    return [
+        *problems,
         f"overrides {what} with a signature "
-        f"that cannot accept every call the candidate accepts: {'; '.join(problems)}. "
+        f"that cannot accept every call the candidate accepts: {'; '.join(found)}. "
         f"Candidate: {candidate}{wanted}; override: {candidate}{given}. Make the override's "
         "parameters match.",
-    )
+    ]
+
+
+def engine_label(domain: Any, engine: str, mixin: bool) -> str:
+    """How a message names an engine: "Engine 'fast' of domain 'mylib'"."""
+    return f"Engine {'mixin ' if mixin else ''}{engine!r} of domain {domain.name!r}"
+
+
+def strict_for(domain: Any) -> bool:
+    """Whether a doubtful override of ``domain``'s is an error: the domain is strict,
+    or ``COHERIQ_STRICT`` asks for it (see :func:`strict_from_environment`)."""
+    return bool(domain.strict) or strict_from_environment()
+
+
+def check_late_overrides(
+    domain: Any, candidate: str, reference: Any, classes: list[Any], in_use: Collection[Any]
+) -> None:
+    """Check the overrides of ``candidate``, marked after the engine classes ``classes``.
+
+    A candidate is marked after the engines were defined by a module imported
+    lazily (see :meth:`~coheriq.AccelerationDomain.declare`), or by one that runs
+    again. A problem that would have been an error when the engine class was
+    created (in strict mode; an exception class that does not derive from the
+    library's) refuses the *engine* here, not the module that marks the
+    candidate: the module imports, a :class:`~coheriq.CoheriqSignatureWarning`
+    says so, and the engine, with every engine that takes the override from it,
+    cannot start (see :func:`coheriq._engines.meta.refusal`). An override that
+    fits the candidate marked again is no longer refused. Other problems are
+    warned of, as when the engine class is created.
+
+    Args:
+        domain: The domain's state (its ``name`` and ``strict`` are read).
+        candidate: The candidate's name.
+        reference: Its reference implementation, just marked.
+        classes: The domain's engine classes.
+        in_use: Those of them started, or starting: they cannot be refused.
+
+    Raises:
+        CoheriqEngineError: An engine to refuse has started already, and runs
+            the override.
+    """
+    is_class = isinstance(reference, type)
+    strict = strict_for(domain)
+    verdicts: list[tuple[Any, str, str | None]] = []  # (class, engine, why it is refused)
+    for cls in classes:
+        if candidate not in cls.__coheriq_overrides__:
+            continue
+        engine, mixin = cls.__coheriq_name__ or cls.__qualname__, cls.__coheriq_name__ is None
+        override = cls.__dict__[candidate]
+        errors: list[str] = []
+        if is_class:
+            try:
+                check_exception_class(engine, candidate, override, reference, domain)
+            except CoheriqEngineError as error:
+                errors.append(str(error))
+        for problem in override_problems(
+            candidate=candidate, reference=reference, override=override, is_class=is_class
+        ):
+            message = f"{engine_label(domain, engine, mixin)} {problem}"
+            if strict:
+                errors.append(f"{message} It is an error because {_strictness(domain)}.")
+            else:
+                warn(f"{message} (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate)
+        verdicts.append((cls, engine, " ".join(errors) or None))
+    for cls, _, reason in verdicts:  # first, so that nothing is refused if this raises
+        running = [k for k in in_use if _runs_override_of(k, cls, candidate)]
+        if reason is not None and running:
+            names = listing(k.__coheriq_name__ or k.__qualname__ for k in running)
+            raise CoheriqEngineError(
+                f"{reason} Candidate {candidate!r} is marked after the engine was defined, "
+                f"but engine {names}, which runs this override, has started already, so the "
+                "engine cannot be refused instead of the candidate. Fix the override, or do "
+                "not choose that engine."
+            )
+    for cls, engine, reason in verdicts:
+        refused = dict(cls.__dict__.get("__coheriq_refused__", {}))
+        if reason is None:
+            if refused.pop(candidate, None) is not None:  # fits the candidate marked again
+                type.__setattr__(cls, "__coheriq_refused__", refused)
+            continue
+        refused[candidate] = reason
+        type.__setattr__(cls, "__coheriq_refused__", refused)
+        warn(
+            f"{reason} Candidate {candidate!r} is marked after the engine was defined (its "
+            "module was imported, or ran again, later), so the engine is refused, not the "
+            "module: choosing it raises CoheriqEngineStartError. Fix the override.",
+            engine,
+            candidate,
+        )
+
+
+def _runs_override_of(engine: Any, cls: Any, candidate: str) -> bool:
+    """Whether engine class ``engine`` runs ``cls``'s override of ``candidate``: the
+    first class along its MRO that overrides it is ``cls`` (as
+    :func:`coheriq._engines.meta.supplier` finds)."""
+    for klass in engine.__mro__:
+        if candidate in getattr(klass, "__coheriq_overrides__", ()):
+            return klass is cls
+    return False
+
+
+def _strictness(domain: Any) -> str:
+    """Why a signature problem of ``domain``'s is an error, in a few words."""
+    if domain.strict:
+        return f"domain {domain.name!r} is strict"
+    return f"{STRICT_ENV} is set"
 
 
 def _report(domain: Any, engine: str, mixin: bool, candidate: str, problem: str) -> None:
     """Warn of ``problem`` with an engine's override, or raise it in strict mode."""
-    message = f"Engine {'mixin ' if mixin else ''}{engine!r} of domain {domain.name!r} {problem}"
-    if domain.strict or strict_from_environment():
+    message = f"{engine_label(domain, engine, mixin)} {problem}"
+    if strict_for(domain):
         raise CoheriqEngineError(message)
+    warn(message + f" (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate)
+
+
+def warn(message: str, engine: str, candidate: str) -> None:
+    """Issue a :class:`~coheriq.CoheriqSignatureWarning`, attributed to the code outside coheriq."""
     import warnings  # on the warning path only: not imported by `import coheriq`
 
     warnings.warn(
-        CoheriqSignatureWarning(
-            message + f" (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate
-        ),
-        stacklevel=outside_coheriq()[1],
+        CoheriqSignatureWarning(message, engine, candidate), stacklevel=outside_coheriq()[1]
     )
 
 
@@ -183,10 +318,11 @@ def _method_incompatibilities(theirs: Any, ours: Any) -> list[str]:
         given = _stdlib.signature(ours.__func__, follow_wrapped=False)
     except (TypeError, ValueError):
         return []
+    receiving: list[str] = []
     if isinstance(theirs, classmethod):  # cls is filled in, not passed
-        wanted = wanted.replace(parameters=list(wanted.parameters.values())[1:])
-        given = given.replace(parameters=list(given.parameters.values())[1:])
-    return incompatibilities(wanted, given)
+        wanted, _ = _without_receiver(wanted)
+        given, receiving = _without_receiver(given)
+    return receiving + incompatibilities(wanted, given)
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -257,6 +393,123 @@ def _asynchrony(reference: Any, override: Any) -> list[str]:
 
 def _callable_of(override: Any) -> Any:
     return override.__func__ if isinstance(override, (staticmethod, classmethod)) else override
+
+
+def _binds(override: Any) -> bool:
+    """Whether a call of ``override`` through the engine's instance passes something first.
+
+    A function in a class body is a method (the instance fills its first
+    parameter), and so is a classmethod (the class does); from Python 3.14 a
+    :class:`functools.partial` binds like a function too. A staticmethod, a
+    candidate's proxy (kept as a static member) and other callable objects
+    take the caller's arguments only. (A ``partialmethod``: see :func:`_called_with`.)
+    """
+    if isinstance(override, (FunctionType, classmethod)):
+        return True
+    return sys.version_info >= (3, 14) and isinstance(override, partial)
+
+
+def _called_with(override: Any) -> tuple[Signature, list[str]]:
+    """The parameters that the caller's arguments meet in ``override``, and what is wrong
+    with the way it receives the engine's instance (or class), as sentences.
+
+    Read through a staticmethod or classmethod, a candidate's proxy (the compiled
+    one has no signature of its own), :class:`functools.partial` and
+    :class:`functools.partialmethod` objects, never through ``__wrapped__`` of a
+    function of the engine's own (see :func:`_signature_of`).
+
+    Raises:
+        TypeError, ValueError: No signature can be read.
+    """
+    if isinstance(override, partialmethod):
+        # What partialmethod.__get__ makes: its function bound to the instance (a
+        # staticmethod to nothing), then given the partialmethod's own arguments.
+        inner = override.func
+        given = _signature_of(_callable_of(inner))
+        receiving: list[str] = []
+        if not isinstance(inner, staticmethod):
+            given, receiving = _without_receiver(given)
+        return _partial_signature(given, override.args, override.keywords), receiving
+    given = _signature_of(_callable_of(override))
+    return _without_receiver(given) if _binds(override) else (given, [])
+
+
+def _signature_of(fn: Any) -> Signature:
+    """``fn``'s signature as a call meets it.
+
+    A candidate's proxy has its candidate's signature (through ``__wrapped__``,
+    which both proxies keep); a :class:`functools.partial` has its function's, read
+    the same way, less what it binds; anything else has its own: a method
+    decorated with ``functools.wraps(mylib.normalize)`` (to take the candidate's
+    docstring) would otherwise show the candidate's.
+    """
+    info = candidate_of(fn)
+    if info is not None and not info.is_class:
+        return _stdlib.signature(fn)  # type: ignore[no-any-return]
+    if isinstance(fn, partial):
+        return _partial_signature(_signature_of(fn.func), fn.args, fn.keywords)
+    return _stdlib.signature(fn, follow_wrapped=False)  # type: ignore[no-any-return]
+
+
+def _partial_signature(
+    wrapped: Signature, args: tuple[Any, ...], keywords: Mapping[str, Any]
+) -> Signature:
+    """The signature of a :class:`functools.partial` of a callable whose signature is
+    ``wrapped``, binding ``args`` and ``keywords``, as :mod:`inspect` computes it.
+
+    Raises:
+        ValueError: The arguments do not fit ``wrapped``.
+    """
+
+    def stand_in(*args: Any, **kwargs: Any) -> None:
+        """Has the signature ``wrapped``, which inspect reads from ``__signature__``."""
+
+    stand_in.__signature__ = wrapped  # type: ignore[attr-defined]
+    return _stdlib.signature(  # type: ignore[no-any-return]
+        partial(stand_in, *args, **keywords), follow_wrapped=False
+    )
+
+
+def _without_receiver(given: Signature) -> tuple[Signature, list[str]]:
+    """``given`` without the parameter that receives the instance (or class), and
+    what is wrong if it has none.
+
+    That is its first positional parameter; a ``*args`` (a decorator's generic
+    wrapper: ``def wrapper(*args, **kwargs)``) takes the instance along with the
+    caller's arguments, and stays.
+    """
+    from inspect import Parameter
+
+    parameters = list(given.parameters.values())
+    first = parameters[0].kind if parameters else None
+    if first in (Parameter.POSITIONAL_ONLY, Parameter.POSITIONAL_OR_KEYWORD):
+        return given.replace(parameters=parameters[1:]), []
+    if first is Parameter.VAR_POSITIONAL:
+        return given, []
+    return given, [
+        "the override is a method, called with the engine's instance (or, for a "
+        "classmethod, its class) first, but it takes no positional parameter for it; add "
+        "one (self), or make the override a staticmethod"
+    ]
+
+
+def _code_behind(override: Any) -> Any:
+    """The function whose code a call of ``override`` runs first, for its flags (async def).
+
+    Read through staticmethod, classmethod, partial and partialmethod objects
+    and candidates' proxies (to their reference implementations).
+    """
+    for _ in range(32):  # wrappers of wrappers, within reason
+        info = candidate_of(override)
+        if info is not None and not info.is_class:
+            override = info.reference
+        elif isinstance(override, (staticmethod, classmethod)):
+            override = override.__func__
+        elif isinstance(override, (partial, partialmethod)):
+            override = override.func
+        else:
+            break
+    return override
 
 
 def incompatibilities(candidate: Signature, override: Signature) -> list[str]:

@@ -41,7 +41,7 @@ from ..exceptions import (
     did_you_mean,
     listing,
 )
-from .meta import EngineMeta
+from .meta import EngineMeta, refusal
 from .own_class import LibraryClass
 from .start import EngineStart
 
@@ -506,6 +506,12 @@ class Engines:
         and never makes the global choice.
         """
         engine = cls.__coheriq_name__ or REFERENCE
+        # Refused by a candidate marked after the engine was defined (rare: looked
+        # up only where some class of the engine's holds a refusal).
+        if any("__coheriq_refused__" in vars(klass) for klass in cls.__mro__):
+            refused = refusal(cls)
+            if refused is not None:
+                raise CoheriqEngineStartError(refused)
         if _runs_no_code(cls):  # the reference, or an engine without state
             return cls()
         scopes = self.state.scopes
@@ -555,28 +561,23 @@ class Engines:
     def check_overrides(self, name: str, reference: Any) -> None:
         """Check the overrides of candidate ``name``, now ``reference``, in every engine class.
 
-        For a candidate marked or redefined after engines were defined: warns, or
-        raises in strict mode (see :func:`coheriq._engines.overrides.check_override`).
-        """
-        # As in EngineMeta: only when needed.
-        from .overrides import check_exception_class, check_override
+        For a candidate marked or redefined after engines were defined: warns;
+        where the engine's class statement would have failed (strict mode, an
+        exception class that does not derive from the library's), refuses the
+        engine instead of failing the module that marks the candidate (see
+        :func:`coheriq._engines.overrides.check_late_overrides`).
 
-        is_class = isinstance(reference, type)
-        for cls in list(self.classes):
-            if name not in cls.__coheriq_overrides__:
-                continue
-            override = cls.__dict__[name]
-            if is_class:
-                check_exception_class(cls.__qualname__, name, override, reference, self.state)
-            check_override(
-                domain=self.state,
-                engine=cls.__coheriq_name__ or cls.__qualname__,
-                mixin=cls.__coheriq_name__ is None,
-                candidate=name,
-                reference=reference,
-                override=override,
-                is_class=is_class,
-            )
+        Raises:
+            CoheriqEngineError: An engine to refuse has started already.
+        """
+        classes = [cls for cls in self.classes if name in cls.__coheriq_overrides__]
+        if not classes:
+            return
+        # As in EngineMeta: only when needed (not while a library marks its candidates).
+        from .overrides import check_late_overrides
+
+        in_use = {*self._started, *self._starting}
+        check_late_overrides(self.state, name, reference, classes, in_use)
 
     def candidate_changed(self, name: str) -> None:
         """Bring the engines up to date with candidate ``name``, new or redefined.

@@ -21,6 +21,9 @@ mark candidates later, and this module lets them:
 Either way the candidate is then *published*: the reference class gets its
 attribute, engine classes that override it are checked against it, and every
 engine started so far, the settled choice and the open blocks see it at once.
+An override that does not fit is the engine's problem, not the module's: where
+defining the engine now would fail (strict checks), the engine is refused and
+the module imports (see :func:`coheriq._engines.overrides.check_late_overrides`).
 """
 
 from __future__ import annotations
