@@ -579,9 +579,7 @@ else:
         ("unrelated", "[101, 102] 0"),
     ],
 )
-def test_an_engine_waiting_for_a_thread_that_calls_the_library_never_hangs(
-    tmp_path, how, printed
-):
+def test_an_engine_waiting_for_a_thread_that_calls_the_library_never_hangs(tmp_path, how, printed):
     (tmp_path / "warmlib.py").write_text(WARMING_LIBRARY)
     main = WARMING_MAIN.replace("import warmlib", "import coheriq, warmlib")
     try:
