@@ -2,10 +2,11 @@
 
 Exit codes: 0 when all is well; 1 when ``check`` found a problem (an engine's
 statement that disagrees with its class among them) or ``show`` a broken engine
-(the rest of the report is printed all the same); 2 when the command itself
-could not run (a usage error, an unknown domain, a library that fails at import,
-an engine that ``explain`` or ``statement`` cannot load or start), with one line
-on standard error that says why.
+(the rest of the report is printed all the same), and for ``verify`` a
+difference, else the program's own status; 2 when the command itself could not
+run (a usage error, an unknown domain, a library that fails at import, an engine
+that ``explain`` or ``statement`` cannot load or start, a script or module that
+``verify`` cannot find), with one line on standard error that says why.
 
 Every command takes ``--json`` for tools: two-space indentation, engines by
 name in sorted order, an engine's state as ``{"ok": ..., "error": ...}`` in
@@ -36,7 +37,14 @@ from ._library.late_candidates import import_declared, not_imported_note
 from ._names import REFERENCE
 from ._tools.introspection import Coverage, coverage, explain
 from .exceptions import CoheriqError, CoheriqSignatureWarning, did_you_mean
-from .statements import EngineStatement, compare, dumps, engine_statements, statement_of
+from .statements import (
+    EngineStatement,
+    compare,
+    dumps,
+    engine_statements,
+    read_statement_file,
+    statement_of,
+)
 
 __all__ = ["main"]
 
@@ -438,14 +446,15 @@ def _check_each(
 
 def _check_statements(
     domain: AccelerationDomain, names: list[str], results: dict[str, str | None], every: bool
-) -> dict[str, dict[str, Any]]:
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Compare the statement of each engine that loaded with its class.
 
     A statement that cannot be read, or that disagrees with the class, makes its
     engine's problem (after any other: an engine that loads but cannot start
-    here is compared too); with ``every`` (no engine named on the command
-    line), so does a statement of an engine that does not exist. Returns each
-    compared statement's state for ``--json``.
+    here is compared too). Returns ``(compared, orphans)``: each compared
+    statement's state for ``--json``; and, with ``every`` (no engine named on
+    the command line), engine -> the problem of each statement of an engine
+    that does not exist.
     """
     statements = engine_statements(domain)
     states: dict[str, dict[str, Any]] = {}
@@ -459,36 +468,82 @@ def _check_statements(
         if problem is not None:
             earlier = results.get(name)
             results[name] = problem if earlier is None else f"{earlier} {problem}"
-    for name in sorted(set(statements) - set(names)) if every else ():
-        results[f"statement {name}"] = (
+    orphans = {
+        name: (
             f"Package metadata has a statement of engine {name!r} of domain {domain.name!r} "
             f"({statements[name].source}), but there is no such engine.{did_you_mean(name, names)} "
             f"Name the engine in group {discovery.statement_group_of(domain.name)!r} as it is "
             f"advertised in group {discovery.group_of(domain.name)!r}."
         )
-    return states
+        for name in (sorted(set(statements) - set(names)) if every else ())
+    }
+    return states, orphans
+
+
+def _import_declared(domain: AccelerationDomain) -> dict[str, str | None]:
+    """Import the modules whose declared candidates are not marked yet: module -> problem.
+
+    Before the engines are loaded, so that each engine is checked against every
+    candidate as its class is created, and a problem of its own is reported as
+    its own. Meanwhile a bad override is a warning, not an error: one of an
+    engine loaded with the library is then reported as that engine's (the
+    warning names it) instead of failing the import of the module.
+    """
+    os.environ[STRICT_ENV] = "0"
+    try:
+        return import_declared(domain)
+    finally:
+        os.environ[STRICT_ENV] = "1"
+
+
+def _modules_of(domain: AccelerationDomain, imported: dict[str, str | None]) -> dict[str, Any]:
+    """Every module that marks candidates of ``domain``, as ``{"ok": ...}`` states, sorted."""
+    problems = {info.module: None for info in domain.state.candidates.values()} | imported
+    return {module: _state(problem) for module, problem in sorted(problems.items())}
+
+
+def _count(number: int, noun: str) -> str:
+    """``"1 engine"``, ``"2 engines"``, ``"0 engines"``."""
+    return f"{number} {noun}{'s' * (number != 1)}"
 
 
 def _check(args: argparse.Namespace) -> int:
-    """Load engines with signature checks strict; report every problem."""
+    """Load engines with signature checks strict; report every problem.
+
+    The library's lazily imported modules are imported first, so that every
+    engine is checked against every candidate; then each engine is loaded
+    (and, with ``--start``, started) and its statement compared with its class.
+    Engines, modules and statements are reported apart, and the report ends
+    with what was checked: modules, candidates, engines and statements.
+    """
     os.environ[STRICT_ENV] = "1"  # engines defined from here on fail on a bad override
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CoheriqSignatureWarning)
         domain = _domain(args)  # engines defined with the library were checked as it loaded
+        imported = _import_declared(domain)
         notes: dict[str, list[str]] = {}
         names = args.engines or list(available_engines(domain))
         results = _check_each(domain, names, args.start, notes)
-        stated = _check_statements(domain, names, results, every=not args.engines)
-        # The library's lazily imported modules too: their candidates are checked
-        # against the engines as they are marked.
-        for module, problem in import_declared(domain).items():
-            if problem is not None:
-                results[f"module {module}"] = problem
+        stated, orphans = _check_statements(domain, names, results, every=not args.engines)
     for warning in caught:
         if isinstance(warning.message, CoheriqSignatureWarning):
-            results[warning.message.engine] = str(warning.message)
+            engine, said = warning.message.engine, str(warning.message)
+            earlier = results.get(engine)
+            results[engine] = said if earlier is None else f"{earlier} {said}"
     results = _sorted(results)
-    problems = sum(error is not None for error in results.values())
+    modules = _modules_of(domain, imported)
+    checked = {
+        "modules": len(modules),
+        "candidates": len(domain.candidate_kinds),
+        "engines": len(results),
+        "statements": len(stated) + len(orphans),
+    }
+    failed = {
+        "engine": [n for n, e in results.items() if e is not None],
+        "module": [m for m, state in modules.items() if not state["ok"]],
+        "statement": list(orphans),
+    }
+    problems = sum(map(len, failed.values()))
     if args.json:
         engines = {
             n: _state(
@@ -499,7 +554,16 @@ def _check(args: argparse.Namespace) -> int:
             )
             for n, e in results.items()
         }
-        _json({"domain": domain.name, "engines": engines, "problems": problems})
+        _json(
+            {
+                "domain": domain.name,
+                "engines": engines,
+                "modules": modules,
+                "orphan_statements": {n: _state(e) for n, e in orphans.items()},
+                "checked": checked,
+                "problems": problems,
+            }
+        )
         return 1 if problems else 0
     ok = "ok, started" if args.start else "ok"
     agrees = " (its statement agrees)"  # said where a statement was compared
@@ -510,8 +574,18 @@ def _check(args: argparse.Namespace) -> int:
         )
     )
     _say(*(f"{n}: warning: {note}" for n, said in _sorted(notes).items() for note in said))
-    checked = f"{len(results)} engine{'s' * (len(results) != 1)} checked"
-    _say(f"{checked}, {problems} with {'a problem' if problems == 1 else 'problems'}")
+    _say(
+        *(f"module {m}: error: {state['error']}" for m, state in modules.items() if not state["ok"])
+    )
+    _say(*(f"statement {n}: error: {e}" for n, e in orphans.items()))
+    what = ", ".join(_count(number, noun[:-1]) for noun, number in checked.items())
+    found = "; ".join(
+        f"{kind} {', '.join(map(repr, subjects))}" for kind, subjects in failed.items() if subjects
+    )
+    _say(
+        f"Checked domain {domain.name!r}: {what}. "
+        + (f"{_count(problems, 'problem')}: {found}." if problems else "No problems.")
+    )
     return 1 if problems else 0
 
 
@@ -539,19 +613,16 @@ def _description(cls: Any) -> str:
 
 
 def _needs_before(args: argparse.Namespace, domain: AccelerationDomain) -> str | None:
-    """The ``needs`` of the statement this one replaces: the output file's, else the installed."""
-    if args.output and os.path.exists(args.output):
-        try:
-            with open(args.output, encoding="utf-8") as file:
-                said = json.load(file)
-        except (OSError, ValueError):
-            said = None  # not a statement: nothing to keep
-        if isinstance(said, dict) and (said.get("domain"), said.get("engine")) == (
-            domain.name,
-            args.engine,
-        ):
-            needs = said.get("needs")
-            return needs if isinstance(needs, str) else None
+    """The ``needs`` of the statement this one replaces: the output file's, else the installed.
+
+    The output file is read back only where it is a regular file that holds a
+    statement of this engine: ``-o /dev/stdout`` into a pipe (which this command
+    writes to) or ``-o /dev/full`` (zeros for ever) is written, never read.
+    """
+    if args.output:
+        said = read_statement_file(args.output, domain=domain.name, engine=args.engine)
+        if said.problem is None:
+            return said.needs
     installed = engine_statements(domain).get(args.engine)
     return installed.needs if installed is not None and installed.problem is None else None
 
@@ -616,9 +687,12 @@ def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
     sys.path[0] = "" if as_module else os.path.dirname(os.path.abspath(program))
     try:
         if as_module:
+            _check_runnable(program)  # found as runpy finds it, from the same sys.path
             runpy.run_module(program, run_name="__main__", alter_sys=True)
         else:
             runpy.run_path(program, run_name="__main__")
+    except UsageError:  # no module to run: the command could not run, not the program
+        raise
     except SystemExit as done:  # the program's own exit: the report comes all the same
         if done.code is None or isinstance(done.code, int):
             return done.code or 0
@@ -630,6 +704,43 @@ def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
     finally:
         sys.argv, sys.path[0] = saved_argv, saved_path
     return 0
+
+
+def _check_runnable(module: str) -> None:
+    """Raise a :class:`UsageError` where ``python -m module`` would find nothing to run.
+
+    Where Python prints one line (``No module named ...``; a package without
+    ``__main__``), so does verify, exit status 2, instead of runpy's traceback.
+    Looking a module up imports its parent packages, as running it would: this
+    runs inside the verification, just before the program.
+    """
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations is not None:
+            if module == "__main__" or module.endswith(".__main__"):
+                raise UsageError(
+                    f"verify: {module!r} is a package, and a package cannot be run as "
+                    "__main__. Name a module to run."
+                )
+            main = importlib.util.find_spec(f"{module}.__main__")
+            if main is None:
+                raise UsageError(
+                    f"verify: {module!r} is a package without a __main__ module, so -m cannot "
+                    f"run it. Name the module of it to run (-m {module}.NAME), or give the "
+                    "package a __main__.py."
+                )
+    except (ImportError, ValueError) as error:  # a parent that is missing, or no package
+        raise UsageError(
+            f"verify: module {module!r} could not be found ({type(error).__name__}: {error}). "
+            "Check its name, or install the package that provides it."
+        ) from None
+    if spec is None:
+        raise UsageError(
+            f"verify: there is no module {module!r} to run with -m (No module named "
+            f"{module!r}). Check its name, or install the package that provides it."
+        )
 
 
 def _statement(args: argparse.Namespace) -> int:
@@ -654,8 +765,8 @@ def _statement(args: argparse.Namespace) -> int:
     except OSError as error:
         raise CoheriqError(
             f"The statement of engine {args.engine!r} of domain {domain.name!r} could not be "
-            f"written to {args.output!r}: {error.strerror or error}. Give -o a file in a "
-            "directory that exists."
+            f"written to {args.output!r}: {error.strerror or error}. Give -o a file that can "
+            "be written, in a directory that exists."
         ) from None
     if args.json:
         said = statement.as_dict()

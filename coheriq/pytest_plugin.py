@@ -48,7 +48,9 @@ on every installed engine; an engine's author runs the same suite with
 
 The report header names every domain known at start-up and its engine, and
 each domain that installed packages advertise, not imported yet, whose
-variable ``<NAME>_ENGINE`` is set.
+variable is set: ``<PREFIX>_ENGINE`` where the advertised module's source
+creates the domain with ``env_prefix="PREFIX"`` (read, never run), else the
+usual ``<NAME>_ENGINE``.
 """
 
 from __future__ import annotations
@@ -318,33 +320,142 @@ def _named_before_import(imported: set[str], shown: list[tuple[str, str]]) -> li
     active in every pytest run where coheriq is installed, and importing a
     library (and what it imports: NumPy, JAX) before the tests, to print a
     header, would slow down and change other projects' runs (import order,
-    warnings, coverage). So the line assumes the conventional variable
-    ``<NAME>_ENGINE`` (``env_prefix="NAME"``) and says so.
+    warnings, coverage). It reads the source of the module the package
+    advertises instead, without running it: where that module creates the
+    domain with a literal ``env_prefix`` (``AccelerationDomain("mylib",
+    env_prefix="ML")``), that is its variable (``ML_ENGINE``), and where it
+    creates the domain without one, the domain has none. Otherwise (the domain
+    is created elsewhere, or its prefix is computed) the line assumes the
+    conventional variable ``<NAME>_ENGINE`` and says so.
     """
     # Package metadata is read only when such a variable is set at all, so that the
     # plugin costs nothing where it is not used.
-    if not any(key.endswith("_ENGINE") and value.strip() for key, value in os.environ.items()):
+    named = {
+        key: value.strip()
+        for key, value in os.environ.items()
+        if key.endswith("_ENGINE") and value.strip()
+    }
+    if not named:
         return []
     lines = []
-    for name in sorted(set(discovery.advertised_domains()) - imported):
-        variable = f"{name.upper()}_ENGINE"
-        value = os.environ.get(variable, "").strip()
+    for name, ep in sorted(discovery.advertised_domains().items()):
+        if name in imported:
+            continue
+        module = discovery.module_of(ep)
+        found, prefix = _env_prefix_in_source(module, name)
+        if found and prefix is None:
+            continue  # the library's domain has no variable
+        variable = f"{prefix}_ENGINE" if found else f"{name.upper()}_ENGINE"
+        value = named.get(variable)
         if value and variable.isidentifier():
-            lines.append(_variable_line(name, variable, value))
+            said = f"its variable (env_prefix={prefix!r} in module {module})" if found else ""
+            lines.append(_variable_line(name, variable, value, said))
             shown += [(name, engine.strip()) for engine in value.split(",") if engine.strip()]
     return lines
 
 
-def _variable_line(name: str, variable: str, value: str) -> str:
+def _variable_line(name: str, variable: str, value: str, said: str = "") -> str:
+    """The header's line for ``variable``; ``said``: how it is known to be the domain's."""
     names = [engine.strip() for engine in value.split(",") if engine.strip()]
     which = ", ".join(repr(engine) for engine in names)  # in the order of preference
     if len(names) > 1:
         which += " (the first that starts here)"
+    chosen = (
+        f"{variable}={value}, {said}, names {which}, chosen at its first call"
+        if said
+        else f"{variable}={value} names {which}, chosen at its first call if {variable} is "
+        "its variable"
+    )
     return (
-        f"coheriq: {name} not imported yet; {variable}={value} names {which}, chosen at its "
-        f"first call if {variable} is its variable; its coheriq_engines cases still run on "
+        f"coheriq: {name} not imported yet; {chosen}; its coheriq_engines cases still run on "
         f"every engine ({OPTION}={name}:{','.join(names)} runs them on it only)"
     )
+
+
+_MAX_SOURCE = 1 << 20  # a module that creates a domain is not larger; a larger one is not read
+
+
+def _env_prefix_in_source(module: str, domain: str) -> tuple[bool, str | None]:
+    """``(found, env_prefix)``: how ``module``'s source creates domain ``domain``; runs nothing.
+
+    ``found`` is true where the source has a call ``AccelerationDomain(NAME, ...)``
+    (``coheriq.AccelerationDomain`` too) whose name is ``domain`` (a string, or
+    ``__name__`` where that is the module's) and whose ``env_prefix`` is absent,
+    ``None`` or a string; ``env_prefix`` is then that string, or ``None``.
+    Otherwise (no such call, a name or prefix that is computed, a module that
+    cannot be found or read) it is ``(False, None)``: the source does not say.
+    """
+    import ast
+
+    source = _source_of(module)
+    if source is None:
+        return False, None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False, None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _names_domain_class(node.func)):
+            continue
+        given = {k.arg: k.value for k in node.keywords if k.arg is not None}
+        first = node.args[0] if node.args else given.get("name")
+        if isinstance(first, ast.Name) and first.id == "__name__":
+            made = module
+        elif isinstance(first, ast.Constant) and isinstance(first.value, str):
+            made = first.value
+        else:
+            continue
+        if made != domain:
+            continue
+        prefix = given.get("env_prefix")
+        if prefix is None:
+            return True, None
+        if isinstance(prefix, ast.Constant) and (
+            prefix.value is None or isinstance(prefix.value, str)
+        ):
+            return True, prefix.value
+        return False, None  # computed: the source does not say
+    return False, None
+
+
+def _names_domain_class(func: object) -> bool:
+    """Whether a call's function is ``AccelerationDomain`` or ``something.AccelerationDomain``."""
+    import ast
+
+    if isinstance(func, ast.Name):
+        return func.id == "AccelerationDomain"
+    return isinstance(func, ast.Attribute) and func.attr == "AccelerationDomain"
+
+
+def _source_of(module: str) -> bytes | None:
+    """The source of ``module``, found as the import system finds it, never imported.
+
+    Only the top-level name is given to ``importlib.util.find_spec`` (which
+    imports the parents of a dotted name); each further part is looked up in
+    its parent's search locations. ``None`` where it is not a Python source file.
+    """
+    import importlib.machinery
+    import importlib.util
+
+    parts = module.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+        for depth in range(1, len(parts)):
+            if spec is None or not spec.submodule_search_locations:
+                return None
+            inside = list(spec.submodule_search_locations)
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]), inside)
+    except Exception:  # a finder that fails, a name that is no module's: the source cannot say
+        return None
+    origin = spec.origin if spec is not None and spec.has_location else None
+    if not origin or not origin.endswith(".py") or not os.path.isfile(origin):
+        return None
+    try:
+        with open(origin, "rb") as file:
+            data = file.read(_MAX_SOURCE + 1)
+    except OSError:
+        return None
+    return None if len(data) > _MAX_SOURCE else data  # ast reads its coding cookie
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "engine_statements",
     "implemented_by",
     "parse_statement",
+    "read_statement_file",
     "statement_of",
 ]
 
@@ -175,6 +176,29 @@ def _read(domain: str, engine: str, ep: EntryPoint) -> EngineStatement:
     )
 
 
+def read_statement_file(path: str, *, domain: str, engine: str) -> EngineStatement:
+    """Return the statement of ``engine`` of ``domain`` that file ``path`` holds; never raise.
+
+    What ``coheriq statement -o FILE`` reads of the file it replaces. As for an
+    installed statement, only a regular file of at most 1 MiB is read: a pipe,
+    a terminal or a device (``/dev/stdout``, ``/dev/zero``) is not, so that
+    reading never waits, or goes on, for ever.
+
+    Returns:
+        The statement; where there is no such file, it is not a regular file,
+        it cannot be read or it is no statement of that engine, one whose
+        ``problem`` says why.
+    """
+    try:
+        try:
+            data = _load_json(_read_regular(path, path), path)
+        except FileNotFoundError:
+            raise _UnusableError(f"there is no file {path!r}") from None
+    except _UnusableError as error:
+        return _unusable(domain, engine, path, repr(path), str(error))
+    return parse_statement(data, domain=domain, engine=engine, source=path, where=repr(path))
+
+
 def _unusable(domain: str, engine: str, source: str, where: str, what: str) -> EngineStatement:
     problem = (
         f"The statement of engine {engine!r} of domain {domain!r} ({where}) is ignored: "
@@ -238,21 +262,52 @@ def _file_of(module: str, path: str) -> bytes:
     import os
 
     for directory in _directories_of(module):
-        where = os.path.join(directory, path)
         try:
-            if os.path.exists(where) and not os.path.isfile(where):
-                # A directory, or a pipe whose open() would wait for a writer for ever.
-                raise _UnusableError(f"its file {path!r} is not a regular file")
-            with open(where, "rb") as file:
-                return file.read(_MAX_BYTES + 1)[: _MAX_BYTES + 1]
+            return _read_regular(os.path.join(directory, path), path)
         except FileNotFoundError:
             continue
-        except OSError as error:
-            raise _UnusableError(f"its file {path!r} could not be read: {error.strerror}") from None
     raise _UnusableError(
         f"there is no file {path!r} in the directory of module {module!r} (is it in the "
         "package's data, so that it is installed?)"
     )
+
+
+def _read_regular(where: str, path: str) -> bytes:
+    """The first ``_MAX_BYTES + 1`` bytes of file ``where`` (``path``, as a message names it).
+
+    Only a regular file is read: a pipe, a terminal or a device (``/dev/stdout``
+    into a pipe, ``/dev/zero``) could make a read wait, or go on, for ever. It
+    is opened without waiting (a named pipe's ``open()`` would wait for a
+    writer) and looked at once open, so that what is read is what was looked at.
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        _UnusableError: It is not a regular file, or cannot be read.
+    """
+    import os
+    import stat
+
+    def unusable(error: OSError) -> _UnusableError:
+        return _UnusableError(f"its file {path!r} could not be read: {error.strerror}")
+
+    try:
+        descriptor = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:  # where a directory cannot be opened at all
+        raise _UnusableError(f"its file {path!r} is not a regular file") from None
+    except OSError as error:
+        raise unusable(error) from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            # A directory, a pipe, a device: a statement is none of those.
+            raise _UnusableError(f"its file {path!r} is not a regular file")
+        with open(descriptor, "rb", closefd=False) as file:
+            return file.read(_MAX_BYTES + 1)
+    except OSError as error:
+        raise unusable(error) from None
+    finally:
+        os.close(descriptor)
 
 
 def _load_json(data: bytes, path: str) -> object:

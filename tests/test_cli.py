@@ -125,7 +125,10 @@ def test_check_fails_on_a_bad_override(installed):
     every = coheriq(installed, "check", "clidom")
     assert every.returncode == 1
     assert "bad: error:" in every.stdout and "'factor' is missing" in every.stdout
-    assert "2 engines checked, 1 with a problem" in every.stdout
+    assert " ".join(every.stdout.split()).endswith(
+        "Checked domain 'clidom': 1 module, 2 candidates, 2 engines, 0 statements. 1 problem: "
+        "engine 'bad'."
+    )
     data = json.loads(coheriq(installed, "check", "clidom", "--json").stdout)
     assert data["problems"] == 1 and data["engines"]["good"] == {"ok": True}
     assert data["engines"]["bad"]["ok"] is False and "'factor'" in data["engines"]["bad"]["error"]
@@ -184,7 +187,7 @@ def test_explain_and_check_start_say_when_an_engine_cannot_start_here(installed,
     assert started.returncode == 1
     assert "gpu: error: Engine 'gpu' of domain 'clidom' failed to start" in started.stdout
     assert "good: ok, started" in started.stdout
-    assert "2 engines checked, 1 with a problem" in started.stdout
+    assert "2 engines, 0 statements. 1 problem: engine 'gpu'." in " ".join(started.stdout.split())
 
 
 def test_explain_takes_a_candidate_as_module_dot_name(installed):
@@ -430,6 +433,39 @@ def test_an_import_option_naming_no_module_is_a_sentence(installed):
     assert "Check its name, or install the package" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("module", "said"),
+    [
+        (
+            "clidom_missing",
+            "verify: there is no module 'clidom_missing' to run with -m (No module named "
+            "'clidom_missing'). Check its name, or install the package that provides it.",
+        ),
+        (
+            "clidom_pkg",
+            "verify: 'clidom_pkg' is a package without a __main__ module, so -m cannot run it. "
+            "Name the module of it to run (-m clidom_pkg.NAME), or give the package a "
+            "__main__.py.",
+        ),
+        (
+            "clidom_nowhere.tool",
+            "verify: module 'clidom_nowhere.tool' could not be found (ModuleNotFoundError: No "
+            "module named 'clidom_nowhere'). Check its name, or install the package that "
+            "provides it.",
+        ),
+    ],
+)
+def test_verify_of_a_module_that_cannot_run_is_one_line(installed, module, said):
+    # Where `python -m MODULE` prints one line, so does verify: no traceback of its own.
+    (installed / "clidom_pkg").mkdir()
+    (installed / "clidom_pkg" / "__init__.py").write_text("")
+    done = coheriq(installed, "verify", "clidom", "good", "-m", module, env={"COLUMNS": "1000"})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"coheriq: error: {said}\n"
+    as_json = coheriq(installed, "--json", "verify", "clidom", "good", "-m", module)
+    assert json.loads(as_json.stdout) == {"error": said, "kind": "UsageError"}
+
+
 # -- wrapping text to the terminal's width --------------------------------------------------
 
 
@@ -582,10 +618,10 @@ def test_command_output_shows_what_the_command_prints(installed, tmp_path):
     assert html.count('class="output highlight-text') == 4  # styled as output
     assert '>coheriq</span> <span class="pre">check</span>' in html  # the caption
     assert '<span class="pre">CLIDOM_ENGINE=good</span>' in html  # with the page's :env:
-    assert "1 engine checked, 0 with problems" in html
+    assert "1 module, 2 candidates, 1 engine, 0 statements. No" in html
     assert "runs on engine 'reference'" in html
     assert "runs on engine 'good'" in html
-    assert "bad: error:" in html and "2 engines checked" not in html  # cut by :ellipsis:
+    assert "bad: error:" in html and "2 engines" not in html  # cut by :ellipsis:
 
 
 def test_command_output_fails_the_build_on_an_undeclared_status(installed, tmp_path):
@@ -655,6 +691,111 @@ def test_check_warns_of_an_engine_class_the_librarys_new_bypasses(make_dist):
     assert "Override 'Shape' too" in " ".join(done.stdout.split())
     data = json.loads(coheriq(site, "check", "clishapes", "--json").stdout)
     assert "bypassing the engine's class" in data["engines"]["fast"]["warnings"][0]
+
+
+# -- check: engines, the library's modules and statements, each reported as what it is ----------
+
+LAZY_LIB = """
+import coheriq
+
+domain = coheriq.AccelerationDomain("clilazy")
+domain.declare("clilazy_grid", classes=["Grid"])
+
+@domain.acceleration_candidate
+def scale(xs):
+    return xs
+
+domain.materialize()
+"""
+
+LAZY_GRID = """
+from clilazy_lib import domain
+
+@domain.acceleration_candidate
+class Grid:
+    def __init__(self, cells):
+        self.cells = cells
+
+    @classmethod
+    def from_list(cls, cells):
+        return cls(cells)
+"""
+
+LAZY_TYPO = """
+import coheriq
+
+class Typo(coheriq.engine_class("clilazy"), name="typo"):
+    class Grid:
+        def __init__(self, cells):
+            self.cells = cells
+
+        @classmethod
+        def from_lsit(cls, cells):  # meant from_list: no call of Grid.from_list reaches it
+            return cls(cells)
+"""
+
+
+def lazy_library(make_dist, grid=LAZY_GRID, engines=None):
+    """Library clilazy, whose class candidate Grid is marked by a module imported lazily."""
+    return make_dist(
+        "clilazy_dist",
+        {
+            "clilazy_lib": LAZY_LIB,
+            "clilazy_grid": grid,
+            **{f"clilazy_{name}": source for name, source in (engines or {}).items()},
+        },
+        {
+            "coheriq.domains": {"clilazy": "clilazy_lib"},
+            "coheriq.engines.clilazy": {name: f"clilazy_{name}" for name in engines or {}},
+        },
+    )
+
+
+def test_check_reports_an_engines_misspelled_classmethod_as_the_engines(make_dist):
+    site = lazy_library(make_dist, engines={"typo": LAZY_TYPO})
+    done = coheriq(site, "check", "clilazy", env={"COLUMNS": "1000"})
+    assert done.returncode == 1
+    typo, *rest = done.stdout.splitlines()
+    assert typo.startswith("typo: error: Engine 'typo' of domain 'clilazy' could not be loaded")
+    assert "a classmethod 'from_lsit'" in typo and "Did you mean 'from_list'?" in typo
+    # The library's module is fine: it is not blamed.
+    assert rest == [
+        "Checked domain 'clilazy': 2 modules, 2 candidates, 1 engine, 0 statements. 1 problem: "
+        "engine 'typo'."
+    ]
+    data = json.loads(coheriq(site, "--json", "check", "clilazy").stdout)
+    assert list(data["engines"]) == ["typo"] and data["engines"]["typo"]["ok"] is False
+    assert data["modules"] == {"clilazy_grid": {"ok": True}, "clilazy_lib": {"ok": True}}
+
+
+def test_check_counts_the_librarys_modules_apart_from_engines(make_dist):
+    site = lazy_library(make_dist, grid="raise ImportError('no libgrid.so')\n")
+    done = coheriq(site, "check", "clilazy", env={"COLUMNS": "1000"})
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "module clilazy_grid: error: importing it raised ImportError: no libgrid.so",
+        "Checked domain 'clilazy': 2 modules, 2 candidates, 0 engines, 0 statements. 1 problem: "
+        "module 'clilazy_grid'.",
+    ]
+    data = json.loads(coheriq(site, "--json", "check", "clilazy").stdout)
+    assert data["engines"] == {} and data["problems"] == 1
+    assert data["modules"]["clilazy_grid"] == {
+        "ok": False,
+        "error": "importing it raised ImportError: no libgrid.so",
+    }
+    assert data["checked"] == {"modules": 2, "candidates": 2, "engines": 0, "statements": 0}
+
+
+def test_check_says_what_it_checked_when_all_is_well(installed):
+    done = coheriq(installed, "check", "clidom", "good", env={"COLUMNS": "1000"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "good: ok",
+        "Checked domain 'clidom': 1 module, 2 candidates, 1 engine, 0 statements. No problems.",
+    ]
+    data = json.loads(coheriq(installed, "--json", "check", "clidom", "good").stdout)
+    assert data["checked"] == {"modules": 1, "candidates": 2, "engines": 1, "statements": 0}
+    assert data["modules"] == {"clidom_lib": {"ok": True}} and data["problems"] == 0
 
 
 DEVICE_LIB = """

@@ -327,11 +327,64 @@ def test_header_says_what_the_domains_variable_names_before_the_library_is_impor
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "coheriq: plugdom not imported yet; PLUGDOM_ENGINE=gpu names 'gpu', chosen at its "
-            "first call if PLUGDOM_ENGINE is its variable; its coheriq_engines cases still run "
-            "on every engine (--coheriq-engine=plugdom:gpu runs them on it only)"
+            "coheriq: plugdom not imported yet; PLUGDOM_ENGINE=gpu, its variable "
+            "(env_prefix='PLUGDOM' in module plugdom), names 'gpu', chosen at its first call; "
+            "its coheriq_engines cases still run on every engine (--coheriq-engine=plugdom:gpu "
+            "runs them on it only)"
         ]
     )
+
+
+@pytest.mark.parametrize("create", ['"plugdom", env_prefix="PD"', '__name__, env_prefix="PD"'])
+def test_header_reads_a_variable_of_another_prefix_from_the_librarys_source(
+    project, monkeypatch, create
+):
+    # The library's variable is PD_ENGINE, not the conventional PLUGDOM_ENGINE.
+    project.makepyfile(plugdom=LIBRARY.replace('"plugdom", env_prefix="PLUGDOM"', create))
+    advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
+    monkeypatch.setenv("PD_ENGINE", "gpu")
+    source = """
+        import sys
+
+        def test_the_variable_applies_once_imported():
+            assert "plugdom" not in sys.modules  # the header did not import the library
+            import plugdom
+            assert plugdom.which() == "gpu"
+    """
+    result = run(project, source)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "coheriq: plugdom not imported yet; PD_ENGINE=gpu, its variable (env_prefix='PD' "
+            "in module plugdom), names 'gpu', chosen at its first call; its coheriq_engines "
+            "cases still run on every engine (--coheriq-engine=plugdom:gpu runs them on it only)"
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("create", "said"),
+    [
+        # No env_prefix: the library has no variable, and PLUGDOM_ENGINE is not it.
+        ('"plugdom"', None),
+        # A prefix the source does not spell out: the conventional variable, assumed.
+        (
+            '"plugdom", env_prefix="PLUG" + "DOM"',
+            "coheriq: plugdom not imported yet; PLUGDOM_ENGINE=gpu names 'gpu', chosen at its "
+            "first call if PLUGDOM_ENGINE is its variable; *",
+        ),
+    ],
+)
+def test_header_says_only_what_the_librarys_source_supports(project, monkeypatch, create, said):
+    project.makepyfile(plugdom=LIBRARY.replace('"plugdom", env_prefix="PLUGDOM"', create))
+    advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
+    monkeypatch.setenv("PLUGDOM_ENGINE", "gpu")
+    result = run(project, "def test_nothing():\n    pass\n")
+    result.assert_outcomes(passed=1)
+    if said is None:
+        assert "not imported yet" not in result.stdout.str()
+    else:
+        result.stdout.fnmatch_lines([said])
 
 
 def test_header_keeps_the_order_of_an_ordered_choice_in_the_variable(project, monkeypatch):
@@ -339,7 +392,8 @@ def test_header_keeps_the_order_of_an_ordered_choice_in_the_variable(project, mo
     monkeypatch.setenv("PLUGDOM_ENGINE", "tpu, gpu")
     result = run(project, "def test_nothing():\n    pass\n")
     result.stdout.fnmatch_lines(
-        ["coheriq: plugdom *=tpu, gpu names 'tpu', 'gpu' (the first that starts here), *"
+        ["coheriq: plugdom *=tpu, gpu, its variable *, names 'tpu', 'gpu' (the first that "
+         "starts here), *"
          "(--coheriq-engine=plugdom:tpu,gpu runs them on it only)"]
     )  # fmt: skip
 

@@ -27,5 +27,16 @@ def test_quickstart_demo_runs(make_dist):
     assert "engine=fast" in lines[3] and "backend=fast" in lines[3]
     assert "engine=reference" in lines[4] and "backend=reference" in lines[4]
     assert "engine=fast" in lines[5]
-    assert lines[6].startswith("switching globally is refused: Domain 'mylib' already runs")
-    assert "MYLIB_ENGINE=fast" in lines[7] and "backend=fast" in lines[7]
+    # The refusal's whole message, wrapped without breaking a word: not cut off at the
+    # first "." (which was inside the path of the file that chose the engine).
+    assert lines[6] == "switching globally is refused:"
+    message = " ".join(line.strip() for line in lines[7:-1])
+    assert message.startswith(
+        "Domain 'mylib' already runs on engine 'fast' (chosen by an earlier enable_engine at "
+        f"{site / 'quickstart_demo.py'}:"
+    )
+    assert message.endswith(
+        "Call enable_engine earlier, or run the code that needs 'reference' inside "
+        "`with coheriq.using_engine('mylib', 'reference'):`."
+    )
+    assert "MYLIB_ENGINE=fast" in lines[-1] and "backend=fast" in lines[-1]

@@ -335,7 +335,10 @@ def test_check_passes_where_statements_agree_and_fails_where_one_drifted(install
         "Did you mean 'Grid'? Write it again from the class with `coheriq statement stdom "
         "turbo -o FILE`, or fix the engine."
     ) in text
-    assert "2 engines checked, 1 with a problem" in text
+    assert text.endswith(
+        "Checked domain 'stdom': 1 module, 3 candidates, 2 engines, 2 statements. 1 problem: "
+        "engine 'turbo'."
+    )
 
 
 def test_check_json_gives_each_statement_its_state(installed):
@@ -365,7 +368,16 @@ def test_check_reports_an_engine_whose_import_fails_and_a_statement_of_no_engine
     assert "gpu: error: Engine 'gpu' of domain 'stdom' could not be loaded" in text
     assert "statement fsat: error: Package metadata has a statement of engine 'fsat'" in text
     assert "Did you mean 'fast'?" in text
-    assert "4 engines checked, 2 with problems" in text
+    # The statement of no engine is a problem of its own, not an engine's.
+    assert text.endswith(
+        "Checked domain 'stdom': 1 module, 3 candidates, 3 engines, 3 statements. 2 problems: "
+        "engine 'gpu'; statement 'fsat'."
+    )
+    data = json.loads(coheriq_cli(installed, "--json", "check", "stdom").stdout)
+    assert sorted(data["engines"]) == ["fast", "gpu", "turbo"]
+    assert data["orphan_statements"]["fsat"]["ok"] is False
+    assert data["checked"] == {"modules": 1, "candidates": 3, "engines": 3, "statements": 3}
+    assert data["problems"] == 2
 
 
 # -- writing a statement -------------------------------------------------------------------
@@ -530,3 +542,43 @@ def test_writing_a_statement_where_no_file_can_be_is_one_clear_line(installed, t
     done = coheriq_cli(installed, "statement", "stdom", "fast", "-o", str(tmp_path))
     assert done.returncode == 2
     assert "could not be written to" in done.stderr and "Traceback" not in done.stderr
+
+
+def _limited_memory():  # pragma: no cover - runs in the child, before it execs
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/stdout and /dev/full")
+def test_writing_a_statement_to_a_pipe_or_a_device_reads_nothing_back(installed):
+    # Over an installed statement that says what the engine needs: that is kept.
+    write(installed, "stdom_fast", statement("fast", ["scale"], needs="AVX2"))
+    command = [sys.executable, "-m", "coheriq", "statement", "stdom", "fast", "-o"]
+    env = {**os.environ, "PYTHONPATH": str(installed), "COLUMNS": "1000"}
+    # Standard output is a pipe that the command itself writes to: reading it back
+    # waited for the end of the command's own output, for ever.
+    piped = subprocess.run(
+        [*command, "/dev/stdout"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert piped.returncode == 0, piped.stderr
+    written, end = json.JSONDecoder().raw_decode(piped.stdout)
+    assert written["engine"] == "fast" and written["needs"] == "AVX2"
+    said = piped.stdout[end:]
+    assert "Wrote the statement of engine 'fast' of domain 'stdom' to /dev/stdout" in said
+    # /dev/full reads zeros for ever (the memory limit stops a reader that tries)
+    # and refuses every write.
+    full = subprocess.run(
+        [*command, "/dev/full"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        preexec_fn=_limited_memory,
+    )
+    assert full.returncode == 2
+    assert full.stderr == (
+        "coheriq: error: The statement of engine 'fast' of domain 'stdom' could not be "
+        "written to '/dev/full': No space left on device. Give -o a file that can be "
+        "written, in a directory that exists.\n"
+    )

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import textwrap
 
 import mylib
 from mylib import normalize  # imported before the engine is chosen: it follows anyway
@@ -31,7 +32,11 @@ def main() -> None:
     try:
         coheriq.enable_engine("mylib", coheriq.REFERENCE)
     except coheriq.CoheriqEngineSettledError as error:
-        print("switching globally is refused:", str(error).split(".")[0] + ".")
+        # The whole message, which says why and what to do instead; wrapped, and
+        # never inside a word (a file's path stays whole).
+        print("switching globally is refused:")
+        print(textwrap.fill(str(error), 88, initial_indent="  ", subsequent_indent="  ",
+                            break_long_words=False, break_on_hyphens=False))  # fmt: skip
     env = {**os.environ, "MYLIB_ENGINE": "fast"}
     code = "import quickstart_demo as d; d.show('in a child with MYLIB_ENGINE=fast')"
     sys.stdout.flush()  # the child writes to the same stream
