@@ -291,7 +291,7 @@ def _header_of(
     domain: AccelerationDomain, chosen: dict[str, tuple[str, str]], shown: list[tuple[str, str]]
 ) -> str:
     """``mylib on 'fast' (how it was chosen)``, for a registered domain; adds to ``shown``."""
-    engine = active_implementation(domain)
+    engine = domain.scopes.active_engine()  # None: not chosen yet
     settled = domain.choice.settled
     tried = f"; tried {describe_tried(settled.tried)}" if settled and settled.tried else ""
     if domain.name in chosen:
@@ -629,7 +629,7 @@ def pytest_runtest_setup_xfail(item: pytest.Item) -> None:
         names = {engines} if isinstance(engines, str) else set(engines)
         if domain not in {d.name for d in all_domains()}:
             continue  # nothing of that domain can run here
-        running = active_implementation(domain)
+        running = lookup_domain(domain).scopes.active_engine()
         if running is None:  # as the test's first call would, make the global choice
             running = lookup_domain(domain).choice.settle().engine
         if running in names:

@@ -9,9 +9,22 @@ import coheriq as cq
 
 
 def test_default_is_the_reference(lib, two_engines):
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     assert lib.total([1, 2]) == ("reference", 3)
     assert cq.active_implementation(lib.name) == cq.REFERENCE
+
+
+def test_active_implementation_says_what_the_first_call_will_run_and_chooses_nothing(
+    lib, two_engines, monkeypatch
+):
+    assert cq.active_implementation(lib.name) == cq.REFERENCE
+    monkeypatch.setenv(lib.env_var, "fast")
+    assert cq.active_implementation(lib.name) == "fast"
+    assert not cq.explain(lib.name).settled
+    monkeypatch.setenv(lib.env_var, "nosuchengine")
+    assert cq.active_implementation(lib.name) is None  # the first call will fail
+    cq.enable_engine(lib.name, "slow")  # nothing was chosen
+    assert cq.active_implementation(lib.name) == "slow"
 
 
 @pytest.mark.parametrize("how", ["name", "engine", "class", "domain object"])
@@ -60,7 +73,7 @@ def test_first_call_settles_then_enable_is_refused(lib, two_engines):
 
 def test_environment_variable(lib, two_engines, monkeypatch):
     monkeypatch.setenv(lib.env_var, "slow")
-    assert cq.active_implementation(lib.name) is None  # reading it is not settling
+    assert not cq.explain(lib.name).settled  # reading it is not settling
     assert lib.total([1]) == ("slow", 1)
     assert cq.active_implementation(lib.name) == "slow"
     with pytest.raises(cq.CoheriqEngineSettledError, match=lib.env_var):
@@ -87,7 +100,7 @@ def test_unknown_engine_in_environment(lib, two_engines, monkeypatch):
     assert (
         lib.env_var in message and "'fast', 'slow'" in message and "Did you mean 'fast'" in message
     )
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     monkeypatch.setenv(lib.env_var, "fast")
     assert lib.total([1]) == ("fast", 1)
 
@@ -113,7 +126,7 @@ def test_environment_error_in_engine_init_surfaces_at_first_call(lib, monkeypatc
     monkeypatch.setenv(lib.env_var, "broken")
     with pytest.raises(cq.CoheriqEngineError, match="driver missing"):
         lib.total([1])
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     monkeypatch.delenv(lib.env_var)
     assert lib.total([1]) == ("reference", 1)
 
@@ -134,14 +147,14 @@ def test_scope_restores_on_exception(lib, two_engines):
     with pytest.raises(ZeroDivisionError):
         with cq.using_engine(lib.name, "fast"):
             1 / 0  # noqa: B018
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     assert lib.total([1]) == ("reference", 1)
 
 
 def test_scope_does_not_settle_or_change_global(lib, two_engines):
     with cq.using_engine(lib.name, "fast"):
         lib.total([1])
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     cq.enable_engine(lib.name, "slow")  # still possible: nothing was settled
     with cq.using_engine(lib.name, "fast"):
         assert lib.total([1]) == ("fast", 1)
@@ -156,7 +169,7 @@ def test_same_scope_object_reentered(lib, two_engines):
                 assert lib.total([1]) == ("fast", 1)
             assert lib.total([1]) == ("slow", 1)
         assert lib.total([1]) == ("fast", 1)
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     assert "using_engine" in repr(scope)
 
 
@@ -178,7 +191,7 @@ def test_using_engine_decorates_coroutines(lib, two_engines):
         return lib.total([1])
 
     assert asyncio.run(work()) == ("fast", 1)
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
 
 
 def test_using_engine_validates_arguments(lib):
@@ -189,7 +202,7 @@ def test_using_engine_validates_arguments(lib):
     with pytest.raises(cq.CoheriqEngineNotFoundError):
         with cq.using_engine(lib.name, "nope"):
             pass
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
 
 
 def test_scope_is_per_thread(lib, two_engines):
@@ -266,12 +279,12 @@ def test_domains_are_independent(lib, two_engines, unique):
 
 def test_resolve_impl(lib, two_engines):
     fast, _ = two_engines
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     with cq.using_engine(lib.name, "fast"):
         impl = cq.resolve_impl(lib.total)
         assert impl.__func__ is fast.total and impl([1]) == ("fast", 1)
         assert cq.resolve_impl(lib.Batch) is fast.Batch
-    assert cq.active_implementation(lib.name) is None  # the scope settled nothing
+    assert not cq.explain(lib.name).settled  # the scope settled nothing
     assert cq.resolve_impl(lib.total) is lib.total.__wrapped__  # this settles, like a call
     assert cq.active_implementation(lib.name) == cq.REFERENCE
     for bad in (len, "total", None, lib.total.__wrapped__):
@@ -281,7 +294,7 @@ def test_resolve_impl(lib, two_engines):
 
 def test_available_engines_never_settles_or_lists_reference(lib, two_engines):
     assert cq.available_engines(lib.domain) == ("fast", "slow")
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
 
 
 def test_enable_engine_of_another_domain(lib, two_engines, unique):
@@ -293,7 +306,7 @@ def test_enable_engine_of_another_domain(lib, two_engines, unique):
         cq.enable_engine(other.name, fast)
     with pytest.raises(cq.CoheriqTypeError):
         cq.enable_engine(other.name, 1.5)
-    assert cq.active_implementation(other.name) is None
+    assert not cq.explain(other.name).settled
 
 
 EAGER_LIBRARY = """

@@ -279,7 +279,7 @@ def test_an_engine_not_materialized_cannot_be_enabled_and_says_why(old):
     coheriq.AccelerationEngine(old.name, "bar")
     with pytest.raises(coheriq.CoheriqEngineNotFoundError, match="not materialized yet"):
         coheriq.enable_engine(old.name, "bar")
-    assert coheriq.active_implementation(old.name) is None  # nothing was chosen
+    assert not coheriq.explain(old.name).settled  # nothing was chosen
     assert "bar" not in coheriq.coverage(old.name, advertised=True).engines
 
 
@@ -363,7 +363,7 @@ def test_enable_unknown_engine_or_domain(old):
         coheriq.enable_engine(old.name, "nope")
     with pytest.raises(coheriq.CoheriqDomainNotFoundError):
         coheriq.enable_engine(old.name + "_nope", "bar")
-    assert coheriq.active_implementation(old.name) is None
+    assert not coheriq.explain(old.name).settled
 
 
 # -- the environment variable ----------------------------------------------------------
@@ -410,8 +410,8 @@ def test_environment_variable_loads_advertised_engine(old, make_dist, unique, mo
 
 def test_active_implementation_never_settles(old):
     old_engine(old.name, "bar")
-    assert coheriq.active_implementation(old.name) is None
-    assert coheriq.active_implementation(old.domain) is None
+    assert not coheriq.explain(old.name).settled
+    assert not coheriq.explain(old.domain).settled
     coheriq.enable_engine(old.name, "bar")  # still allowed: asking chose nothing
     assert coheriq.active_implementation(old.name) == "bar"
 
@@ -420,7 +420,7 @@ def test_active_implementation_does_not_read_the_environment(old, monkeypatch):
     old_engine(old.name, "bar")
     old_engine(old.name, "baz")
     monkeypatch.setenv(old.env_var, "baz")
-    assert coheriq.active_implementation(old.name) is None
+    assert not coheriq.explain(old.name).settled
     coheriq.enable_engine(old.name, "bar")
     assert old.mean([1, 3]) == ("bar", 2)
 
@@ -475,7 +475,7 @@ def test_available_engines_is_a_sorted_tuple(old):
 def test_available_engines_does_not_settle(old):
     old_engine(old.name, "bar")
     coheriq.available_engines(old.name)
-    assert coheriq.active_implementation(old.name) is None
+    assert not coheriq.explain(old.name).settled
     coheriq.enable_engine(old.name, "bar")
     assert old.mean([1, 3]) == ("bar", 2)
 
@@ -487,7 +487,7 @@ def test_available_engines_lists_advertised_engines_without_importing(old, make_
     old_engine(old.name, "bar")
     assert coheriq.available_engines(old.name) == ("bar", "gpu", "mpi")
     assert gpu not in sys.modules and mpi not in sys.modules
-    assert coheriq.active_implementation(old.name) is None
+    assert not coheriq.explain(old.name).settled
 
 
 def test_available_engines_lists_each_engine_once(old, make_dist, unique):

@@ -77,7 +77,7 @@ def test_failing_import_names_everything_and_changes_nothing(lib, make_dist, uni
     assert "no_such_module_xyz" in message
     assert isinstance(info.value.__cause__, ImportError)
     # The engine class the module defined before failing is forgotten with it.
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     with pytest.raises(cq.CoheriqEngineLoadError):
         cq.engine_class(lib.name, "gpu")
     cq.enable_engine(lib.name, cq.REFERENCE)
@@ -90,7 +90,7 @@ def test_module_that_defines_another_name(lib, make_dist, unique):
     advertise(make_dist, lib, "gpu", module, source=source)
     with pytest.raises(cq.CoheriqEngineLoadError, match="'gpu2' instead"):
         cq.enable_engine(lib.name, "gpu")
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
 
 
 def test_advertised_engine_not_found_error_lists_it(lib, make_dist, unique):
@@ -180,7 +180,7 @@ def test_an_import_interrupted_after_the_class_statement_leaves_nothing(
     monkeypatch.setenv("INTERRUPT_IMPORT", "1")
     with pytest.raises(KeyboardInterrupt):
         cq.enable_engine(lib.name, "kb")
-    assert cq.active_implementation(lib.name) is None and module not in sys.modules
+    assert not cq.explain(lib.name).settled and module not in sys.modules
     monkeypatch.delenv("INTERRUPT_IMPORT")
     cq.enable_engine(lib.name, "kb")  # the retry imports the module afresh
     assert lib.total([1, 2]) == ("kb", 3)

@@ -73,7 +73,7 @@ def test_when_none_can_run_the_error_gives_every_reason_and_nothing_is_chosen(en
     assert "gpu: failed to start: RuntimeError: JAX finds no GPU" in message
     assert "tpu: not installed" in message
     assert "end the list with 'reference'" in message
-    assert cq.active_implementation(engines.name) is None
+    assert not cq.explain(engines.name).settled
     cq.enable_engine(engines.name, ["gpu", cq.REFERENCE])  # the reference always runs
     assert engines.total([2]) == ("reference", 2)
 
@@ -99,7 +99,7 @@ def test_a_single_name_behaves_as_before(engines):
 def test_bad_lists_are_refused_and_change_nothing(engines, bad, error, text):
     with pytest.raises(error, match=text):
         cq.enable_engine(engines.name, bad)
-    assert cq.active_implementation(engines.name) is None
+    assert not cq.explain(engines.name).settled
 
 
 def test_after_the_choice_a_list_is_the_engine_it_would_choose_now(engines):
@@ -119,7 +119,7 @@ def test_the_environment_variable_takes_a_list(engines, monkeypatch, value):
     before = cq.explain(engines.name)  # tries the list as the first call will, choosing nothing
     assert before.engine == "compiled" and not before.settled
     assert "gpu: skipped, failed to start" in str(before)
-    assert cq.active_implementation(engines.name) is None
+    assert not cq.explain(engines.name).settled
     assert engines.total([1]) == ("compiled", 1)
     assert cq.explain(engines.name).tried[-1] == ("compiled", "chosen")
     assert "environment variable" in cq.explain(engines.name).reason
@@ -139,7 +139,7 @@ def test_a_malformed_environment_list_is_a_clear_error(engines, monkeypatch, val
     with pytest.raises(cq.CoheriqTypeError, match=text) as raised:
         engines.total([1])
     assert engines.env_var in str(raised.value)
-    assert cq.active_implementation(engines.name) is None
+    assert not cq.explain(engines.name).settled
 
 
 def test_an_explicit_list_wins_over_the_environment_variable(engines, monkeypatch):
@@ -157,7 +157,7 @@ def test_a_block_takes_a_list_and_resolves_it_once(engines):
         assert engines.total([1]) == ("numpy", 1)
         explained = cq.explain(engines.name)
         assert explained.engine == "numpy" and explained.tried[-1] == ("numpy", "chosen")
-    assert cq.active_implementation(engines.name) is None  # a block chooses nothing global
+    assert not cq.explain(engines.name).settled  # a block chooses nothing global
     with block, cq.using_engine(engines.name, ["gpu", cq.REFERENCE]):
         assert engines.total([1]) == ("reference", 1)
 
@@ -197,7 +197,7 @@ def test_blocks_with_lists_in_threads_stay_in_their_thread(engines):
     for thread in threads:
         thread.join(timeout=60)
     assert results == {"a": ("numpy", 1), "b": ("compiled", 1)}
-    assert cq.active_implementation(engines.name) is None
+    assert not cq.explain(engines.name).settled
 
 
 def test_a_snapshot_carries_the_engine_chosen_not_the_list(engines):

@@ -100,7 +100,7 @@ try:
     coheriq.enable_engine("ragbatch", "gpu")
 except coheriq.CoheriqEngineError as error:
     print(error)
-print(coheriq.active_implementation("ragbatch"), jax.config.jax_enable_x64)
+print(coheriq.explain("ragbatch").settled, jax.config.jax_enable_x64)
 """
 
 
@@ -113,7 +113,7 @@ def test_without_a_gpu_choosing_the_engine_says_why_and_changes_nothing():
     assert "JAX finds no gpu device (it has: cpu)" in message
     assert "pip install -U 'jax[cuda13]'" in message
     assert "RAGBATCH_GPU_PLATFORM=cpu" in message
-    assert state == "None False"  # no engine chosen, JAX's settings untouched
+    assert state == "False False"  # no engine chosen, JAX's settings untouched
 
 
 def test_pallas_softmax_kernel_on_the_invariant_suite():
@@ -159,7 +159,7 @@ def test_an_unknown_softmax_kernel_is_refused_clearly():
     message, state = done.stdout.strip().splitlines()
     assert "RAGBATCH_GPU_SOFTMAX='cuda' names no softmax kernel of the gpu engine" in message
     assert "use one of pallas, xla, or unset it" in message
-    assert state == "None False"
+    assert state == "False False"
 
 
 def test_benchmark_runs_small():

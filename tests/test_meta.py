@@ -228,7 +228,7 @@ def test_init_failure_surfaces_at_enable_and_leaves_nothing(lib):
     with pytest.raises(cq.CoheriqEngineError, match="no device") as info:
         cq.enable_engine(lib.name, "broken")
     assert isinstance(info.value.__cause__, OSError)
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     with pytest.raises(cq.CoheriqEngineError, match="failed to start"):
         with cq.using_engine(lib.name, "broken"):
             pass
@@ -242,7 +242,7 @@ def test_init_calling_own_domain_is_a_clear_error(lib):
 
     with pytest.raises(cq.CoheriqEngineError, match=r"from that engine.s __init__"):
         cq.enable_engine(lib.name, "recursive")
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
 
 
 def test_init_may_use_the_settled_global_choice(lib):
@@ -270,7 +270,7 @@ def test_an_engines_init_calling_the_library_in_a_block_chooses_nothing(lib):
     with pytest.raises(cq.CoheriqEngineError, match="from that engine's __init__"):
         with cq.using_engine(lib.name, "warm"):
             pass
-    assert cq.active_implementation(lib.name) is None  # the global choice is still open
+    assert not cq.explain(lib.name).settled  # the global choice is still open
     cq.enable_engine(lib.name, cq.REFERENCE)
 
 

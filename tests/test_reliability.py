@@ -333,7 +333,7 @@ def test_broken_engine_package_is_survived(lib, make_dist, unique, how):
         assert isinstance(raised.value, cq.CoheriqEngineLoadError) and dist in message
     if cause is not None:
         assert isinstance(raised.value.__cause__, cause)
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     assert world_state() == before  # the domain is exactly as it was
     cq.enable_engine(lib.name, "good")
     assert lib.total([1]) == ("good", 1)
@@ -388,7 +388,7 @@ def test_environment_variable_never_imports_a_module(lib, make_dist, monkeypatch
     # ``email`` only when a distribution's METADATA is first read).
     imported = {m for m in set(sys.modules) - modules_before if not _in_stdlib(m)}
     assert imported == set()
-    assert cq.active_implementation(lib.name) is None
+    assert not cq.explain(lib.name).settled
     monkeypatch.setenv(lib.env_var, "good")  # the advertised name is what loads the module
     assert lib.total([1]) == ("good", 1)
     assert "good_mod" in sys.modules and "sentinel_mod" not in sys.modules

@@ -363,7 +363,7 @@ def test_the_options_are_checked(stats):
     with pytest.raises(coheriq.CoheriqEngineNotFoundError, match=r"(?i)did you mean 'buggy'"):
         with coheriq.verify(stats.name, "bugy"):
             pass
-    assert coheriq.active_implementation(stats.name) is None  # nothing was left open
+    assert not coheriq.explain(stats.name).settled  # nothing was left open
 
 
 def test_two_engines_compared_and_a_decorated_function(stats):

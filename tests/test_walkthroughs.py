@@ -275,7 +275,7 @@ def test_the_engine_module_imports_the_library_first(installed, tmp_path):
     # the error the page shows.
     page = (DOCS / "first_engine.rst").read_text()
     shown_error = next(
-        line.strip() for line in page.splitlines() if "CoheriqDomainNotFoundError:" in line
+        line.strip() for line in page.splitlines() if "CoheriqEngineDomainNotFoundError:" in line
     )
     source = (WALKTHROUGH / "mylib-fast" / "mylib_fast.py").read_text()
     assert "\nimport mylib\n" in source

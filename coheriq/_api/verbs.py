@@ -371,9 +371,17 @@ def active_implementation(domain: AccelerationDomain | str) -> str | None:
     Returns:
         The engine of the innermost live :class:`using_engine` block in this
         context; else the global choice (an engine name or
-        :data:`~coheriq.REFERENCE`) if it is made; else ``None``.
+        :data:`~coheriq.REFERENCE`) if it is made; else the engine the first
+        call will choose, as :func:`coheriq.explain` says (``enable_engine``
+        not called yet: the environment variable's engine, or the reference),
+        without choosing it. ``None`` where no call can run yet: the domain is
+        not materialized, or the environment variable names no engine.
     """
-    return lookup_domain(domain).scopes.active_engine()
+    found = lookup_domain(domain)
+    engine = found.scopes.active_engine()
+    if engine is None and found.materialized:
+        engine = found.choice.prospect()[0]
+    return engine
 
 
 def resolve_impl(candidate: T) -> T:

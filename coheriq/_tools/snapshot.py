@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import sys
 
-from .._api.verbs import active_implementation, enable_engine, import_domain, using_engine
+from .._api.verbs import enable_engine, import_domain, using_engine
 from .._library.domain import all_domains
 from .._stdlib import TYPE_CHECKING
 from ..exceptions import CoheriqEngineSettledError, CoheriqScopeError
@@ -162,7 +162,7 @@ def snapshot() -> Snapshot:
     """
     engines, env_vars = {}, {}
     for domain in all_domains():
-        engine = active_implementation(domain)
+        engine = domain.scopes.active_engine()  # None: not chosen yet
         if engine is not None:
             engines[domain.name] = engine
             if domain.env_var is not None:

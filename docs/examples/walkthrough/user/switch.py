@@ -10,7 +10,7 @@ print("installed:", coheriq.available_engines("mylib"))
 with coheriq.using_engine("mylib", "fast"):
     print("in the block:", coheriq.active_implementation("mylib"), mylib.normalize([1.0, 3.0]))
     made_in_the_block = mylib.Histogram([0.1, 0.6])
-print("after the block:", coheriq.active_implementation("mylib"))  # None: nothing chosen yet
+print("after the block:", coheriq.active_implementation("mylib"))  # the default: nothing chosen
 
 # For the whole program: once, before the library's first use (or MYLIB_ENGINE=fast).
 coheriq.enable_engine("mylib", "fast")
