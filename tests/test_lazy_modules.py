@@ -395,6 +395,31 @@ def test_declaration_mistakes_are_clear(tmp_path, unique, monkeypatch):
                 del sys.modules[module]
 
 
+def test_a_lazy_module_marking_a_name_its_declaration_misspells_says_did_you_mean(
+    tmp_path, unique, monkeypatch
+):
+    name = unique("lazytypo")
+    fmt = {"name": name, "slow": "math", "prefix": name.upper(), "delay": 0}
+    write_package(
+        tmp_path,
+        name,
+        INIT.format(**fmt).replace('functions=["fit"]', 'functions=["fitt"]'),
+        {"light": LIGHT.format(**fmt), "heavy": HEAVY.format(**fmt)},
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module(name)
+        with pytest.raises(coheriq.CoheriqDomainError) as caught:
+            importlib.import_module(f"{name}.heavy")
+        message = str(caught.value)
+        assert f"Module '{name}.heavy' marks 'fit'" in message
+        assert "'fitt', not 'fit'. Did you mean 'fitt'?" in message
+    finally:
+        for module in list(sys.modules):
+            if module.startswith(name):
+                del sys.modules[module]
+
+
 def test_declare_refuses_bad_input(unique):
     with coheriq.testing.isolated():
         domain = coheriq.AccelerationDomain(unique("decl"))

@@ -32,7 +32,7 @@ from .._call.marked import check_implementations, construct_directly, mark_class
 from .._call.proxy import update_proxy
 from .._engines.own_class import ClassCandidate
 from .._stdlib import TYPE_CHECKING
-from ..exceptions import CoheriqDomainError, CoheriqTypeError
+from ..exceptions import CoheriqDomainError, CoheriqTypeError, did_you_mean, listing
 from . import registry
 
 if TYPE_CHECKING:
@@ -209,6 +209,15 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
         for info in domain.state.candidates.values()
     ):
         return
+    # A module imported lazily marks a name its declaration does not have: a typo?
+    waiting = [other for other, where in domain.not_imported.items() if where == module]
+    if waiting:
+        raise CoheriqDomainError(
+            f"Module {module!r} marks {name!r} as a candidate of domain {domain.name!r}, "
+            f"but the domain's declaration of that module names {listing(waiting)}, not "
+            f"{name!r}.{did_you_mean(name, waiting)} Correct the declaration "
+            "(domain.declare) or the marking."
+        )
     raise CoheriqDomainError(
         f"Cannot mark {name!r} as a candidate of domain {domain.name!r}: the domain is "
         "materialized already. Mark every candidate before calling materialize() (declare "
