@@ -19,7 +19,7 @@ import sys
 import time
 
 from ._stdlib import INFO, TYPE_CHECKING, log
-from .exceptions import CoheriqEngineLoadError
+from .exceptions import CoheriqEngineLoadError, ended
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -239,9 +239,8 @@ def load(domain_name: str, engine_name: str, ep: EntryPoint, *, again: bool = Fa
     except Exception as exc:
         raise CoheriqEngineLoadError(
             f"Engine {engine_name!r} of domain {domain_name!r} could not be loaded from "
-            f"{describe(ep)}: {type(exc).__name__}: {str(exc).rstrip('.')}. The domain is "
-            "unchanged; fix or "
-            "reinstall that package, or choose another engine."
+            f"{describe(ep)}: {type(exc).__name__}: {ended(exc)} The domain is unchanged; fix "
+            "or reinstall that package, or choose another engine."
         ) from exc
     log(
         INFO,

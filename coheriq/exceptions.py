@@ -171,6 +171,15 @@ def did_you_mean(name: object, choices: Iterable[str]) -> str:
     return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
+def ended(text: object) -> str:
+    """Return ``text`` as one sentence, ending in one full stop (or its own ``?`` or ``!``).
+
+    For a message of another's that a message of coheriq's quotes and goes on after.
+    """
+    text = str(text).rstrip().rstrip(".")
+    return text if text.endswith(("?", "!")) else f"{text}."
+
+
 def listing(names: Iterable[str], *, none: str = "none") -> str:
     """Return ``names`` as a sorted, comma-separated list of quoted names."""
     ordered = sorted(names)

@@ -518,3 +518,13 @@ def test_an_engine_defined_before_its_library_is_imported_is_told_to_import_it(u
     assert (
         f"(by convention, the module named {name!r}) at the top of the engine's module" in message
     )
+
+
+def test_an_engines_message_ending_in_a_question_keeps_it_without_a_full_stop(lib):
+    class Asking(cq.engine_class(lib.name), name="asking"):
+        def __init__(self):
+            raise RuntimeError("no kernel 'fastt'. Did you mean 'fast'?")
+
+    with pytest.raises(cq.CoheriqEngineStartError) as caught:
+        cq.enable_engine(lib.name, "asking")
+    assert "Did you mean 'fast'? Nothing was changed" in str(caught.value)

@@ -39,6 +39,7 @@ from ..exceptions import (
     CoheriqEngineStartError,
     CoheriqTypeError,
     did_you_mean,
+    ended,
     listing,
 )
 from .meta import EngineMeta, refusal
@@ -522,11 +523,9 @@ class Engines:
         try:
             instance = cls()
         except Exception as exc:
-            # The engine's message may end a sentence of its own: one full stop.
-            detail = str(exc).rstrip(".")
             raise CoheriqEngineStartError(
                 f"Engine {engine!r} of domain {self.state.name!r} failed to start: its "
-                f"__init__ raised {type(exc).__name__}: {detail}. Nothing was changed; fix "
+                f"__init__ raised {type(exc).__name__}: {ended(exc)} Nothing was changed; fix "
                 "the engine's set-up or choose another engine."
             ) from exc
         finally:
