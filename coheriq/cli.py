@@ -532,17 +532,7 @@ def _check(args: argparse.Namespace) -> int:
             results[engine] = said if earlier is None else f"{earlier} {said}"
     results = _sorted(results)
     modules = _modules_of(domain, imported)
-    checked = {
-        "modules": len(modules),
-        "candidates": len(domain.candidate_kinds),
-        "engines": len(results),
-        "statements": len(stated) + len(orphans),
-    }
-    failed = {
-        "engine": [n for n, e in results.items() if e is not None],
-        "module": [m for m, state in modules.items() if not state["ok"]],
-        "statement": list(orphans),
-    }
+    checked, failed = _tally(domain, results, stated, orphans, modules)
     problems = sum(map(len, failed.values()))
     if args.json:
         engines = {
@@ -564,8 +554,51 @@ def _check(args: argparse.Namespace) -> int:
                 "problems": problems,
             }
         )
-        return 1 if problems else 0
-    ok = "ok, started" if args.start else "ok"
+    else:
+        _say_checked(args.start, results, notes, stated, orphans, modules)
+        what = ", ".join(_count(number, noun[:-1]) for noun, number in checked.items())
+        found = "; ".join(
+            f"{kind} {', '.join(map(repr, names))}" for kind, names in failed.items() if names
+        )
+        _say(
+            f"Checked domain {domain.name!r}: {what}. "
+            + (f"{_count(problems, 'problem')}: {found}." if problems else "No problems.")
+        )
+    return 1 if problems else 0
+
+
+def _tally(
+    domain: AccelerationDomain,
+    results: dict[str, str | None],
+    stated: dict[str, Any],
+    orphans: dict[str, str],
+    modules: dict[str, Any],
+) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """What ``coheriq check`` checked (how many of each), and what failed (by kind)."""
+    checked = {
+        "modules": len(modules),
+        "candidates": len(domain.candidate_kinds),
+        "engines": len(results),
+        "statements": len(stated) + len(orphans),
+    }
+    failed = {
+        "engine": [n for n, e in results.items() if e is not None],
+        "module": [m for m, state in modules.items() if not state["ok"]],
+        "statement": list(orphans),
+    }
+    return checked, failed
+
+
+def _say_checked(
+    started: bool,
+    results: dict[str, str | None],
+    notes: dict[str, list[str]],
+    stated: dict[str, Any],
+    orphans: dict[str, str],
+    modules: dict[str, Any],
+) -> None:
+    """Print what ``coheriq check`` found: a line for each engine, note, module and statement."""
+    ok = "ok, started" if started else "ok"
     agrees = " (its statement agrees)"  # said where a statement was compared
     _say(
         *(
@@ -578,15 +611,6 @@ def _check(args: argparse.Namespace) -> int:
         *(f"module {m}: error: {state['error']}" for m, state in modules.items() if not state["ok"])
     )
     _say(*(f"statement {n}: error: {e}" for n, e in orphans.items()))
-    what = ", ".join(_count(number, noun[:-1]) for noun, number in checked.items())
-    found = "; ".join(
-        f"{kind} {', '.join(map(repr, subjects))}" for kind, subjects in failed.items() if subjects
-    )
-    _say(
-        f"Checked domain {domain.name!r}: {what}. "
-        + (f"{_count(problems, 'problem')}: {found}." if problems else "No problems.")
-    )
-    return 1 if problems else 0
 
 
 # -- statement ----------------------------------------------------------------------------

@@ -142,6 +142,33 @@ def strict_for(domain: Any) -> bool:
     return bool(domain.strict) or strict_from_environment()
 
 
+def _late_verdict(
+    domain: Any, cls: Any, candidate: str, reference: Any, is_class: bool
+) -> tuple[str, str | None]:
+    """``(engine, why it is refused or None)`` for ``cls``'s override of ``candidate``.
+
+    What is not an error (outside strict mode) is warned of now.
+    """
+    engine, mixin = cls.__coheriq_name__ or cls.__qualname__, cls.__coheriq_name__ is None
+    override = cls.__dict__[candidate]
+    errors: list[str] = []
+    if is_class:
+        try:
+            check_exception_class(engine, candidate, override, reference, domain)
+        except CoheriqEngineError as error:
+            errors.append(str(error))
+    strict = strict_for(domain)
+    for problem in override_problems(
+        candidate=candidate, reference=reference, override=override, is_class=is_class
+    ):
+        message = f"{engine_label(domain, engine, mixin)} {problem}"
+        if strict:
+            errors.append(f"{message} It is an error because {_strictness(domain)}.")
+        else:
+            warn(f"{message} (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate)
+    return engine, " ".join(errors) or None
+
+
 def check_late_overrides(
     domain: Any, candidate: str, reference: Any, classes: list[Any], in_use: Collection[Any]
 ) -> None:
@@ -170,28 +197,11 @@ def check_late_overrides(
             the override.
     """
     is_class = isinstance(reference, type)
-    strict = strict_for(domain)
-    verdicts: list[tuple[Any, str, str | None]] = []  # (class, engine, why it is refused)
-    for cls in classes:
-        if candidate not in cls.__coheriq_overrides__:
-            continue
-        engine, mixin = cls.__coheriq_name__ or cls.__qualname__, cls.__coheriq_name__ is None
-        override = cls.__dict__[candidate]
-        errors: list[str] = []
-        if is_class:
-            try:
-                check_exception_class(engine, candidate, override, reference, domain)
-            except CoheriqEngineError as error:
-                errors.append(str(error))
-        for problem in override_problems(
-            candidate=candidate, reference=reference, override=override, is_class=is_class
-        ):
-            message = f"{engine_label(domain, engine, mixin)} {problem}"
-            if strict:
-                errors.append(f"{message} It is an error because {_strictness(domain)}.")
-            else:
-                warn(f"{message} (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate)
-        verdicts.append((cls, engine, " ".join(errors) or None))
+    verdicts = [
+        (cls, *_late_verdict(domain, cls, candidate, reference, is_class))
+        for cls in classes
+        if candidate in cls.__coheriq_overrides__
+    ]
     for cls, _, reason in verdicts:  # first, so that nothing is refused if this raises
         running = [k for k in in_use if _runs_override_of(k, cls, candidate)]
         if reason is not None and running:
