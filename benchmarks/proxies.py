@@ -8,11 +8,16 @@ its baseline in one process as run.py always does. ``--record DIR`` writes each
 run's figures to ``DIR/<python>-<proxy>/`` and the comparison to
 ``DIR/proxies.txt`` and ``DIR/proxies.json``, which the performance page shows;
 with ``--keep`` the columns recorded there for other Pythons stay in the table
-(each Python measured where it runs: CI's newer Pythons live in a chroot).
+(each Python measured where it runs: CI's newer Pythons live in a chroot), and
+``--keep --record DIR`` with no PYTHON writes the table again from what is
+recorded there, measuring nothing.
 
 Each cell is the median ratio over the run's rounds; the floor row is
 ``functools.partial(impl)``: what any callable written in C costs in front of a
-Python function, measured in the same run.
+Python function, measured in the same run. Each case's target is stated in that
+floor (``benchmarks/targets.py``), so it is the run's own: every run, the kept
+ones too, is held to the targets of today's targets.py, and a cell over its target
+is marked ``*``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import targets
 
 HERE = Path(__file__).parent
 CASES = [
@@ -38,9 +46,12 @@ CASES = [
 PROXIES = {"compiled": "0", "python": "1"}
 
 
-def measure(
-    python: str, proxy: str, folder: Path, quick: bool
-) -> dict[str, dict[str, float]] | None:
+def with_targets(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One run's rows by case, each with its target and verdict under targets.py."""
+    return {row["case"]: row for row in targets.apply(list(rows.values()))}
+
+
+def measure(python: str, proxy: str, folder: Path, quick: bool) -> dict[str, dict[str, Any]] | None:
     """Run the dispatch cases with ``python`` on ``proxy``; return each case's row.
 
     None if ``python`` cannot run ``proxy`` (the compiled proxy is not built for it).
@@ -57,7 +68,7 @@ def measure(
     if run["proxy"].split()[0] != proxy:
         print(f"left out: {python} ran on {run['proxy']}", file=sys.stderr)
         return None
-    return {row["case"]: row for row in run["rows"]}
+    return with_targets({row["case"]: row for row in run["rows"]})
 
 
 def version_of(python: str) -> str:
@@ -71,19 +82,23 @@ def version_of(python: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pythons", nargs="+", help="interpreters with coheriq installed")
+    parser.add_argument(
+        "pythons", nargs="*", help="interpreters with coheriq installed (none: --keep only)"
+    )
     parser.add_argument("--record", type=Path, metavar="DIR", help="write the runs here")
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument(
         "--keep", action="store_true", help="keep DIR's recorded columns of other Pythons"
     )
     args = parser.parse_args(argv)
+    if not args.pythons and not (args.keep and args.record):
+        parser.error("name a PYTHON, or --keep --record DIR to write DIR's table again")
     base = args.record or Path(os.environ.get("TMPDIR", "/tmp")) / "coheriq-proxies"
     # Each column: (Python version, proxy) -> that run's rows by case.
-    runs: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    runs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     if args.keep and (base / "proxies.json").is_file():
         kept = json.loads((base / "proxies.json").read_text(encoding="utf-8"))
-        runs.update({tuple(label.split(" ")): rows for label, rows in kept.items()})  # type: ignore[misc]
+        runs.update({tuple(label.split(" ")): with_targets(rows) for label, rows in kept.items()})  # type: ignore[misc]
     for python in args.pythons:
         version = version_of(python)
         for proxy in PROXIES:
@@ -97,19 +112,28 @@ def main(argv: list[str] | None = None) -> int:
         return [int(part) for part in version.split(".")], list(PROXIES).index(proxy)
 
     runs = {column: runs[column] for column in sorted(runs, key=order)}
+    if not runs:
+        sys.exit(f"nothing recorded in {base / 'proxies.json'}, and no PYTHON named")
     width = max(len(case) for case in CASES) + 2
-    head = f"{'median ratio':<{width}}{'target':>7}" + "".join(
+    rule = max(len(targets.rule(case)) for case in CASES) + 4
+    head = f"{'median ratio':<{width}}{'target':<{rule}}" + "".join(
         f"{f'{v} {p[:4]}':>14}" for v, p in runs
     )
     lines = [head, "-" * len(head)]
-    first = next(iter(runs.values()))
     for case in CASES:
-        cells = "".join(f"{rows[case]['median']:>13.2f}x" for rows in runs.values())
-        target = f"<={first[case]['target']:g}x"
-        lines.append(f"{case:<{width}}{target:>7}{cells}")
+        cells = "".join(
+            f"{rows[case]['median']:>12.2f}x{'*' if rows[case]['verdict'] == 'MISSED' else ' '}"
+            for rows in runs.values()
+        )
+        target = f"<= {targets.rule(case)}" if targets.rule(case) else ""
+        lines.append(f"{case:<{width}}{target:<{rule}}{cells}".rstrip())
     direct = "call, global engine, positional"
     ns = "".join(f"{rows[direct]['baseline_ns']:>12.0f}ns" for rows in runs.values())
-    lines.append(f"{'direct call of impl(1), ns':<{width}}{'':>7}{ns}")
+    lines.append(f"{'direct call of impl(1), ns':<{width}}{'':<{rule}}{ns}")
+    lines.append(
+        "floor: functools.partial(impl), in the same run; *: over its target"
+        " (benchmarks/targets.py)"
+    )
     table = "\n".join(lines)
     print(table)
     if args.record:

@@ -68,3 +68,24 @@ def test_readme_python_runs():
     assert blocks
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+
+
+def _readme_command_after(mark: str) -> str:
+    """The README's command on the line after the first line that starts with ``mark``."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    found = [i for i, line in enumerate(lines) if line.startswith(mark)]
+    assert found, f"README.md has no line {mark!r}"
+    return lines[found[0] + 1]
+
+
+def test_the_readme_first_check_is_a_part_of_the_tests_that_ci_runs_whole():
+    first = _readme_command_after("# a first check")
+    left_out = re.findall(r"--ignore=(\S+)", first)
+    # Each file it leaves out exists: a renamed file would otherwise run unnoticed.
+    assert left_out and all((ROOT / path).is_file() for path in left_out), left_out
+    assert "tests/test_docs_build.py" in left_out  # minutes, and a new venv
+    assert "COHERIQ_EXPECT_PROXY=compiled" in first and "--forked" not in first
+    # The test command (what .ci/run reads, the line after "# the tests") leaves out nothing.
+    whole = _readme_command_after("# the tests")
+    assert "'.[test]'" in whole and "--forked" in whole
+    assert "--ignore" not in whole and "--hypothesis-profile" not in whole

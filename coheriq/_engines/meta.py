@@ -100,7 +100,7 @@ class EngineMeta(type, _EngineClassAttributes):
     An engine whose override a candidate marked later (a lazily imported
     module's) finds wanting, where defining the engine then would have failed,
     is refused: starting it raises :class:`~coheriq.CoheriqEngineStartError`,
-    which says why (see :func:`refusal`).
+    which says why (see ``refusal()``).
     """
 
     def __new__(

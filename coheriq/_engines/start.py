@@ -13,7 +13,7 @@ it finds, looking every :data:`POLL_SECONDS`, that:
 * the starting thread is blocked in the standard library (a join, a future's
   ``result()``, an event, a queue, a pool's ``apply()``...), and
 * what it waits for is this thread, or holds it (the worker threads of a
-  :mod:`multiprocessing.pool` pool), or is the future this thread runs, or
+  ``multiprocessing.pool`` pool), or is the future this thread runs, or
   this thread runs code of the engine being started (a method of its class, a
   function defined in one), which only the start can have set going; or what
   it waits for is a thread that waits for another start, and so on, back to

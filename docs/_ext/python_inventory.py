@@ -25,6 +25,7 @@ from pathlib import Path
 # to them that a reader may meet in a signature.
 MODULES = [
     "asyncio",
+    "atexit",
     "collections.abc",
     "concurrent.futures",
     "contextlib",

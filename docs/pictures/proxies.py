@@ -2,9 +2,12 @@
 
 Reads ``benchmarks/results/proxies/proxies.json``, which ``benchmarks/proxies.py
 --record benchmarks/results/proxies PYTHON...`` writes. For three cases, the
-median ratio to a direct call on each proxy and each Python, the case's target
-as a dashed line, and for the calls the floor of any callable written in C
-(``functools.partial(impl)``, measured in the same run) as a black tick.
+median ratio to a direct call on each proxy and each Python, and across each
+Python's pair of bars the floor of any callable written in C
+(``functools.partial(impl)``, measured in the compiled proxy's run) as a black
+tick and the case's target on that Python, stated in that floor
+(``benchmarks/targets.py``), as a dashed line. A median over its target is
+labelled in red.
 """
 
 from __future__ import annotations
@@ -30,15 +33,15 @@ def draw() -> None:
     versions = sorted(
         {label.split()[0] for label in runs}, key=lambda v: tuple(map(int, v.split(".")))
     )
-    _, axes_row = plt.subplots(1, len(CASES), figsize=(10, 3.4), sharey=True)
+    _, axes_row = plt.subplots(1, len(CASES), figsize=(11, 3.6), sharey=True)
     width = 0.38
     for axes, (case, title) in zip(axes_row, CASES, strict=True):
-        for offset, proxy in ((-width / 2, "compiled"), (width / 2, "python")):
-            for x, version in enumerate(versions):
+        rule = ""
+        for x, version in enumerate(versions):
+            for offset, proxy in ((-width / 2, "compiled"), (width / 2, "python")):
                 row = runs.get(f"{version} {proxy}", {}).get(case)
                 if row is None:
                     continue
-                over = row["median"] > row["target"]
                 axes.bar(x + offset, row["median"], width, color=COLOURS[proxy])
                 axes.text(
                     x + offset,
@@ -46,15 +49,17 @@ def draw() -> None:
                     f"{row['median']:.2f}",
                     ha="center",
                     va="bottom",
-                    fontsize=7,
-                    color=OVER if over else "black",
+                    fontsize=6.5,
+                    color=OVER if row["verdict"] == "MISSED" else "black",
                 )
-                floor = runs[f"{version} {proxy}"].get(FLOOR)
-                if proxy == "compiled" and floor is not None and "call" in case:
-                    axes.plot([x - width, x], [floor["median"]] * 2, color="black", linewidth=1.5)
-        target = runs[f"{versions[0]} python"][case]["target"]
-        axes.axhline(target, color=OVER, linestyle="--", linewidth=0.8)
-        axes.set_title(f"{title} (target {target:g}x)", fontsize=9)
+            # The floor and the target of the compiled proxy's run, across both bars.
+            run = runs.get(f"{version} compiled") or runs[f"{version} python"]
+            span = [x - width, x + width]
+            axes.plot(span, [run[FLOOR]["median"]] * 2, color="black", linewidth=1.5)
+            if run[case]["target"] is not None:
+                axes.plot(span, [run[case]["target"]] * 2, color=OVER, linestyle="--", lw=0.9)
+                rule = run[case]["rule"]
+        axes.set_title(f"{title}\n(target: {rule}, on each Python)", fontsize=9)
         axes.set_xticks(range(len(versions)), versions, fontsize=8)
         for side in ("top", "right"):
             axes.spines[side].set_visible(False)
@@ -64,9 +69,14 @@ def draw() -> None:
             plt.Rectangle((0, 0), 1, 1, color=COLOURS["compiled"]),
             plt.Rectangle((0, 0), 1, 1, color=COLOURS["python"]),
             plt.Line2D([0], [0], color="black", linewidth=1.5),
-            plt.Line2D([0], [0], color=OVER, linestyle="--", linewidth=0.8),
+            plt.Line2D([0], [0], color=OVER, linestyle="--", linewidth=0.9),
         ],
-        labels=["compiled proxy", "pure-Python proxy", "functools.partial (C floor)", "target"],
+        labels=[
+            "compiled proxy",
+            "pure-Python proxy",
+            "floor: functools.partial",
+            "target (in the floor)",
+        ],
         loc="upper left",
         fontsize=7,
         frameon=False,
