@@ -279,8 +279,9 @@ class Scopes:
         copies = self.state.copies
         with copies.lock:
             copies.open_scopes += change
-            # The copies older than the newest look at the context always.
-            for copy in {id(c): c for c in (self.state, copies.current.state)}.values():
+            # The copies older than the newest look at the context always. (This copy
+            # is often the newest: then it is looked at twice, the second time cheaply.)
+            for copy in (self.state, copies.current.state):
                 scopes = copy.scopes
                 if scopes.always_look:
                     continue
