@@ -153,23 +153,29 @@ class GlobalChoice:
         choice = copies.choice
         if choice is not None and not inherited and choice.engine != engine:
             return choice  # type: ignore[no-any-return]
-        members = state.engines.start_for_choice(cls)  # holding no lock
-        with state.lock:
-            settled = self.settled
-            if settled is not None:  # another thread chose meanwhile
-                return settled
-            choice = copies.choice
-            if choice is not None and not inherited and choice.engine != engine:
-                return choice  # type: ignore[no-any-return]
-            where, _ = outside_coheriq()
-            settled = Settlement(engine, cls, reason, members, where, state, tried)
-            spec = getattr(sys.modules.get(state.module), "__spec__", None)
-            settled.during_import = bool(getattr(spec, "_initializing", False))
-            state.switchboard.connect(members)
-            self.settled = settled
-            if copies.choice is None:
-                copies.choice = settled
-            state.scopes.refresh_dispatch()
+        # While the engine starts, first calls in other threads wait, until the
+        # choice is stored (see Engines.begin_choice).
+        record = state.engines.begin_choice(cls)
+        try:
+            members = state.engines.members_of(cls)  # starts the engine, holding no lock
+            with state.lock:
+                settled = self.settled
+                if settled is not None:  # another thread chose meanwhile
+                    return settled
+                choice = copies.choice
+                if choice is not None and not inherited and choice.engine != engine:
+                    return choice  # type: ignore[no-any-return]
+                where, _ = outside_coheriq()
+                settled = Settlement(engine, cls, reason, members, where, state, tried)
+                spec = getattr(sys.modules.get(state.module), "__spec__", None)
+                settled.during_import = bool(getattr(spec, "_initializing", False))
+                state.switchboard.connect(members)
+                self.settled = settled
+                if copies.choice is None:
+                    copies.choice = settled
+                state.scopes.refresh_dispatch()
+        finally:
+            state.engines.end_choice(record)
         log(
             INFO,
             "domain %r runs on engine %r (%s), chosen at %s%s",

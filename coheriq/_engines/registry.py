@@ -459,25 +459,38 @@ class Engines:
         return members
 
     def start_for_choice(self, cls: EngineMeta) -> Mapping[str, Any]:
-        """:meth:`members_of` for an engine that is to be the global choice.
-
-        While it starts, a first call of a candidate in another thread, which
-        would make the choice, waits for the start instead (:meth:`await_choice`):
-        it must not choose the reference while ``enable_engine`` is starting an
-        engine that takes long to set up.
-        """
-        start = EngineStart(cls, self.require_reference("start an engine"), self.state.name)
-        with self.state.lock:
-            mine = self._choosing is None
-            if mine:
-                self._choosing = start
+        """:meth:`members_of` for an engine that is to be the global choice (see begin_choice)."""
+        record = self.begin_choice(cls)
         try:
             return self.members_of(cls)
         finally:
-            if mine:
-                with self.state.lock:
-                    self._choosing = None
-                start.finish()
+            self.end_choice(record)
+
+    def begin_choice(self, cls: EngineMeta) -> EngineStart | None:
+        """Record that this thread is choosing ``cls`` as the global engine; see end_choice.
+
+        Until :meth:`end_choice`, a first call of a candidate in another thread,
+        which would make the choice, waits instead (:meth:`await_choice`): it
+        must not choose the reference while ``enable_engine`` starts an engine
+        that takes long to set up. Returns the record, or None where another
+        thread's choice is recorded already.
+        """
+        start = EngineStart(cls, self.require_reference("start an engine"), self.state.name)
+        with self.state.lock:
+            if self._choosing is not None:
+                return None
+            self._choosing = start
+        return start
+
+    def end_choice(self, record: EngineStart | None) -> None:
+        """End what :meth:`begin_choice` recorded: the threads waiting for it go on.
+
+        Call it once the choice is stored, so that they find it.
+        """
+        if record is not None:
+            with self.state.lock:
+                self._choosing = None
+            record.finish()
 
     def await_choice(self) -> bool:
         """Wait while another thread starts an engine to be the global choice.
