@@ -259,3 +259,17 @@ def double(x):
 
 domain.materialize()
 """
+
+
+# What pip says when it cannot reach the package index (or finds nothing there).
+NO_INDEX = (
+    "from versions: none",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "Connection refused",
+    "ProxyError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+)

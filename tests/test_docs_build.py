@@ -23,22 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import NO_INDEX
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 DOCS_MARK = "# the documentation"  # the README's line before the command that builds the site
 
-# What pip says when it cannot reach the package index (or finds nothing there).
-NO_INDEX = (
-    "from versions: none",
-    "Failed to establish a new connection",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Network is unreachable",
-    "Connection refused",
-    "ProxyError",
-    "ConnectTimeoutError",
-    "ReadTimeoutError",
-)
 # Not source: what installs, builds and tools leave in the tree (see .gitignore).
 NOT_COPIED_AT_THE_TOP = {".git", ".venv", ".ci", "build", "dist"}
 NOT_COPIED = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}

@@ -309,21 +309,22 @@ def test_the_cases_of_another_domain_still_run_on_every_engine(project):
 
 # The header, for a library that only the tests import (not imported when it is written).
 
+IMPORTED_BY_THE_TEST_ONLY = """
+    import sys
+
+    def test_the_variable_applies_once_imported():
+        assert "plugdom" not in sys.modules  # the header did not import the library
+        import plugdom
+        assert plugdom.which() == "gpu"
+"""
+
 
 def test_header_says_what_the_domains_variable_names_before_the_library_is_imported(
     project, monkeypatch
 ):
     advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
     monkeypatch.setenv("PLUGDOM_ENGINE", "gpu")
-    source = """
-        import sys
-
-        def test_the_variable_applies_once_imported():
-            assert "plugdom" not in sys.modules  # the header did not import the library
-            import plugdom
-            assert plugdom.which() == "gpu"
-    """
-    result = run(project, source)
+    result = run(project, IMPORTED_BY_THE_TEST_ONLY)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -343,15 +344,7 @@ def test_header_reads_a_variable_of_another_prefix_from_the_librarys_source(
     project.makepyfile(plugdom=LIBRARY.replace('"plugdom", env_prefix="PLUGDOM"', create))
     advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
     monkeypatch.setenv("PD_ENGINE", "gpu")
-    source = """
-        import sys
-
-        def test_the_variable_applies_once_imported():
-            assert "plugdom" not in sys.modules  # the header did not import the library
-            import plugdom
-            assert plugdom.which() == "gpu"
-    """
-    result = run(project, source)
+    result = run(project, IMPORTED_BY_THE_TEST_ONLY)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [

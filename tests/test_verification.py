@@ -427,7 +427,7 @@ def test_off_leaves_the_proxies_fast_path_as_it_was(stats):
     assert python_calls() == before
 
 
-ENVIRONMENT_PROGRAM = """
+ENVLIB = """
 import coheriq
 lib = coheriq.AccelerationDomain("envlib", env_prefix="ENVLIB")
 
@@ -440,9 +440,14 @@ lib.materialize()
 class Floor(coheriq.engine_class("envlib"), name="floor"):
     def half(self, x):
         return x // 2
+"""
 
+ENVIRONMENT_PROGRAM = (
+    ENVLIB
+    + """
 print(half(3), half(4), coheriq.explain("envlib").engine)
 """
+)
 
 
 def test_the_environment_variable_verifies_the_whole_process_and_reports_at_exit(tmp_path):
@@ -464,22 +469,13 @@ def test_a_blank_engine_in_the_environment_variable_is_an_error(tmp_path):
     assert "ENVLIB_VERIFY=':floor' names no engine to verify" in done.stderr
 
 
-EXITING_PROGRAM = """
+EXITING_PROGRAM = (
+    """
 import atexit, sys
 atexit.register(print, "exit handler registered before coheriq")
-import coheriq
-lib = coheriq.AccelerationDomain("envlib", env_prefix="ENVLIB")
-
-@lib.acceleration_candidate
-def half(x):
-    return x / 2
-
-lib.materialize()
-
-class Floor(coheriq.engine_class("envlib"), name="floor"):
-    def half(self, x):
-        return x // 2
-
+"""
+    + ENVLIB
+    + """
 atexit.register(print, "exit handler registered after")
 left_open = open(sys.argv[1], "w")
 left_open.write("written, never closed")
@@ -487,6 +483,7 @@ print(half(int(sys.argv[2])))
 if sys.argv[3:] == ["interrupt"]:
     raise KeyboardInterrupt
 """
+)
 
 
 def test_a_difference_found_by_the_environment_variable_fails_the_process(tmp_path):

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import NO_INDEX
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 WALKTHROUGH = DOCS / "examples" / "walkthrough"
@@ -353,19 +355,6 @@ READER = [
     ),
 ]
 CLONE = "/path/to/coheriq"  # what the pages write for the clone of this repository
-
-# What pip says when it cannot reach the package index (or finds nothing there).
-NO_INDEX = (
-    "from versions: none",
-    "Failed to establish a new connection",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Network is unreachable",
-    "Connection refused",
-    "ProxyError",
-    "ConnectTimeoutError",
-    "ReadTimeoutError",
-)
 
 
 def _bash_commands(page: str) -> list[str]:
