@@ -13,7 +13,8 @@ accelerated library does not pay for them.
 from os import environ as _environ
 
 # The module whose name pickles of users' subclasses of marked classes carry: it
-# must be imported for pickle (and cloudpickle) to pickle them by that name.
+# must be imported for cloudpickle to pickle them by that name (it pickles by value
+# a class whose module is not imported). It imports nothing until it is read.
 from . import marked as _marked  # noqa: F401
 from ._api.engine_forms import AccelerationEngine, engine_class
 from ._api.verbs import (

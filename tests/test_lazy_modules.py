@@ -19,6 +19,8 @@ import pytest
 
 import coheriq
 
+WAVES = Path(__file__).resolve().parent.parent / "docs" / "examples" / "waves" / "waves"
+
 # A module __getattr__ that imports a submodule on first use, as lazy_loader's
 # attach() writes it.
 LAZY_ATTRIBUTES = """
@@ -535,3 +537,93 @@ def test_the_adoption_guides_example_on_an_engine():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["('fast',", "2)", "2"]
+
+
+# -- subpackages that declare their own modules (lazy_loader's attach_stub) ----------------
+
+STUB_ENGINE = """
+import coheriq
+
+
+class Fast(coheriq.engine_class("{name}"), name="fast"):
+    def convolve(self, xs, kernel):
+        return ("fast", super().convolve(xs, kernel))
+"""
+
+
+@pytest.fixture
+def stublib(tmp_path, unique, monkeypatch):
+    """A library laid out as lazy_loader's attach_stub users lay theirs out; its name."""
+    pytest.importorskip("lazy_loader")
+    name = unique("stublib")
+    # The adopting guide's example, under a name of this test's own.
+    for source in WAVES.rglob("*.py*"):
+        if "__pycache__" not in source.parts:
+            copy = tmp_path / name / source.relative_to(WAVES)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(source.read_text().replace("waves", name))
+    (tmp_path / f"{name}_fast.py").write_text(STUB_ENGINE.format(name=name))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    for module in list(sys.modules):
+        if module.startswith(name):
+            del sys.modules[module]
+
+
+def test_a_lazily_imported_subpackage_declares_its_own_modules(stublib):
+    lib = importlib.import_module(stublib)
+    assert f"{stublib}.signal" not in sys.modules
+    assert lib.domain.declaring_packages == (f"{stublib}.signal",)
+    assert "convolve" not in lib.domain.candidate_kinds  # not declared until it loads
+    signal = lib.signal  # the subpackage's __init__ runs: it declares, imports nothing more
+    assert f"{stublib}.signal._filters" not in sys.modules
+    assert dict(lib.domain.not_imported) == {
+        "mean": f"{stublib}._core",
+        "convolve": f"{stublib}.signal._filters",
+        "Kernel": f"{stublib}.signal._filters",
+    }
+    assert signal.convolve([1, 2, 3], signal.Kernel(1, 1)) == [3, 5]
+    assert dict(lib.domain.not_imported) == {"mean": f"{stublib}._core"}  # marked on use
+    assert coheriq.engine_class(stublib).convolve([1, 2], signal.Kernel(2)) == [2, 4]
+
+
+def test_an_engine_for_a_subpackage_not_imported_yet_is_checked_by_name(stublib):
+    lib = importlib.import_module(stublib)
+    fast = importlib.import_module(f"{stublib}_fast")  # imports the subpackage's __init__
+    assert f"{stublib}.signal" in sys.modules
+    assert f"{stublib}.signal._filters" not in sys.modules
+    with coheriq.using_engine(stublib, fast.Fast):
+        assert lib.signal.convolve([1, 2], lib.signal.Kernel(1)) == ("fast", [1, 2])
+        assert lib.mean([1, 2]) == 1.5
+    with pytest.raises(coheriq.CoheriqEngineError, match=r"'convolv'.*Did you mean 'convolve'"):
+
+        class Typo(coheriq.engine_class(stublib)):
+            def convolv(self, xs, kernel):
+                return xs
+
+
+def test_a_declaration_after_materialize_needs_a_named_subpackage(stublib):
+    lib = importlib.import_module(stublib)
+    with pytest.raises(coheriq.CoheriqDomainError, match=r"materialized already.*declare_package"):
+        lib.domain.declare(f"{stublib}.other", functions=["f"])
+    with pytest.raises(coheriq.CoheriqDomainError, match=r"declare_package\(\).*materialized"):
+        lib.domain.declare_package(f"{stublib}.other")
+    with pytest.raises(coheriq.CoheriqTypeError, match="full dotted name"):
+        lib.domain.declare_package("not a module")
+    assert lib.domain.declaring_packages == (f"{stublib}.signal",)
+    assert "f" not in lib.domain.candidate_kinds  # nothing half-done
+
+
+def test_a_subpackage_that_fails_to_import_is_named_in_the_engines_error(stublib, tmp_path):
+    (tmp_path / stublib / "signal" / "__init__.py").write_text("raise ImportError('no scipy')\n")
+    importlib.import_module(stublib)
+    with pytest.raises(coheriq.CoheriqEngineError) as caught:
+
+        class Early(coheriq.engine_class(stublib)):
+            def convolve(self, xs, kernel):
+                return xs
+
+    message = str(caught.value)
+    assert "'convolve', which is not a candidate" in message
+    assert f"Subpackage '{stublib}.signal' declares candidates of its own" in message
+    assert "ImportError: no scipy" in message

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import compiled_proxy_built
+from conftest import LIBRARY, compiled_proxy_built, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +25,25 @@ def test_import_coheriq_pulls_in_nothing_heavy():
     for heavy in ("importlib.metadata", "inspect", "typing", "threading", "asyncio"):
         assert heavy not in added
     assert all(m.startswith("coheriq") or m.startswith("_") or m == "__future__" for m in added)
+    # What only some programs need loads on first use: the tools, and the machinery
+    # of marked classes (with a library's first class).
+    for later in ("coheriq._tools", "coheriq._call.marked", "coheriq._engines.own_class"):
+        assert not [m for m in added if m.startswith(later)], later
+
+
+def test_a_library_of_functions_never_loads_the_machinery_of_marked_classes():
+    loaded = run_python(
+        LIBRARY
+        + """
+import sys
+assert double(4) == 8
+with coheriq.using_engine("hard", "reference"):
+    assert double(5) == 10
+print(" ".join(sorted(m for m in sys.modules if m.startswith("coheriq"))))
+"""
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert "coheriq._call.marked" not in loaded.stdout.split()
 
 
 def test_engine_metadata_is_read_once_per_group(lib, make_dist, unique):

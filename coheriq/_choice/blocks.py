@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import _weakref
 
-from .._call.marked import construct_directly
 from .._names import REFERENCE
 from .._stdlib import DEBUG, TYPE_CHECKING, log
 from ..exceptions import CoheriqError
@@ -202,6 +201,8 @@ class Scopes:
                 settled is not None and not looking and settled.members[info.name] is info.construct
             )
             if info.constructs_directly is not directly:
+                from .._call.marked import construct_directly  # imported with the class
+
                 construct_directly(info.proxy, directly)
         if looking:
             state.switchboard.set_scoped(True)

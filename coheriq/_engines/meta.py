@@ -20,6 +20,7 @@ from ..exceptions import (
     CoheriqEngineNameError,
     CoheriqTypeError,
     did_you_mean,
+    ended,
     listing,
 )
 
@@ -56,6 +57,13 @@ if TYPE_CHECKING:
         @property
         def candidate_kinds(self) -> Mapping[str, bool]:
             """Candidate name -> whether it is a class candidate."""
+
+        @property
+        def declaring_packages(self) -> tuple[str, ...]:
+            """The subpackages that declare their own candidates when imported."""
+
+        def import_declaring_packages(self) -> dict[str, str | None]:
+            """Import those subpackages; subpackage -> None, or why its import failed."""
 
 
 if TYPE_CHECKING:
@@ -292,6 +300,14 @@ def _check_body(
                 f"of domain {domain.name!r}: a slot holds instance data and would hide the "
                 "candidate's implementation. Rename the slot (a leading '_' keeps it private)."
             )
+    failed: dict[str, str | None] = {}
+    if domain.declaring_packages and any(
+        not attr.startswith("_") and attr not in kinds for attr in namespace
+    ):
+        # Names the domain does not know yet may be declared by a subpackage that
+        # is not imported yet: its __init__ declares them (see declare_package).
+        failed = domain.import_declaring_packages()
+        kinds = domain.candidate_kinds
     overrides = []
     for attr, value in namespace.items():
         if attr.startswith("_"):
@@ -302,6 +318,12 @@ def _check_body(
                 f"domain {domain.name!r}.{did_you_mean(attr, kinds)} Public names of an engine "
                 "must override candidates; name private helpers with a leading '_'. "
                 f"Candidates: {listing(kinds)}."
+                + "".join(
+                    f" (Subpackage {package!r} declares candidates of its own, but "
+                    f"{ended(problem)})"
+                    for package, problem in failed.items()
+                    if problem is not None
+                )
             )
         if not reference:
             namespace[attr] = _checked_override(cls_name, attr, value, domain, kinds[attr])

@@ -26,7 +26,6 @@ import sys
 # spares a module at start-up.
 from _contextvars import ContextVar
 
-from .._call.marked import check_implementations
 from .._choice.records import Scope, Starting
 from .._names import REFERENCE, check_name, is_engine_name
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
@@ -43,7 +42,6 @@ from ..exceptions import (
     listing,
 )
 from .meta import EngineMeta, refusal
-from .own_class import LibraryClass
 from .start import EngineStart
 
 if TYPE_CHECKING:
@@ -227,6 +225,8 @@ class Engines:
         for Python already; only one that does not needs the marked class's own
         check, which costs a Python call (also for every False answer).
         """
+        from .._call.marked import check_implementations  # imported with the class
+
         marked = self.reference_of(candidate)
         # By the MRO: the marked class's issubclass would count every implementation.
         foreign = any(marked not in impl.__mro__ for impl in self.implementations[candidate])
@@ -564,10 +564,13 @@ class Engines:
                 f"AttributeError: {exc}. Each candidate must be an attribute of the engine's "
                 "instance."
             ) from exc
-        if info.construct is not None and (
-            member is info.reference or (isinstance(member, LibraryClass) and member.info is info)
-        ):
-            return info.construct  # not the class: its call would dispatch
+        if info.construct is not None:  # a class candidate
+            from .own_class import LibraryClass  # imported with the class
+
+            if member is info.reference or (
+                isinstance(member, LibraryClass) and member.info is info
+            ):
+                return info.construct  # not the class: its call would dispatch
         return member
 
     def check_overrides(self, name: str, reference: Any) -> None:

@@ -33,7 +33,6 @@ import _thread
 import os
 import sys
 
-from .._call.marked import mark_class, release
 from .._call.proxy import CandidateInfo, Switchboard, candidate_of
 from .._choice.blocks import Scopes
 from .._choice.global_choice import GlobalChoice
@@ -158,6 +157,7 @@ class AccelerationDomain:
         # declared); read on every engine check.
         self._kinds: dict[str, bool] = {}
         self._declared: dict[str, str] = {}  # declared, not marked yet: name -> module
+        self._packages: list[str] = []  # subpackages that declare their own (declare_package)
         self._materialized_by: Any = None  # the run that called materialize()
         self.engines = state.engines = Engines(state)
         self.choice = state.choice = GlobalChoice(state)
@@ -191,7 +191,10 @@ class AccelerationDomain:
                     # is freed once nothing but its Copies holds it.
                     with other.state.lock:
                         other.scopes.retire()
-                    release(info.reference for info in other.state.class_candidates)
+                    if other.state.class_candidates:
+                        from .._call.marked import release
+
+                        release(info.reference for info in other.state.class_candidates)
 
     def _declared_as(self, name: str, module: str, is_class: bool) -> bool:
         """Whether ``name`` is declared (or marked, once declared) so already."""
@@ -269,6 +272,10 @@ class AccelerationDomain:
         An engine's code that reads it before then (``super().fit(...)``)
         imports the module.
 
+        After :meth:`materialize`, only the modules of a subpackage named by
+        :meth:`declare_package` may be declared: from that subpackage's own
+        ``__init__``, as it is imported.
+
         Args:
             module: The module's full name (``"mylib.heavy"``).
             functions: The names of the function candidates it marks.
@@ -276,13 +283,10 @@ class AccelerationDomain:
 
         Raises:
             CoheriqTypeError: A name is not usable, or given twice.
-            CoheriqDomainError: The domain is materialized, or a name is taken.
+            CoheriqDomainError: The domain is materialized (and the module is in
+                no subpackage named by :meth:`declare_package`), or a name is taken.
         """
-        if not (isinstance(module, str) and all(p.isidentifier() for p in module.split("."))):
-            raise CoheriqTypeError(
-                f"Domain {self.name!r} declares candidates of a module given by its full "
-                f"dotted name (like 'mylib.heavy'), not {module!r}."
-            )
+        _check_module_name(self.name, module, "declares candidates of a module")
         kinds: dict[str, bool] = {}
         for is_class, names in ((False, functions), (True, classes)):
             if isinstance(names, str):
@@ -295,12 +299,15 @@ class AccelerationDomain:
                     )
                 kinds[name] = is_class
         with self.state.lock:
-            if self.engines.reference is not None:
-                if all(self._declared_as(name, module, kind) for name, kind in kinds.items()):
-                    return  # the same declaration, from a module that runs again
+            late = self.engines.reference is not None
+            if late and all(self._declared_as(name, module, kind) for name, kind in kinds.items()):
+                return  # the same declaration, from a module that runs again
+            if late and not any(_within(module, package) for package in self._packages):
                 raise CoheriqDomainError(
                     f"Domain {self.name!r} cannot declare candidates of module {module!r}: "
-                    "it is materialized already. Declare them before calling materialize()."
+                    "it is materialized already. Declare them before calling materialize(), "
+                    "or, for a subpackage that declares its own modules, name it with "
+                    "declare_package() before materialize()."
                 )
             for name, is_class in kinds.items():
                 info = self.state.candidates.get(name)
@@ -316,6 +323,62 @@ class AccelerationDomain:
                 if name not in self.state.candidates:
                     self._declared[name] = module
                     self._kinds[name] = is_class
+                    if late:  # an attribute of the reference class, as materialize() makes
+                        late_candidates.publish_declared(self, name)
+
+    def declare_package(self, package: str) -> None:
+        """Let the subpackage ``package`` declare its own modules' candidates, later.
+
+        For a library whose subpackages are imported lazily too (lazy_loader's
+        ``attach_stub``): the subpackage's ``__init__`` declares its modules with
+        :meth:`declare` when it is imported, after :meth:`materialize`, so each
+        name is written next to the stub that loads it, not in the top package.
+        An engine class that overrides a name the domain does not know yet
+        imports the subpackages named so (their ``__init__``, which declares)
+        before it calls the name a misspelling. Call before materialize().
+
+        Args:
+            package: The subpackage's full name (``"mylib.signal"``).
+
+        Raises:
+            CoheriqTypeError: The name is not a dotted module name.
+            CoheriqDomainError: The domain is materialized already.
+        """
+        _check_module_name(self.name, package, "names a subpackage")
+        with self.state.lock:
+            if package in self._packages:
+                return  # named already (or by the module that runs again)
+            if self.engines.reference is not None:
+                raise CoheriqDomainError(
+                    f"Domain {self.name!r} cannot name subpackage {package!r} with "
+                    "declare_package(): it is materialized already. Name it before calling "
+                    "materialize()."
+                )
+            self._packages.append(package)
+
+    @property
+    def declaring_packages(self) -> tuple[str, ...]:
+        """The subpackages named by :meth:`declare_package`, in order."""
+        return tuple(self._packages)
+
+    def import_declaring_packages(self) -> dict[str, str | None]:
+        """Import the subpackages named by :meth:`declare_package`: they declare.
+
+        Returns:
+            For each subpackage, None, or why its import failed (the exception
+            is caught, and the caller reports it with what it looked for).
+        """
+        import importlib  # only where an engine names a candidate not known yet
+
+        problems: dict[str, str | None] = {}
+        for package in self.declaring_packages:
+            try:
+                importlib.import_module(package)
+            except Exception as error:
+                problems[package] = f"importing it raised {type(error).__name__}: {error}"
+            else:
+                problems[package] = None
+        return problems
 
     @property
     def comparisons(self) -> Comparisons:
@@ -528,21 +591,35 @@ class AccelerationDomain:
             late_candidates.check_may_mark(self, name, target, module, run)
             self.engines.check_overrides(name, target)  # engines written before it
             info = CandidateInfo(self, name, target, module, run)
-            if info.is_class:
-                implementations: dict[type, EngineMeta | None] = {}
-                info.reference = mark_class(info, self.state.switchboard, implementations)
-                implementations[info.reference] = None
-                self.engines.implementations[name] = implementations
-                info.proxy = info.reference
-                self.state.class_candidates.append(info)
-            else:
-                info.proxy = self.state.switchboard.function_proxy(info)
+            self._stand_in(info)
             self.state.candidates[name] = info
             self._kinds[name] = info.is_class
             self._declared.pop(name, None)
             if self.engines.reference is not None:
                 late_candidates.publish(self, info)
         return info.proxy
+
+    def _stand_in(self, info: CandidateInfo) -> None:
+        """Make what stands at call sites for the new candidate ``info`` (``info.proxy``).
+
+        For a function, its proxy; for a class, the class itself, rebuilt to
+        dispatch its construction (then also ``info.reference``). Call with the
+        domain's lock held.
+        """
+        if not info.is_class:
+            info.proxy = self.state.switchboard.function_proxy(info)
+            return
+        # The machinery of marked classes, and what engines reach as self.<Class>,
+        # are imported with a library's first class, before anything changes: a
+        # signal handler that calls a candidate meanwhile finds no half-imported module.
+        from .._call.marked import mark_class
+        from .._engines import own_class  # noqa: F401 - see attribute_for
+
+        implementations: dict[type, EngineMeta | None] = {}
+        info.reference = info.proxy = mark_class(info, self.state.switchboard, implementations)
+        implementations[info.reference] = None
+        self.engines.implementations[info.name] = implementations
+        self.state.class_candidates.append(info)
 
     def _candidate_name(self, target: Any, given: str | None) -> str:
         """The name ``target`` is marked under: ``given``, else its ``__name__``.
@@ -646,3 +723,17 @@ def _reinit_locks_in_child() -> None:
     for domain in registry.alive_everywhere():
         domain.state.lock = _thread.RLock()
         domain.engines.reinit_in_child()
+
+
+def _check_module_name(domain: str, module: object, what: str) -> None:
+    """Raise :class:`~coheriq.CoheriqTypeError` unless ``module`` is a dotted module name."""
+    if not (isinstance(module, str) and all(p.isidentifier() for p in module.split("."))):
+        raise CoheriqTypeError(
+            f"Domain {domain!r} {what} given by its full dotted name (like 'mylib.heavy'), "
+            f"not {module!r}."
+        )
+
+
+def _within(module: str, package: str) -> bool:
+    """Whether ``module`` is ``package`` or one of its modules."""
+    return module == package or module.startswith(package + ".")

@@ -28,9 +28,7 @@ the module imports (see :func:`coheriq._engines.overrides.check_late_overrides`)
 
 from __future__ import annotations
 
-from .._call.marked import check_implementations, construct_directly, mark_class
 from .._call.proxy import update_proxy
-from .._engines.own_class import ClassCandidate
 from .._stdlib import TYPE_CHECKING
 from ..exceptions import CoheriqDomainError, CoheriqTypeError, did_you_mean, listing
 from . import registry
@@ -47,6 +45,7 @@ __all__ = [
     "import_declared",
     "not_imported_note",
     "publish",
+    "publish_declared",
     "redefine",
     "runs_again",
 ]
@@ -54,7 +53,11 @@ __all__ = [
 
 def attribute_for(info: CandidateInfo) -> Any:
     """What the reference class holds for the candidate ``info``."""
-    return ClassCandidate(info) if info.is_class else staticmethod(info.reference)
+    if not info.is_class:
+        return staticmethod(info.reference)
+    from .._engines.own_class import ClassCandidate  # imported with the class (see mark)
+
+    return ClassCandidate(info)
 
 
 class Declared:
@@ -123,6 +126,21 @@ def publish(domain: Any, info: CandidateInfo) -> None:
     domain.scopes.refresh_looking()
 
 
+def publish_declared(domain: Any, name: str) -> None:
+    """Put candidate ``name``, declared after materialize(), on the reference class.
+
+    As :meth:`~coheriq.AccelerationDomain.materialize` puts the declared ones
+    before it: no engine can override it yet (one that names it imports its
+    subpackage first, which declares it). Call with the domain's lock held.
+    """
+    reference = domain.require_reference(f"declare candidate {name!r}")
+    type.__setattr__(
+        reference,
+        name,
+        Declared(domain, name, domain.not_imported[name], domain.candidate_kinds[name]),
+    )
+
+
 def runs_again(info: CandidateInfo, module: str, run: Any) -> bool:
     """Whether ``run`` of ``module`` marking ``info``'s name again is that module running again.
 
@@ -155,6 +173,8 @@ def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
     info.reference = target
     try:
         if info.is_class:
+            from .._call.marked import check_implementations, construct_directly, mark_class
+
             implementations = domain.engines.implementations[info.name]
             marked = mark_class(info, domain.state.switchboard, implementations)
             implementations[marked] = None
@@ -228,13 +248,16 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
 def import_declared(domain: Any) -> dict[str, str | None]:
     """Import every module whose declared candidates are not marked yet.
 
+    The subpackages that declare their own candidates are imported first (see
+    :meth:`~coheriq.AccelerationDomain.declare_package`), so that theirs count.
+
     Returns:
         Module name -> ``None``, or what is wrong: its import failed, or it did
         not mark every candidate declared for it.
     """
     import importlib
 
-    problems: dict[str, str | None] = {}
+    problems: dict[str, str | None] = domain.import_declaring_packages()
     for module in sorted(set(domain.not_imported.values())):
         try:
             importlib.import_module(module)

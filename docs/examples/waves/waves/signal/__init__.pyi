@@ -1,0 +1,3 @@
+from ._filters import Kernel, convolve
+
+__all__ = ["Kernel", "convolve"]
