@@ -286,6 +286,50 @@ def bench_dispatch(plan: Plan) -> list[Row]:
     return rows
 
 
+def bench_declines(plan: Plan) -> list[Row]:
+    """What a call costs on an engine whose implementation may decline it."""
+    domain = coheriq.AccelerationDomain("bench_declines")
+
+    @domain.acceleration_candidate
+    def g(x):
+        return x
+
+    domain.materialize()
+    reference = coheriq.engine_class(domain)
+
+    def never(self, x):
+        return None
+
+    def always(self, x):
+        return "always"
+
+    class Accepts(reference, name="accepts"):
+        @coheriq.may_decline(when=never)
+        def g(self, x):
+            return x
+
+    class Checks(reference, name="checks"):
+        @coheriq.may_decline(when=always)
+        def g(self, x):
+            return x
+
+    class Raises(reference, name="raises"):
+        @coheriq.may_decline
+        def g(self, x):
+            raise coheriq.Decline("always")
+
+    names = {"g": g, "impl": g.__wrapped__}
+    rows = []
+    for engine, case in (
+        ("accepts", "call a marked implementation accepts (its check passes)"),
+        ("checks", "call declined by a check, then the reference"),
+        ("raises", "call declined by raising Decline, then the reference"),
+    ):
+        with coheriq.using_engine(domain, engine):
+            rows.append(ratio_row(case, paired("g(1)", "impl(1)", names, plan)))
+    return rows
+
+
 def bench_setup(plan: Plan) -> list[Row]:
     marking, engines = [], []
     for i in range(plan.setup_rounds):
@@ -423,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(heading)
     rows: list[Row] = []
-    steps = [("dispatch", bench_dispatch), ("set-up", bench_setup)]
+    steps = [("dispatch", bench_dispatch), ("declines", bench_declines), ("set-up", bench_setup)]
     if args.only:
         steps = [step for step in steps if step[0] == args.only]
     total = len(steps) + (not args.only)

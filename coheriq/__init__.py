@@ -6,8 +6,9 @@ domain's reference class; the user picks an engine with one line, an environment
 variable or a ``with`` block, and every call site follows.
 
 The tools for looking at a program (:func:`explain`, :func:`coverage`,
-:func:`profile`, :func:`snapshot`) are imported on first use, so that importing an
-accelerated library does not pay for them.
+:func:`profile`, :func:`snapshot`), and what an engine declines a call with
+(:class:`Decline`, :func:`may_decline`), are imported on first use, so that
+importing an accelerated library does not pay for them.
 """
 
 from os import environ as _environ
@@ -32,6 +33,7 @@ from ._library.domain import AccelerationDomain
 from ._names import REFERENCE
 from ._stdlib import TYPE_CHECKING
 from .exceptions import (
+    CoheriqDeclineError,
     CoheriqDomainError,
     CoheriqDomainNameError,
     CoheriqDomainNotFoundError,
@@ -54,8 +56,9 @@ from .exceptions import (
 )
 
 if TYPE_CHECKING:
+    from ._engines.declines import Decline, may_decline
     from ._tools.introspection import Coverage, Explanation, coverage, explain
-    from ._tools.profiling import Profile, ProfileRow, profile
+    from ._tools.profiling import DeclineRow, Profile, ProfileRow, profile
     from ._tools.snapshot import Snapshot, snapshot
     from ._tools.verdicts import (
         CoheriqVerificationError,
@@ -67,10 +70,13 @@ if TYPE_CHECKING:
     from .statements import EngineStatement, engine_statements
 
 _ON_FIRST_USE = {
+    "Decline": "_engines.declines",
+    "may_decline": "_engines.declines",
     "Coverage": "_tools.introspection",
     "Explanation": "_tools.introspection",
     "coverage": "_tools.introspection",
     "explain": "_tools.introspection",
+    "DeclineRow": "_tools.profiling",
     "Profile": "_tools.profiling",
     "ProfileRow": "_tools.profiling",
     "profile": "_tools.profiling",
@@ -90,6 +96,7 @@ __all__ = [
     "REFERENCE",
     "AccelerationDomain",
     "AccelerationEngine",
+    "CoheriqDeclineError",
     "CoheriqDomainError",
     "CoheriqDomainNameError",
     "CoheriqDomainNotFoundError",
@@ -112,6 +119,8 @@ __all__ = [
     "CoheriqVerificationError",
     "CoheriqVerificationWarning",
     "Coverage",
+    "Decline",
+    "DeclineRow",
     "EngineMeta",
     "EngineStatement",
     "Explanation",
@@ -130,6 +139,7 @@ __all__ = [
     "engine_statements",
     "explain",
     "import_domain",
+    "may_decline",
     "profile",
     "proxy_implementation",
     "resolve_impl",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
+    "CoheriqDeclineError",
     "CoheriqDomainError",
     "CoheriqDomainNameError",
     "CoheriqDomainNotFoundError",
@@ -72,6 +73,13 @@ class CoheriqEngineStartError(CoheriqEngineError):
     """An engine's ``__init__`` raised: it cannot start here (no device, no cluster).
 
     The exception that ``__init__`` raised is the ``__cause__``.
+    """
+
+
+class CoheriqDeclineError(CoheriqEngineError):
+    """An engine declined a call where declines are errors (``COHERIQ_FAIL_ON_DECLINE=1``).
+
+    The message gives the engine, the candidate and the engine's reason.
     """
 
 

@@ -97,6 +97,8 @@ _chosen = pytest.StashKey[dict[str, tuple[str, str]]]()
 _deselected = pytest.StashKey[dict[str, int]]()
 _failed_to_start = pytest.StashKey[bool]()
 _verifications = pytest.StashKey[list["Verification"]]()  # the coheriq.verify objects of the run
+# (domain, candidate, engine, reason) -> calls declined in the run (see may_decline).
+_declined = pytest.StashKey[dict[tuple[str, str, str, str], int]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -120,6 +122,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _count_declines(config)
     config.addinivalue_line(
         "markers",
         "coheriq_engines(domain): run the test once per engine of the coheriq domain, "
@@ -592,6 +595,29 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for verification in config.stash.get(_verifications, []):
         terminalreporter.write_sep("-", "coheriq verification")
         terminalreporter.write_line(str(verification))
+    declined = config.stash.get(_declined, {})
+    if declined:
+        terminalreporter.write_sep("-", "coheriq declines")
+        for (domain, candidate, engine, reason), count in sorted(declined.items()):
+            calls = "call" if count == 1 else "calls"
+            terminalreporter.write_line(
+                f"{domain}.{candidate}: {engine} declined {count} {calls} ({reason})"
+            )
+
+
+def _count_declines(config: pytest.Config) -> None:
+    """Count every decline of the run, for the summary (see coheriq.may_decline)."""
+    from ._engines import declines
+
+    counts: dict[tuple[str, str, str, str], int] = {}
+    config.stash[_declined] = counts
+
+    def count(state: Any, candidate: str, engine: str, reason: str) -> None:
+        key = (state.name, candidate, engine, reason)
+        counts[key] = counts.get(key, 0) + 1
+
+    declines.watchers.append(count)
+    config.add_cleanup(lambda: declines.watchers.remove(count))
 
 
 @pytest.hookimpl(wrapper=True)

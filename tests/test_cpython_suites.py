@@ -147,6 +147,30 @@ def test_the_suite_passes_test_for_test_like_the_unmarked_module(cpython, marked
     print(f"\nCPython {version} test_{module}: {marked_report['ran']} tests, unmarked and marked")
 
 
+def test_the_suite_passes_test_for_test_on_an_engine_that_declines_every_other_call(
+    cpython, marked
+):
+    shutil.copy(HERE / "declining_engine.py", marked / "declining_engine.py")
+    reports = {}
+    for label, path, extra in (
+        ("unmarked", [ROOT], []),
+        ("declining", [marked, ROOT], ["--declining"]),
+    ):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, path))}
+        done = run([cpython, str(HERE / "run_suite.py"), "statistics", *extra], env=env)
+        assert done.returncode == 0, f"the {label} run failed: {done.stderr[-3000:]}"
+        reports[label] = json.loads(done.stdout)
+    declining = reports["declining"]
+    assert declining["outcomes"] == reports["unmarked"]["outcomes"]
+    declines = declining["declines"]
+    assert len(declines) >= 15, declines  # most of the 20 functions were called, and declined
+    assert all(key.endswith(": every other call") and n > 0 for key, n in declines.items())
+    print(
+        f"\nCPython {version_of(cpython)} test_statistics, every other call declined: "
+        f"{declining['ran']} tests passed, {sum(declines.values())} calls declined"
+    )
+
+
 def test_the_suite_on_a_numpy_engine_differs_only_where_listed(cpython_with_numpy, marked):
     test_file = run(
         [cpython_with_numpy, "-c", "import test.test_statistics as t; print(t.__file__)"]

@@ -173,3 +173,35 @@ def test_benchmark_runs_small():
     baseline = "compiled" if importlib.util.find_spec("ragbatch_compiled") else "numpy"
     assert "gpu engine" in out and f"{baseline} engine" in out
     assert f"max relative difference from the {baseline} engine" in out
+
+
+DECLINES = """
+import coheriq, ragbatch
+cpu = "compiled" if "compiled" in coheriq.available_engines("ragbatch") else "numpy"
+small = ragbatch.RaggedBatch([[1.0, 2.0], [3.0]])
+with coheriq.profile() as prof, coheriq.using_engine("ragbatch", ["gpu", cpu]):
+    on_host = ragbatch.softmax(small)
+    on_device = ragbatch.from_flat([1.0, 2.0, 3.0], [0, 2, 3])  # not declined: no upload
+    again = ragbatch.softmax(on_device)
+    explained = coheriq.explain(ragbatch.softmax, small)
+print(coheriq.engine_of(on_host) == cpu, coheriq.engine_of(again))
+print(explained.answers == cpu, explained.declines)
+print([(r.candidate, r.engine, r.count) for r in prof.declines])
+"""
+
+
+def test_a_small_batch_on_the_host_is_declined_and_runs_on_the_next_engine():
+    done = run("-c", DECLINES, RAGBATCH_GPU_PLATFORM="cpu", RAGBATCH_GPU_MIN_VALUES="1000")
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran, explained, counted = done.stdout.strip().splitlines()
+    assert ran == "True gpu"
+    reason = "a batch on the host with fewer than 1000 values: uploading it costs more than"
+    assert explained.startswith("True ['gpu declines: " + reason)
+    assert counted == "[('softmax', 'gpu', 1)]"
+
+
+def test_the_crossover_benchmark_runs_small():
+    done = run("-m", "ragbatch_gpu.benchmark", "--crossover", "--repeat", "1",
+               "--platform", "cpu")  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "the gpu engine (uploading each batch) is faster than the" in done.stdout

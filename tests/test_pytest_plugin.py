@@ -511,3 +511,24 @@ def test_two_engines_for_a_domain_and_a_raising_library_are_usage_errors(pyteste
     assert raising.ret == pytest.ExitCode.USAGE_ERROR
     raising.stderr.fnmatch_lines(["*raised RuntimeError: boom at import*"])
     assert "INTERNALERROR" not in raising.stdout.str() + raising.stderr.str()
+
+
+def test_the_summary_lists_the_calls_engines_declined(project):
+    source = """
+        import coheriq, plugdom
+
+        class Picky(coheriq.engine_class("plugdom"), name="picky"):
+            @coheriq.may_decline(when=lambda self: "not today")
+            def which(self):
+                return "picky"
+
+        def test_declined_twice():
+            with coheriq.using_engine("plugdom", ["picky", "fast"]):
+                assert plugdom.which() == "fast"
+                assert plugdom.which() == "fast"
+    """
+    result = run(project, source)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*- coheriq declines -*", "plugdom.which: picky declined 2 calls (not today)"]
+    )

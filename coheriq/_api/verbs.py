@@ -98,14 +98,15 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
     """
     found = lookup_domain(domain)
     tried: Tried = ()
+    then: tuple[str | EngineMeta, ...] = ()
     if _is_engine_list(engine):
         named_by = " (named by enable_engine)"
-        cls, tried = first_that_starts(
-            found.engines, _engine_list(found, engine), named_by=named_by, for_choice=True
-        )
+        engines = _engine_list(found, engine)
+        cls, tried = first_that_starts(found.engines, engines, named_by=named_by, for_choice=True)
+        then = tuple(engines[len(tried) :])  # what runs the calls cls declines, in order
     else:
         cls = resolve_engine(found, engine)
-    settled = found.choice.settle_on(cls, "enable_engine", tried=tried)
+    settled = found.choice.settle_on(cls, "enable_engine", tried=tried, then=then)
     if settled.engine_class is not cls:
         raise CoheriqEngineSettledError(_settled_message(found, settled, cls.__coheriq_name__))
 
@@ -249,7 +250,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         self._entered: list[Scope] = []
         # The engine class, looked up once per copy of the domain (a list is
         # resolved then: the first of it that starts), and what a list tried.
-        self._resolved: tuple[AccelerationDomain, EngineMeta, Tried] | None = None
+        self._resolved: tuple[AccelerationDomain, EngineMeta, Tried, tuple[Any, ...]] | None = None
 
     def __repr__(self) -> str:
         name = self.domain if isinstance(self.domain, str) else self.domain.name
@@ -260,15 +261,18 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         resolved = self._resolved
         if resolved is None or resolved[0] is not found:
             resolved = self._resolved = (found, *self._resolve(found))
-        scope = found.scopes.enter(resolved[1], owner=self, tried=resolved[2])
+        scope = found.scopes.enter(resolved[1], owner=self, tried=resolved[2], then=resolved[3])
         self._entered.append(scope)
 
-    def _resolve(self, found: AccelerationDomain) -> tuple[EngineMeta, Tried]:
+    def _resolve(self, found: AccelerationDomain) -> tuple[EngineMeta, Tried, tuple[Any, ...]]:
+        """The engine class, what a list tried, and the engines after it in the list."""
         engine = self.engine
         if _is_engine_list(engine):
             engines = _engine_list(found, engine)
-            return first_that_starts(found.engines, engines, named_by=" (named by using_engine)")
-        return resolve_engine(found, engine), ()
+            named_by = " (named by using_engine)"
+            cls, tried = first_that_starts(found.engines, engines, named_by=named_by)
+            return cls, tried, tuple(engines[len(tried) :])
+        return resolve_engine(found, engine), (), ()
 
     def __exit__(
         self,
@@ -388,7 +392,10 @@ def resolve_impl(candidate: T) -> T:
     """Return what a call of ``candidate`` would run here and now.
 
     For a function candidate, the engine's function or bound method; for a class
-    candidate, the implementing class. Like a call, this makes the domain's
+    candidate, the implementing class. Where the engine's implementation may
+    decline a call (:func:`coheriq.may_decline`), a function that tries it
+    first: its ``__wrapped__`` is the implementation (and, for a method, its
+    ``__self__`` the engine's instance). Like a call, this makes the domain's
     global choice if it is not made yet.
 
     Raises:

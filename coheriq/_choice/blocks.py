@@ -213,15 +213,21 @@ class Scopes:
 
     # -- entering and leaving ------------------------------------------------------------
 
-    def enter(self, cls: EngineMeta, owner: Any = None, tried: Tried = ()) -> Scope:
+    def enter(
+        self, cls: EngineMeta, owner: Any = None, tried: Tried = (), then: tuple[Any, ...] = ()
+    ) -> Scope:
         """Make ``cls`` the engine of this context until :meth:`exit`.
+
+        ``tried`` and ``then``: where ``cls`` was chosen from an ordered list,
+        what was tried before it, and the engines after it (see
+        :meth:`~coheriq._engines.registry.Engines.members_of`).
 
         The block covers every copy of the domain (see :meth:`seen_from_here`).
         Its parent is the innermost *live* block around it, so that blocks that
         exited elsewhere never pile up in a context.
         """
         state = self.state
-        members = state.engines.members_of(cls)
+        members = state.engines.members_of(cls, then)
         around = live_scope(self.variable.get())
         scope = Scope(cls.__coheriq_name__ or REFERENCE, members, around, state, owner, tried)
         log(DEBUG, "domain %r: entering a scope of engine %r", state.name, scope.engine)

@@ -127,7 +127,8 @@ class GlobalChoice:
         if "," in value:  # an ordered choice: the first of them that starts here
             names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
             cls, tried = first_that_starts(state.engines, names, named_by=named_by, for_choice=True)
-            return self.settle_on(cls, f"environment variable {variable}={value!r}", tried=tried)
+            reason = f"environment variable {variable}={value!r}"
+            return self.settle_on(cls, reason, tried=tried, then=tuple(names[len(tried) :]))
         cls = state.engines.engine_class(value, named_by=named_by)
         return self.settle_on(cls, f"environment variable {variable}={value!r}")
 
@@ -136,14 +137,22 @@ class GlobalChoice:
         return self.settle(f"call candidate {name!r}").members[name]
 
     def settle_on(
-        self, cls: EngineMeta, reason: str, *, inherited: bool = False, tried: Tried = ()
+        self,
+        cls: EngineMeta,
+        reason: str,
+        *,
+        inherited: bool = False,
+        tried: Tried = (),
+        then: tuple[Any, ...] = (),
     ) -> Settlement:
         """Make ``cls`` the global choice unless one is made; return the choice.
 
         Where another copy of the library's module has chosen a different engine
         already, that choice is returned instead (copies share one global choice,
         see :mod:`coheriq._library.registry`), unless ``inherited`` says this copy is taking
-        its share of it. ``tried`` is what an ordered list tried to choose ``cls``.
+        its share of it. ``tried`` is what an ordered list tried to choose ``cls``;
+        ``then``, the engines after it in that list, which run the calls that all of
+        ``cls``'s implementations decline (see :mod:`coheriq._engines.declines`).
         """
         state, copies = self.state, self.state.copies
         engine = cls.__coheriq_name__ or REFERENCE
@@ -157,7 +166,7 @@ class GlobalChoice:
         # choice is stored (see Engines.begin_choice).
         record = state.engines.begin_choice(cls)
         try:
-            members = state.engines.members_of(cls)  # starts the engine, holding no lock
+            members = state.engines.members_of(cls, then)  # starts the engine, holding no lock
             with state.lock:
                 settled = self.settled
                 if settled is not None:  # another thread chose meanwhile

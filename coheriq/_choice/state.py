@@ -55,6 +55,8 @@ class DomainState:
             replaced in a forked child.
         copies: The copies of the library's module's domain this one belongs to.
         switchboard: What this copy's proxies read to find what a call runs.
+        declines: (candidate, engine, reason) -> how many calls an engine's
+            implementation declined so (see :mod:`coheriq._engines.declines`).
         engines, choice, scopes: The domain's three parts.
     """
 
@@ -65,6 +67,7 @@ class DomainState:
         "choice",
         "class_candidates",
         "copies",
+        "declines",
         "engines",
         "env_prefix",
         "env_var",
@@ -95,6 +98,8 @@ class DomainState:
         self.candidates: dict[str, CandidateInfo] = {}
         self.class_candidates: list[CandidateInfo] = []
         self._warned: set[object] = set()  # keys of the warnings given, each once
+        # (candidate, engine, reason) -> how many calls the engine declined so.
+        self.declines: dict[tuple[str, str, str], int] = {}
 
     def unmaterialized_fix(self) -> str:
         """The sentence that says what to do about the domain not being materialized yet."""

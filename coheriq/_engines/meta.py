@@ -76,6 +76,7 @@ if TYPE_CHECKING:
         __coheriq_domain__: _Domain
         __coheriq_name__: str | None
         __coheriq_overrides__: frozenset[str]
+        __coheriq_declining__: frozenset[str]
 
 else:
     _EngineClassAttributes = object
@@ -166,6 +167,7 @@ class EngineMeta(type, _EngineClassAttributes):
         namespace["__coheriq_overrides__"] = overrides
         cls = super().__new__(mcls, cls_name, bases, namespace, **kwargs)
         if reference_of is None:
+            _wrap_declining(cls, overrides)
             domain.engines.register(cls)
         return cls
 
@@ -181,6 +183,28 @@ class EngineMeta(type, _EngineClassAttributes):
         if cls.__coheriq_name__ is None:
             return f"<engine mixin {where} of coheriq domain {domain!r}>"
         return f"<engine {cls.__coheriq_name__!r} of coheriq domain {domain!r}: {where}>"
+
+
+def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
+    """Note the candidates whose implementation in ``cls`` may decline; wrap the functions.
+
+    ``cls.__coheriq_declining__`` is the candidates whose supplier along the MRO
+    is marked with ``may_decline``: only their members are chains (see
+    :mod:`coheriq._engines.declines`). A marked function goes behind a
+    :class:`DecliningMethod`, so that one reached through ``super()`` from the
+    engine's own code goes on along the MRO when it declines (a class, a class
+    candidate's implementation, stays as it is: only its construction can decline).
+    """
+    from .declines import DecliningMethod, check_of  # only for an engine class
+
+    for candidate in overrides:
+        value = cls.__dict__[candidate]
+        if not isinstance(value, type) and check_of(value) is not False:
+            type.__setattr__(cls, candidate, DecliningMethod(value, cls, candidate))
+    inherited = {c for base in cls.__mro__[1:] for c in getattr(base, "__coheriq_overrides__", ())}
+    cls.__coheriq_declining__ = frozenset(
+        c for c in overrides | inherited if check_of(supplier(cls, c).__dict__[c]) is not False
+    )
 
 
 def supplier(cls: EngineMeta, candidate: str) -> EngineMeta:

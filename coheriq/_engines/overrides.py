@@ -43,6 +43,7 @@ from ..exceptions import (
     did_you_mean,
     listing,
 )
+from .declines import DecliningMethod
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -151,6 +152,8 @@ def _late_verdict(
     """
     engine, mixin = cls.__coheriq_name__ or cls.__qualname__, cls.__coheriq_name__ is None
     override = cls.__dict__[candidate]
+    if isinstance(override, DecliningMethod):
+        override = override.function
     errors: list[str] = []
     if is_class:
         try:

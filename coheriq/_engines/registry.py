@@ -45,10 +45,11 @@ from .meta import EngineMeta, refusal
 from .start import EngineStart
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from typing import Any
 
     from .._choice.state import DomainState
+    from .declines import Step
 
 
 __all__ = ["Engines"]
@@ -110,6 +111,9 @@ class Engines:
         self.classes: list[EngineMeta] = []
         self.implementations: dict[str, dict[type, EngineMeta | None]] = {}
         self._instances: dict[EngineMeta, dict[str, Any]] = {}  # the members of each
+        # The members of an engine chosen from an ordered list, for the rest of the
+        # list: (engine class, the engines after it) -> members (see members_of).
+        self._then: dict[tuple[EngineMeta, tuple[Any, ...]], dict[str, Any]] = {}
         self._started: dict[EngineMeta, Any] = {}  # the instance of each
         self._starting: dict[EngineMeta, EngineStart] = {}  # engines whose __init__ runs now
         # The start of the engine that is to be the global choice, while it runs:
@@ -407,8 +411,12 @@ class Engines:
 
     # -- the one instance of each engine class -------------------------------------------
 
-    def members_of(self, cls: EngineMeta) -> Mapping[str, Any]:
+    def members_of(self, cls: EngineMeta, then: tuple[Any, ...] = ()) -> Mapping[str, Any]:
         """Return candidate name -> what a call runs on ``cls``'s instance, starting it once.
+
+        ``then``: the engines (names or classes) that follow ``cls`` in the
+        user's ordered list, which run a call that ``cls``'s implementations all
+        decline (see :mod:`coheriq._engines.declines`), before the reference.
 
         No lock is held while an engine's ``__init__`` runs: it may take seconds
         (a GPU), import other engines, or wait for threads that enter and leave
@@ -419,6 +427,8 @@ class Engines:
             CoheriqEngineStartError: The engine's ``__init__`` failed.
             CoheriqEngineError: The engine was asked for from its own ``__init__``.
         """
+        if then:
+            return self._members_then(cls, then)
         lock = self.state.lock
         while True:
             members = self._instances.get(cls)
@@ -548,6 +558,54 @@ class Engines:
             scopes.exit(starting)
         return instance
 
+    def _members_then(self, cls: EngineMeta, then: tuple[Any, ...]) -> Mapping[str, Any]:
+        """:meth:`members_of` ``cls``, whose declining calls go on to the engines ``then``."""
+        from .declines import Chain, chain_of  # imported with the first engine class (meta)
+
+        key = (cls, then)
+        members = self._then.get(key)
+        if members is None:
+            members = dict(self.members_of(cls))
+            for name, member in members.items():
+                chain = chain_of(member)
+                if chain is not None and not chain.steps[-1].final:
+                    later = self._later(then, name)
+                    members[name] = Chain(
+                        self.state, name, chain.steps, chain.reference, later
+                    ).function
+            with self.state.lock:
+                members = self._then.setdefault(key, members)
+        return members
+
+    def _later(self, then: tuple[Any, ...], name: str) -> Callable[[], Iterator[Step]]:
+        """The steps, for candidate ``name``, of the engines ``then`` that implement it.
+
+        Each is started when a call first reaches it; one that is not installed
+        or cannot start is passed over, as an ordered choice passes it over.
+        """
+
+        from .declines import steps_of
+
+        def steps() -> Iterator[Step]:
+            for engine in then:
+                try:
+                    cls = engine if not isinstance(engine, str) else self.engine_class(engine)
+                    if cls is self.reference:
+                        return  # the reference answers last anyway
+                    self.members_of(cls)
+                except (
+                    CoheriqEngineNotFoundError,
+                    CoheriqEngineLoadError,
+                    CoheriqEngineStartError,
+                ):
+                    continue
+                found = steps_of(cls, self._started.get(cls), name)
+                yield from found
+                if found and found[-1].final:
+                    return
+
+        return steps
+
     def _members_from(self, cls: EngineMeta, instance: Any) -> dict[str, Any]:
         """What a call of each candidate runs on the engine ``instance``."""
         return {name: self._member(cls, instance, name) for name in self.state.candidates}
@@ -564,13 +622,16 @@ class Engines:
                 f"AttributeError: {exc}. Each candidate must be an attribute of the engine's "
                 "instance."
             ) from exc
-        if info.construct is not None:  # a class candidate
-            from .own_class import LibraryClass  # imported with the class
+        if info.construct is None:
+            return member  # a function's: a bound method, or a Chain that may decline
+        from .own_class import LibraryClass  # imported with the class
 
-            if member is info.reference or (
-                isinstance(member, LibraryClass) and member.info is info
-            ):
-                return info.construct  # not the class: its call would dispatch
+        if member is info.reference or (isinstance(member, LibraryClass) and member.info is info):
+            return info.construct  # not the class: its call would dispatch
+        if name in getattr(cls, "__coheriq_declining__", ()):  # may decline a construction
+            from .declines import Chain, steps_of  # imported when cls was defined
+
+            return Chain(self.state, name, steps_of(cls, instance, name), info.construct).function
         return member
 
     def check_overrides(self, name: str, reference: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .._call.proxy import candidate_of
 from .._choice.ordered import describe_tried
+from .._engines.declines import chain_of
 from .._engines.meta import EngineMeta, supplier
 from .._library import observing
 from .._library.domain import AccelerationDomain, lookup_domain
@@ -44,6 +45,11 @@ class Explanation:
             :meth:`~coheriq.AccelerationDomain.declare`).
         verification: Where a verification (:func:`coheriq.verify`) covers
             this context, what it does, as a sentence; else ``None``.
+        answers: Asked with arguments: the engine whose implementation would
+            answer a call with them (after the declines in ``declines``); else ``None``.
+        declines: Asked with arguments: what the implementations before it
+            would do, in order (``"gpu declines: 10 rows, below 512"``, or, for
+            one that declines by raising, ``"gpu: may decline when it runs"``).
     """
 
     def __init__(
@@ -57,6 +63,8 @@ class Explanation:
         tried: list[tuple[str, str]] | None = None,
         not_imported: dict[str, str] | None = None,
         verification: str | None = None,
+        answers: str | None = None,
+        declines: list[str] | None = None,
     ) -> None:
         self.domain = domain
         self.candidate = candidate
@@ -67,6 +75,8 @@ class Explanation:
         self.tried = tried or []
         self.not_imported = not_imported or {}
         self.verification = verification
+        self.answers = answers
+        self.declines = declines or []
 
     def _later(self, candidate: str) -> str:
         module = self.not_imported.get(candidate)
@@ -101,17 +111,26 @@ class Explanation:
         elif self.not_imported:
             lines.append("  not imported yet:")
             lines += [f"    {c}{self._later(c)}" for c in self.not_imported]
+        if self.answers is not None:
+            lines.append(f"  with these arguments: {self.answers} answers")
+            lines += [f"    {step}" for step in self.declines]
         return "\n".join(lines)
 
 
-def explain(subject: Any) -> Explanation:
+def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
     """Explain which engine a call would run here and now, and why; choose nothing.
 
     Args:
         subject: A candidate (as the library exports it), a domain or a domain's name.
+        args, kwargs: For a candidate, the arguments of a call: the explanation
+            then says which implementation would answer it, asking the checks of
+            the implementations that may decline (see :func:`coheriq.may_decline`).
+            Nothing runs but those checks (the engine is started if need be, as
+            the first call would start it).
 
     Raises:
-        CoheriqTypeError: ``subject`` is none of these.
+        CoheriqTypeError: ``subject`` is none of these, or arguments were given
+            for a domain.
         CoheriqDomainNotFoundError: No domain of that name.
     """
     info = candidate_of(subject)
@@ -130,9 +149,58 @@ def explain(subject: Any) -> Explanation:
     settled = domain.choice.settled is not None
     later = {c: m for c, m in domain.not_imported.items() if c in names}
     verifying = observing.describe("verification", domain)
-    return Explanation(
+    explained = Explanation(
         domain.name, candidate, engine, reason, settled, suppliers, list(tried), later, verifying
     )
+    if args or kwargs:
+        if candidate is None or cls is None:
+            raise CoheriqTypeError(
+                f"explain takes the arguments of a call with a candidate (explain(lib.f, x, "
+                f"k=2)) whose engine is imported, not with domain {domain.name!r}: pass the "
+                "candidate itself."
+                if candidate is None
+                else f"explain cannot say what a call of {candidate!r} would run before its "
+                f"engine {engine!r} is imported; import it (or call once) first."
+            )
+        then = _list_rest(domain, tried)
+        explained.answers, explained.declines = _answering(
+            domain, cls, candidate, then, args, kwargs
+        )
+    return explained
+
+
+def _list_rest(domain: AccelerationDomain, tried: Any) -> tuple[str, ...]:
+    """Before the choice, the engines of the environment variable's list after the one
+    that starts here: they run what it declines, as they will once chosen."""
+    _, value = domain.choice.env_choice()
+    if "," not in value or not tried:
+        return ()
+    return tuple(name.strip() for name in value.split(","))[len(tried) :]
+
+
+def _answering(
+    domain: AccelerationDomain,
+    cls: EngineMeta,
+    candidate: str,
+    then: tuple[str, ...],
+    args: Any,
+    kwargs: Any,
+) -> tuple[str, list[str]]:
+    """Which engine would answer a call of ``candidate`` with these arguments, and the
+    declines before it (see :meth:`coheriq._engines.declines.Chain.would_run`)."""
+    scope = domain.scopes.live()
+    settled = domain.choice.settled
+    if scope is not None:
+        members = scope.members
+    elif settled is not None:
+        members = settled.members
+    else:
+        members = domain.engines.members_of(cls, then)  # starts it, as the first call would
+    member = members[candidate]
+    chain = chain_of(member)
+    if chain is not None:  # some implementation may decline
+        return chain.would_run(args, kwargs)
+    return _name(supplier(cls, candidate)), []
 
 
 class Coverage:

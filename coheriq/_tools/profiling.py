@@ -20,6 +20,7 @@ import weakref
 from contextvars import ContextVar
 from time import perf_counter_ns
 
+from .._engines import declines
 from .._library import observing
 from .._library.domain import AccelerationDomain
 from .._stdlib import TYPE_CHECKING, after_fork_in_child, leave_chain
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any
 
-__all__ = ["Profile", "ProfileRow", "profile"]
+__all__ = ["DeclineRow", "Profile", "ProfileRow", "profile"]
 
 # The profile blocks open in this context, outermost first.
 _active: ContextVar[tuple[Profile, ...]] = ContextVar("coheriq profiler", default=())
@@ -67,11 +68,36 @@ class ProfileRow:
         )
 
 
+class DeclineRow:
+    """The calls of one candidate that one engine declined for one reason.
+
+    Attributes:
+        domain: The domain's name.
+        candidate: The candidate's name.
+        engine: The engine whose implementation declined (the next one ran).
+        reason: The reason it gave.
+        count: Number of calls it declined so.
+    """
+
+    __slots__ = ("candidate", "count", "domain", "engine", "reason")
+
+    def __init__(self, domain: str, candidate: str, engine: str, reason: str, count: int):
+        self.domain, self.candidate, self.engine = domain, candidate, engine
+        self.reason, self.count = reason, count
+
+    def __repr__(self) -> str:
+        return (
+            f"DeclineRow({self.domain}.{self.candidate} declined by {self.engine!r}: "
+            f"{self.reason!r}, {self.count} call{'s' if self.count != 1 else ''})"
+        )
+
+
 class Profile:
     """The calls recorded by one :func:`profile` block (and the blocks nested in it)."""
 
     def __init__(self) -> None:
         self._stats: dict[tuple[str, str, str], list[int]] = {}
+        self._declines: dict[tuple[str, str, str, str], int] = {}
         self._lock = _thread.RLock()
         self._open_entries = 0  # entered and not exited yet, in any thread
         _profiles.add(self)
@@ -83,6 +109,18 @@ class Profile:
             items = [(key, list(value)) for key, value in self._stats.items()]
         rows = [ProfileRow(*key, count, total / 1e9) for key, (count, total) in items]
         return sorted(rows, key=lambda r: (-r.total, r.domain, r.candidate, r.engine))
+
+    @property
+    def declines(self) -> list[DeclineRow]:
+        """The calls an engine declined (the next implementation ran), most first."""
+        with self._lock:
+            items = list(self._declines.items())
+        rows = [DeclineRow(*key, count) for key, count in items]
+        return sorted(rows, key=lambda r: (-r.count, r.domain, r.candidate, r.engine, r.reason))
+
+    def _record_decline(self, key: tuple[str, str, str, str]) -> None:
+        with self._lock:
+            self._declines[key] = self._declines.get(key, 0) + 1
 
     def _record(self, key: tuple[str, str, str], nanoseconds: int) -> None:
         with self._lock:
@@ -118,6 +156,14 @@ class Profile:
         rows = self.rows
         if not rows:
             return "no calls through coheriq candidates were recorded"
+        return self._calls_table(rows) + "".join(
+            f"\n{r.domain}.{r.candidate}: {r.engine} declined {r.count} "
+            f"call{'s' if r.count != 1 else ''} ({r.reason})"
+            for r in self.declines
+        )
+
+    @staticmethod
+    def _calls_table(rows: list[ProfileRow]) -> str:
         table = [["candidate", "engine", "calls", "total", "mean"]] + [
             [
                 f"{r.domain}.{r.candidate}",
@@ -153,8 +199,11 @@ def profile() -> Profile:
 
     Calls are counted per candidate and engine, with total and mean time (a
     candidate calling another counts in both). ``print(prof)`` renders a table;
-    ``prof.rows`` is the data. Like :class:`using_engine`, a block covers its own
-    thread or task (and tasks created inside it); it never chooses an engine.
+    ``prof.rows`` is the data. The calls an engine declined (see
+    :func:`coheriq.may_decline`) are counted per candidate, engine and reason in
+    ``prof.declines``, and listed under the table. Like :class:`using_engine`, a
+    block covers its own thread or task (and tasks created inside it); it never
+    chooses an engine.
     """
     return Profile()
 
@@ -198,6 +247,15 @@ def _timing(domain: AccelerationDomain) -> Callable[[Any], Any]:
         return _Timed(domain, scope, profiles) if profiles else scope
 
     return wrap
+
+
+def _count_decline(state: Any, candidate: str, engine: str, reason: str) -> None:
+    """Count a decline in the profiles open in this context (a declines watcher)."""
+    for profile in dict.fromkeys(_active.get()):
+        profile._record_decline((state.name, candidate, engine, reason))
+
+
+declines.watchers.append(_count_decline)
 
 
 @after_fork_in_child

@@ -84,10 +84,14 @@ class VerificationRow:
         other_time: Seconds the other implementation took on them.
         examples: The first few mismatches.
         notes: Why calls were not compared, once each.
+        answered: For the calls the engine declined (see
+            :func:`coheriq.may_decline`), which implementation answered them
+            (and was compared): implementation -> calls.
     """
 
     __slots__ = (
         "against",
+        "answered",
         "calls",
         "candidate",
         "compared",
@@ -108,6 +112,7 @@ class VerificationRow:
         self.engine_time = self.other_time = 0.0
         self.examples: list[Mismatch] = []
         self.notes: list[str] = []
+        self.answered: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return (
@@ -121,6 +126,7 @@ class VerificationRow:
         data = {name: getattr(self, name) for name in sorted(self.__slots__)}
         data["examples"] = [m.as_dict() for m in self.examples]
         data["notes"] = list(self.notes)
+        data["answered"] = dict(self.answered)
         return data
 
 
@@ -151,6 +157,12 @@ def table(title: str, engine: str, rows: list[VerificationRow]) -> str:
     ]
     lines += [f"mismatch: {m}" for r in rows for m in r.examples]
     lines += [f"note: {r.domain}.{r.candidate}: {note}" for r in rows for note in r.notes]
+    lines += [
+        f"declined: {r.domain}.{r.candidate}: {r.answered[who]} of the calls on {engine!r} "
+        f"were declined and answered by {who!r}, which was compared with {r.against!r}"
+        for r in rows
+        for who in sorted(r.answered)
+    ]
     return "\n".join(lines)
 
 

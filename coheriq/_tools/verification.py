@@ -33,6 +33,7 @@ from time import perf_counter_ns
 
 from .._api.verbs import resolve_engine, using_engine
 from .._call.proxy import code_flags_behind
+from .._engines import declines
 from .._library import observing, registry
 from .._library.comparing import summarize
 from .._library.domain import AccelerationDomain, lookup_domain
@@ -293,12 +294,15 @@ class Verification:
         if prepared is None:
             return member(*args, **kwargs)
         token, started = _inside.set(_inside.get() | {domain.name}), perf_counter_ns()
+        who = declines.answered.set(None)
         try:
             try:
                 result = member(*args, **kwargs)
             finally:
                 engine_ns = perf_counter_ns() - started
                 _inside.reset(token)
+                self._answered(prepared.row, declines.answered.get())
+                declines.answered.reset(who)
         except Exception as error:
             with self._other_side(domain, guarded=True) as (members, guard):
                 other = _outcome(members[name], prepared.theirs, guard)
@@ -500,6 +504,12 @@ class Verification:
             raise  # a library's compare that answered something else: see _verdict
         except Exception as failure:
             return f"comparing the arguments after the call raised {_exception(failure)}"
+
+    def _answered(self, row: VerificationRow, engine: str | None) -> None:
+        """Count who answered a call the engine verified declined (None: not declined)."""
+        if engine is not None:
+            with self._lock:
+                row.answered[engine] = row.answered.get(engine, 0) + 1
 
     def _note(self, row: VerificationRow, note: str) -> None:
         """Keep ``note`` in ``row``, once per kind (what it says before its first colon)."""

@@ -8,7 +8,10 @@
 #    dependencies: JAX, NumPy, pytest and hypothesis must be there already);
 # 2. runs ragbatch's invariant suite on the gpu engine, and the gpu engine's tests;
 # 3. benchmarks softmax over 10^8 float64 values in 10^5 rows with the Pallas
-#    kernel and with the XLA program, each against the compiled CPU engine.
+#    kernel and with the XLA program, each against the compiled CPU engine;
+# 4. measures the batch size from which the gpu engine, uploading each batch,
+#    beats the compiled engine: the value for RAGBATCH_GPU_MIN_VALUES, below which
+#    the engine declines a batch on the host.
 #
 # Each step's output goes to the terminal and to a file in OUTPUT_FOLDER (default:
 # the current folder). With WHEELS=folder, the pure-Python packages are installed
@@ -45,4 +48,5 @@ step invariants "$python" -m pytest -p no:cacheprovider -q --pyargs ragbatch.tes
 step gpu_tests "$python" -m pytest -p no:cacheprovider -q -rs tests/test_gpu_engine.py
 step benchmark_pallas "$python" -m ragbatch_gpu.benchmark --softmax pallas
 step benchmark_xla "$python" -m ragbatch_gpu.benchmark --softmax xla --cpu-repeat 1
+step crossover "$python" -m ragbatch_gpu.benchmark --crossover --repeat 5
 exit $failed

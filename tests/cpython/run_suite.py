@@ -6,6 +6,10 @@ interpreter whose ``test`` package it uses, with the ``MODULE`` to test first on
 ``sys.path``. For ``statistics`` it also runs CPython's ``TestNormalDist`` tests
 once more against the imported module itself, as ``TestNormalDistImported``
 (CPython runs them against fresh copies of the module only).
+
+``python run_suite.py MODULE --declining`` runs it on an engine that declines
+every other call (see ``declining_engine.py``), inside a ``coheriq.profile()``
+block, and adds the declines the profile counted to the report.
 """
 
 from __future__ import annotations
@@ -52,24 +56,38 @@ class Outcomes(unittest.TextTestResult):
         self.outcomes[test.id()] = "skipped"
 
 
-def main(name: str) -> int:
+def main(name: str, declining: bool = False) -> int:
     module = importlib.import_module(name)
+    if declining:
+        from declining_engine import install
+
+        import coheriq
+
+        install(name)
+        coheriq.enable_engine(name, "halving")
+        profile = coheriq.profile()
     suite_module = importlib.import_module(f"test.test_{name}")
     loader = unittest.TestLoader()
     suite = loader.loadTestsFromModule(suite_module)
     for case in extra_tests(module, suite_module):
         suite.addTests(loader.loadTestsFromTestCase(case))
     runner = unittest.TextTestRunner(stream=sys.stderr, resultclass=Outcomes, verbosity=0)
-    result = runner.run(suite)
+    if declining:
+        with profile:
+            result = runner.run(suite)
+    else:
+        result = runner.run(suite)
     report = {
         "file": module.__file__,
         "marked": hasattr(module, "domain"),
         "ran": result.testsRun,
         "outcomes": result.outcomes,
     }
+    if declining:
+        report["declines"] = {f"{r.candidate}: {r.reason}": r.count for r in profile.declines}
     print(json.dumps(report))
     return 0 if result.wasSuccessful() else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], declining="--declining" in sys.argv[2:]))

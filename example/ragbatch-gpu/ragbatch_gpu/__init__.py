@@ -21,6 +21,13 @@ machine with an NVIDIA GPU); without one, choosing the engine fails and says so.
 test the engine where there is no GPU (the Pallas kernel is then interpreted).
 Choosing the engine turns on JAX's 64-bit mode (``jax_enable_x64``), because
 ragbatch computes in float64.
+
+A batch still on the host with fewer values than ``RAGBATCH_GPU_MIN_VALUES``
+(default :data:`MIN_VALUES`) is declined (``coheriq.may_decline``): uploading it
+costs more than the work, and the next implementation runs it (the compiled
+engine under ``RAGBATCH_ENGINE=gpu,compiled``, else the reference). A batch on
+the device already is never declined. ``python -m ragbatch_gpu.benchmark
+--crossover`` measures where the engine starts to win.
 """
 
 from __future__ import annotations
@@ -44,6 +51,10 @@ from . import kernel
 Numpy = coheriq.engine_class("ragbatch", "numpy")
 
 PLATFORM_ENV = "RAGBATCH_GPU_PLATFORM"
+MIN_VALUES_ENV = "RAGBATCH_GPU_MIN_VALUES"
+MIN_VALUES = 1 << 16
+"""Below this many values, a batch on the host is declined (not measured on a GPU yet:
+``gpu_check.sh`` measures the crossover; set ``RAGBATCH_GPU_MIN_VALUES`` to it)."""
 SOFTMAX_ENV = "RAGBATCH_GPU_SOFTMAX"
 SOFTMAX_KERNELS = ("pallas", "xla")
 _SMALLEST = 128  # every batch at most this big shares one program
@@ -65,6 +76,19 @@ def find_device(platform: str = "gpu") -> Any:
         ) from None
     jax.config.update("jax_enable_x64", True)  # only once a device is found: fail cleanly
     return device
+
+
+def min_values() -> int:
+    """``RAGBATCH_GPU_MIN_VALUES``, else :data:`MIN_VALUES` (0 declines nothing)."""
+    text = os.environ.get(MIN_VALUES_ENV, "").strip()
+    if not text:
+        return MIN_VALUES
+    if not text.isdigit():
+        raise RuntimeError(
+            f"{MIN_VALUES_ENV}={text!r} is not a number of values: set it to a whole "
+            "number (0 to run every batch on the device), or unset it."
+        )
+    return int(text)
 
 
 def device_platform() -> str:
@@ -296,6 +320,20 @@ def _on_device(batch: Any, dtype: Any = np.float64) -> GpuBatch:
     return batch
 
 
+def _too_small(engine: GpuEngine, batch: Any, *args: Any) -> str | None:
+    """Why ``engine`` declines ``batch`` (one on the host, too small to upload), or None."""
+    if isinstance(batch, GpuBatch) or engine.min_values == 0:
+        return None  # on the device already: no upload to pay for
+    offsets = batch.offsets
+    if len(offsets) and int(offsets[-1]) >= engine.min_values:
+        return None
+    # One reason for every size below the threshold: the log says it once.
+    return (
+        f"a batch on the host with fewer than {engine.min_values} values: uploading it "
+        f"costs more than the work ({MIN_VALUES_ENV})"
+    )
+
+
 class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
     """ragbatch's rows on a GPU, each function one compiled JAX program."""
 
@@ -303,6 +341,7 @@ class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
 
     def __init__(self) -> None:
         self.softmax_kernel = choose_softmax_kernel(device_platform())
+        self.min_values = min_values()
         self.device = device()  # no GPU: the error says so, and the engine is not chosen
 
     def from_flat(self, values: Sequence[float], offsets: Sequence[int]) -> GpuBatch:
@@ -312,6 +351,7 @@ class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
         """Copies of the values and offsets, on the host."""
         return np.array(batch.values), np.array(batch.offsets, dtype=np.int64)
 
+    @coheriq.may_decline(when=_too_small)
     def softmax(self, batch: Any) -> GpuBatch:
         batch = _on_device(batch)
         rows = batch._layout
@@ -322,6 +362,7 @@ class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
             out = _softmax(batch._data, rows.ids(), rows.count)
         return self.RaggedBatch._wrap(out, rows)
 
+    @coheriq.may_decline(when=_too_small)
     def topk(self, batch: Any, k: int) -> tuple[GpuBatch, GpuBatch]:
         ragbatch.check_k(k)
         batch = _on_device(batch)
@@ -339,12 +380,14 @@ class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
         )
         return self.RaggedBatch._wrap(indices, kept), self.RaggedBatch._wrap(probabilities, kept)
 
+    @coheriq.may_decline(when=_too_small)
     def row_sum(self, batch: Any) -> jax.Array:
         """The sum of each row, as a JAX array on the device."""
         batch = _on_device(batch)
         rows = batch._layout
         return _row_sum(batch._data, rows.ids(), rows.count)[: len(batch)]
 
+    @coheriq.may_decline(when=_too_small)
     def row_mean(self, batch: Any) -> jax.Array:
         """The mean of each row (NaN for an empty row), as a JAX array on the device."""
         batch = _on_device(batch)

@@ -9,6 +9,12 @@ fraction of the device's peak, the speed-up over the CPU engine, and the largest
 relative difference between their results. Targets: at least 50% of peak, and at
 least 20x the compiled engine.
 
+``--crossover`` measures instead where the gpu engine starts to win: softmax of
+batches on the host (so each call uploads its batch, as a call the engine may
+decline does) of 2^10 to 2^22 values, on the gpu engine and on the CPU engine;
+it prints both times per size and the smallest size from which the gpu engine
+is faster, the value to give ``RAGBATCH_GPU_MIN_VALUES``.
+
 The device's peak bandwidth comes from a table of known GPUs, or ``--peak-gbs``.
 ``--platform cpu`` runs the gpu engine's programs on JAX's CPU backend (a smoke
 test; there is no peak to compare with), and ``--softmax pallas|xla`` chooses the
@@ -18,6 +24,7 @@ engine's softmax kernel (by default pallas on a GPU, xla elsewhere).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -66,6 +73,35 @@ def make_flat(n_values: int, n_rows: int, seed: int = 0) -> tuple[np.ndarray, np
     return rng.normal(0.0, 3.0, n_values), np.concatenate(([0], cuts, [n_values]))
 
 
+def crossover(cpu: str, repeat: int) -> int:
+    """Print softmax times per batch size on the gpu engine (uploading) and on ``cpu``."""
+    os.environ["RAGBATCH_GPU_MIN_VALUES"] = "0"  # measure every size on the device
+    print(f"{'values':>10} {'gpu engine':>12} {cpu + ' engine':>16}")
+    first_win = None
+    for power in range(10, 23, 2):
+        values, offsets = make_flat(2**power, max(2 ** (power - 6), 1))
+        times = {}
+        for engine in ("gpu", cpu):
+            with coheriq.using_engine("ragbatch", cpu):
+                batch = ragbatch.from_flat(values, offsets)  # on the host
+            with coheriq.using_engine("ragbatch", engine):
+                call = functools.partial(_softmax_ready, batch)
+                times[engine], _ = warm_then_timed(call, repeat)
+        print(f"{2**power:>10,} {times['gpu'] * 1e6:>9.1f} us {times[cpu] * 1e6:>13.1f} us")
+        if first_win is None and times["gpu"] < times[cpu]:
+            first_win = 2**power
+    where = f"from {first_win:,} values" if first_win else "at no size measured"
+    print(f"the gpu engine (uploading each batch) is faster than the {cpu} engine {where}")
+    return 0
+
+
+def _softmax_ready(batch: Any) -> Any:
+    """Softmax of ``batch``, waited for (JAX returns before a device has finished)."""
+    result = ragbatch.softmax(batch)
+    wait = getattr(result, "block_until_ready", None)
+    return result if wait is None else wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark ragbatch's gpu engine.")
     parser.add_argument("--values", type=int, default=10**8)
@@ -77,12 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--softmax", choices=["pallas", "xla"], default=None, help="the gpu engine's kernel"
     )
+    parser.add_argument(
+        "--crossover", action="store_true", help="where the gpu engine starts to win"
+    )
     args = parser.parse_args(argv)
     # Read when the engine starts, at the first using_engine below.
     if args.platform:
         os.environ["RAGBATCH_GPU_PLATFORM"] = args.platform
     if args.softmax:
         os.environ["RAGBATCH_GPU_SOFTMAX"] = args.softmax
+    if args.crossover:
+        cpu = "compiled" if "compiled" in coheriq.available_engines("ragbatch") else "numpy"
+        return crossover(cpu, args.repeat)
 
     values, offsets = make_flat(args.values, args.rows)
     print(f"[1/2] gpu engine, {args.repeat} calls ...", file=sys.stderr, flush=True)

@@ -102,7 +102,9 @@ def _say_what_the_program_runs_on() -> None:
     """The global choice outside the blocks above: RAGBATCH_ENGINE, e.g. ``gpu,compiled``.
 
     A list is an ordered choice, the first of its engines that starts here; on a
-    machine without a GPU, ``gpu,compiled`` runs on compiled and says why.
+    machine without a GPU, ``gpu,compiled`` runs on compiled and says why. On one
+    with a GPU, a small batch that the gpu engine declines runs on compiled, and
+    the demo says so.
     """
     ragbatch.row_sum(ragbatch.RaggedBatch([[1.0]]))  # the first call outside a block chooses
     explained = coheriq.explain("ragbatch")
@@ -110,6 +112,15 @@ def _say_what_the_program_runs_on() -> None:
     print(f"outside the blocks, this program runs on {explained.engine!r} ({why})")
     for engine, outcome in explained.tried:
         print(f"  {engine}: {outcome}")
+    # An engine may decline a call it would lose (the gpu engine, a small batch on the
+    # host): the next implementation runs it, the next engine of the list first.
+    with coheriq.using_engine("ragbatch", coheriq.REFERENCE):
+        small = ragbatch.RaggedBatch([[1.0, 2.0], [3.0]])  # on the host
+    with coheriq.profile() as profile:
+        ragbatch.softmax(small)
+    answered = coheriq.explain(ragbatch.softmax, small).answers
+    for row in profile.declines:
+        print(f"  a batch of 3 values: {row.engine} declined it ({row.reason}); {answered} ran it")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,305 @@
+"""An engine declines a call with a reason: the next implementation runs, and the user sees why.
+
+The rule: the next class along the engine's MRO that implements the candidate,
+then the next engine of the user's ordered list that implements it, then the
+reference. A plain exception is never a decline; declines are counted, logged
+once, profiled, explained, verified and, on request, errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+
+import coheriq
+
+
+@pytest.fixture
+def ranked(unique, monkeypatch):
+    """A domain with a function candidate ``topk`` and a class candidate ``Index``, and
+    engines: "compiled" (declines k > 3, raising), "gpu" (declines fewer than 4 rows,
+    by a check), "hybrid" (Gpu, Compiled), "plain" (never declines)."""
+    name = unique("ranked")
+    monkeypatch.delenv(f"{name.upper()}_ENGINE", raising=False)
+    monkeypatch.delenv("COHERIQ_FAIL_ON_DECLINE", raising=False)
+    domain = coheriq.AccelerationDomain(name, env_prefix=name.upper())
+
+    @domain.acceleration_candidate
+    def topk(xs, k=2):
+        return ("reference", sorted(xs)[-k:])
+
+    @domain.acceleration_candidate
+    class Index:
+        def __init__(self, rows):
+            self.rows = rows
+
+    domain.materialize()
+    reference = coheriq.engine_class(name)
+
+    class Compiled(reference, name="compiled"):
+        @coheriq.may_decline
+        def topk(self, xs, k=2):
+            if k > 3:
+                raise coheriq.Decline(f"k={k} is beyond the kernel's 3")
+            return ("compiled", sorted(xs)[-k:])
+
+    def too_few(self, xs, k=2):
+        return f"{len(xs)} rows: below 4" if len(xs) < 4 else None
+
+    class Gpu(reference, name="gpu"):
+        @coheriq.may_decline(when=too_few)
+        def topk(self, xs, k=2):
+            return ("gpu", sorted(xs)[-k:])
+
+        @coheriq.may_decline
+        class Index:
+            def __init__(self, rows):
+                if not rows:
+                    raise coheriq.Decline("no rows")
+                self.rows = rows
+
+    class Hybrid(Gpu, Compiled, name="hybrid"):
+        pass
+
+    class Plain(reference, name="plain"):
+        def topk(self, xs, k=2):
+            return ("plain", sorted(xs)[-k:])
+
+    domain.topk, domain.Index = topk, Index
+    return domain
+
+
+FEW, MANY = [1, 2, 3], [1, 2, 3, 4, 5]
+
+
+def test_a_decline_runs_the_next_implementation_along_the_mro_of_a_diamond(ranked):
+    with coheriq.using_engine(ranked.name, "hybrid"):
+        assert ranked.topk(MANY) == ("gpu", [4, 5])
+        assert ranked.topk(FEW) == ("compiled", [2, 3])  # gpu declined, Compiled is next
+        assert ranked.topk(FEW, k=5) == ("reference", FEW)  # both declined
+    assert dict(ranked.state.declines) == {
+        ("topk", "gpu", "3 rows: below 4"): 2,
+        ("topk", "compiled", "k=5 is beyond the kernel's 3"): 1,
+    }
+
+
+def test_then_the_next_engine_of_the_users_list_then_the_reference(ranked):
+    with coheriq.using_engine(ranked.name, ["gpu", "plain"]):
+        assert ranked.topk(FEW) == ("plain", [2, 3])
+    with coheriq.using_engine(ranked.name, ["gpu", "compiled"]):
+        assert ranked.topk(FEW) == ("compiled", [2, 3])
+        assert ranked.topk(FEW, k=5) == ("reference", FEW)
+        assert ranked.topk(MANY, k=5) == ("gpu", [1, 2, 3, 4, 5])
+    coheriq.enable_engine(ranked.name, ["gpu", "compiled"])
+    assert ranked.topk(FEW) == ("compiled", [2, 3])
+
+
+def test_the_list_in_the_environment_variable_goes_on_too(ranked, monkeypatch):
+    monkeypatch.setenv(f"{ranked.name.upper()}_ENGINE", "gpu,compiled")
+    assert ranked.topk(FEW) == ("compiled", [2, 3])
+    assert coheriq.explain(ranked.topk).engine == "gpu"
+
+
+def test_a_plain_exception_is_not_a_decline(ranked):
+    class Broken(coheriq.engine_class(ranked.name), name="broken"):
+        @coheriq.may_decline
+        def topk(self, xs, k=2):
+            raise ValueError("a bug")
+
+    with coheriq.using_engine(ranked.name, ["broken", "plain"]):
+        with pytest.raises(ValueError, match="a bug"):
+            ranked.topk(FEW)
+    assert not ranked.state.declines
+
+
+def test_an_implementation_not_marked_cannot_decline(ranked):
+    class Unmarked(coheriq.engine_class(ranked.name), name="unmarked"):
+        def topk(self, xs, k=2):
+            raise coheriq.Decline("not marked")
+
+    with coheriq.using_engine(ranked.name, ["unmarked", "plain"]):
+        with pytest.raises(coheriq.Decline, match="not marked"):
+            ranked.topk(FEW)
+
+
+def test_a_decline_inside_super_goes_on_along_the_mro(ranked):
+    compiled = coheriq.engine_class(ranked.name, "compiled")
+
+    class Around(compiled, name="around"):
+        def topk(self, xs, k=2):
+            return ("around", super().topk(xs, k))  # Compiled's, which may decline
+
+    with coheriq.using_engine(ranked.name, "around"):
+        assert ranked.topk(FEW) == ("around", ("compiled", [2, 3]))
+        assert ranked.topk(FEW, k=5) == ("around", ("reference", FEW))
+    assert ranked.state.declines[("topk", "compiled", "k=5 is beyond the kernel's 3")] == 1
+
+
+def test_a_class_declines_a_construction_and_objects_stay_with_their_builder(ranked):
+    with coheriq.using_engine(ranked.name, "gpu"):
+        full, empty = ranked.Index([1]), ranked.Index([])
+    assert type(full).__qualname__.endswith("Gpu.Index")
+    assert type(empty) is ranked.Index  # the reference built it, and keeps it
+    assert isinstance(full, ranked.Index) and isinstance(empty, ranked.Index)
+    assert ranked.state.declines == {("Index", "gpu", "no rows"): 1}
+
+
+def test_the_strict_switch_makes_a_decline_an_error(ranked, monkeypatch):
+    monkeypatch.setenv(f"{ranked.name.upper()}_FAIL_ON_DECLINE", "1")
+    with coheriq.using_engine(ranked.name, "hybrid"):
+        assert ranked.topk(MANY) == ("gpu", [4, 5])
+        with pytest.raises(coheriq.CoheriqDeclineError) as caught:
+            ranked.topk(FEW)
+    message = str(caught.value)
+    assert "Engine 'gpu'" in message and "'topk'" in message and "3 rows: below 4." in message
+    assert f"{ranked.name.upper()}_FAIL_ON_DECLINE=1" in message
+    monkeypatch.delenv(f"{ranked.name.upper()}_FAIL_ON_DECLINE")
+    monkeypatch.setenv("COHERIQ_FAIL_ON_DECLINE", "1")
+    with coheriq.using_engine(ranked.name, "compiled"):
+        with pytest.raises(coheriq.CoheriqDeclineError, match="COHERIQ_FAIL_ON_DECLINE=1"):
+            ranked.topk(FEW, k=5)
+
+
+def test_the_log_says_each_reason_once(ranked, caplog):
+    caplog.set_level(logging.INFO, logger="coheriq")
+    with coheriq.using_engine(ranked.name, "hybrid"):
+        for _ in range(5):
+            ranked.topk(FEW)
+    lines = [r.getMessage() for r in caplog.records if "declined" in r.getMessage()]
+    assert lines == [
+        f"domain {ranked.name!r}: engine 'gpu' declined 'topk' (3 rows: below 4); the next "
+        "implementation runs"
+    ]
+
+
+def test_profile_counts_declines_per_candidate_engine_and_reason(ranked):
+    with coheriq.profile() as prof, coheriq.using_engine(ranked.name, "hybrid"):
+        ranked.topk(FEW)
+        ranked.topk(FEW)
+        ranked.topk(FEW, k=5)
+    rows = {(r.candidate, r.engine, r.reason): r.count for r in prof.declines}
+    assert rows == {
+        ("topk", "gpu", "3 rows: below 4"): 3,
+        ("topk", "compiled", "k=5 is beyond the kernel's 3"): 1,
+    }
+    assert "topk: gpu declined 3 calls (3 rows: below 4)" in str(prof)
+
+
+def test_explain_says_what_would_answer_given_arguments(ranked):
+    with coheriq.using_engine(ranked.name, ["gpu", "compiled"]):
+        few = coheriq.explain(ranked.topk, FEW)
+        many = coheriq.explain(ranked.topk, MANY, k=2)
+    assert (few.answers, few.declines) == (
+        "compiled",
+        ["gpu declines: 3 rows: below 4", "compiled: may decline when it runs"],
+    )
+    assert (many.answers, many.declines) == ("gpu", [])
+    assert "with these arguments: compiled answers" in str(few)
+    assert not ranked.state.declines  # explaining ran nothing
+    with pytest.raises(coheriq.CoheriqTypeError, match="pass the candidate itself"):
+        coheriq.explain(ranked.name, FEW)
+
+
+def test_verification_says_which_implementation_answered(ranked):
+    class Faithful(coheriq.engine_class(ranked.name), name="faithful"):
+        @coheriq.may_decline(when=lambda self, xs, k=2: "short" if len(xs) < 4 else None)
+        def topk(self, xs, k=2):
+            return ("reference", sorted(xs)[-k:])
+
+    with coheriq.verify(ranked.name, "faithful") as verification:
+        ranked.topk(FEW)
+        ranked.topk(MANY)
+    (row,) = verification.rows
+    assert row.compared == 2 and row.mismatches == 0
+    assert row.answered == {"reference": 1}
+    assert "1 of the calls on 'faithful' were declined and answered by 'reference'" in str(
+        verification
+    )
+
+
+def test_threads_and_tasks_in_different_blocks_decline_independently(ranked):
+    results = {}
+
+    def run(engine, xs):
+        with coheriq.using_engine(ranked.name, engine):
+            results[engine] = [ranked.topk(xs) for _ in range(200)][-1]
+
+    threads = [
+        threading.Thread(target=run, args=("gpu", FEW)),
+        threading.Thread(target=run, args=("compiled", FEW)),
+        threading.Thread(target=run, args=("hybrid", MANY)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert results == {
+        "gpu": ("reference", [2, 3]),
+        "compiled": ("compiled", [2, 3]),
+        "hybrid": ("gpu", [4, 5]),
+    }
+
+    async def task(engine):
+        with coheriq.using_engine(ranked.name, engine):
+            await asyncio.sleep(0)
+            return ranked.topk(FEW)
+
+    async def main():
+        return await asyncio.gather(task("gpu"), task("hybrid"), task("plain"))
+
+    assert asyncio.run(main()) == [
+        ("reference", [2, 3]),
+        ("compiled", [2, 3]),
+        ("plain", [2, 3]),
+    ]
+
+
+def test_a_decline_needs_a_reason_and_may_decline_a_check():
+    with pytest.raises(coheriq.CoheriqTypeError, match="needs a reason"):
+        coheriq.Decline("")
+    with pytest.raises(coheriq.CoheriqTypeError, match="returns a reason or None"):
+        coheriq.may_decline(when="soon")
+
+
+def test_a_check_that_returns_no_string_is_refused_clearly(ranked):
+    class Odd(coheriq.engine_class(ranked.name), name="odd"):
+        @coheriq.may_decline(when=lambda self, xs, k=2: True)
+        def topk(self, xs, k=2):
+            return ("odd", xs)
+
+    with coheriq.using_engine(ranked.name, "odd"):
+        with pytest.raises(coheriq.CoheriqTypeError, match="must return the reason"):
+            ranked.topk(FEW)
+
+
+def test_a_call_that_is_not_declined_runs_the_engines_own_method(ranked):
+    # The fast path: an engine none of whose implementations may decline is
+    # called as ever (its bound method), and so is one that may, called directly.
+    with coheriq.using_engine(ranked.name, "plain"):
+        assert ranked.topk(FEW) == ("plain", [2, 3])
+    gpu = coheriq.engine_class(ranked.name, "gpu")
+    assert gpu.topk.__name__ == "topk"  # the class attribute is the function itself
+
+
+def test_an_override_of_the_decorator_form_declines_too(ranked):
+    engine = coheriq.AccelerationEngine(ranked.name, "decorated")
+
+    @engine.override("topk")
+    @coheriq.may_decline(when=lambda xs, k=2: "too few" if len(xs) < 4 else None)
+    def topk(xs, k=2):  # no self: the check takes the call's arguments alone
+        return ("decorated", sorted(xs)[-k:])
+
+    engine.materialize()
+    with coheriq.using_engine(ranked.name, ["decorated", "compiled"]):
+        assert ranked.topk(MANY) == ("decorated", [4, 5])
+        assert ranked.topk(FEW) == ("compiled", [2, 3])
+
+
+def test_explain_before_the_first_call_follows_the_list_in_the_environment(ranked, monkeypatch):
+    monkeypatch.setenv(f"{ranked.name.upper()}_ENGINE", "gpu,compiled")
+    explained = coheriq.explain(ranked.topk, FEW)
+    assert explained.answers == "compiled" and not explained.settled
+    assert ranked.topk(FEW) == ("compiled", [2, 3])
