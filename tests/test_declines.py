@@ -303,3 +303,12 @@ def test_explain_before_the_first_call_follows_the_list_in_the_environment(ranke
     explained = coheriq.explain(ranked.topk, FEW)
     assert explained.answers == "compiled" and not explained.settled
     assert ranked.topk(FEW) == ("compiled", [2, 3])
+
+
+def test_an_implementation_is_asked_once_where_the_list_names_it_again(ranked):
+    with coheriq.using_engine(ranked.name, ["hybrid", "gpu", "plain"]):
+        assert ranked.topk(FEW, k=5) == ("plain", [1, 2, 3])
+    assert ranked.state.declines == {
+        ("topk", "gpu", "3 rows: below 4"): 1,  # Hybrid's Gpu base, not asked again
+        ("topk", "compiled", "k=5 is beyond the kernel's 3"): 1,
+    }

@@ -569,7 +569,7 @@ class Engines:
             for name, member in members.items():
                 chain = chain_of(member)
                 if chain is not None and not chain.steps[-1].final:
-                    later = self._later(then, name)
+                    later = self._later(then, name, {step.owner for step in chain.steps})
                     members[name] = Chain(
                         self.state, name, chain.steps, chain.reference, later
                     ).function
@@ -577,11 +577,15 @@ class Engines:
                 members = self._then.setdefault(key, members)
         return members
 
-    def _later(self, then: tuple[Any, ...], name: str) -> Callable[[], Iterator[Step]]:
+    def _later(
+        self, then: tuple[Any, ...], name: str, tried: set[Any]
+    ) -> Callable[[], Iterator[Step]]:
         """The steps, for candidate ``name``, of the engines ``then`` that implement it.
 
         Each is started when a call first reaches it; one that is not installed
-        or cannot start is passed over, as an ordered choice passes it over.
+        or cannot start is passed over, as an ordered choice passes it over. An
+        implementation already ``tried`` (a hybrid's base, named again in the
+        list) is not asked twice.
         """
 
         from .declines import steps_of
@@ -599,7 +603,9 @@ class Engines:
                     CoheriqEngineStartError,
                 ):
                     continue
-                found = steps_of(cls, self._started.get(cls), name)
+                found = [
+                    s for s in steps_of(cls, self._started.get(cls), name) if s.owner not in tried
+                ]
                 yield from found
                 if found and found[-1].final:
                     return
