@@ -201,7 +201,9 @@ def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
         value = cls.__dict__[candidate]
         if not isinstance(value, type) and check_of(value) is not False:
             type.__setattr__(cls, candidate, DecliningMethod(value, cls, candidate))
-    inherited = {c for base in cls.__mro__[1:] for c in getattr(base, "__coheriq_overrides__", ())}
+    # Inherited: a base's candidate that may decline still may where the MRO takes
+    # it from a class that marks it (not where cls, or a base before it, overrides it).
+    inherited = {c for base in cls.__bases__ for c in getattr(base, "__coheriq_declining__", ())}
     cls.__coheriq_declining__ = frozenset(
         c for c in overrides | inherited if check_of(supplier(cls, c).__dict__[c]) is not False
     )
