@@ -287,7 +287,9 @@ def bench_dispatch(plan: Plan) -> list[Row]:
 
 
 def bench_declines(plan: Plan) -> list[Row]:
-    """What a call costs on an engine whose implementation may decline it."""
+    """What a call costs on an engine whose implementation may decline it: taken (its
+    check passes), or declined (by the check, or by raising), then run by the reference;
+    against a direct call of the reference function."""
     domain = coheriq.AccelerationDomain("bench_declines")
 
     @domain.acceleration_candidate
@@ -321,9 +323,9 @@ def bench_declines(plan: Plan) -> list[Row]:
     names = {"g": g, "impl": g.__wrapped__}
     rows = []
     for engine, case in (
-        ("accepts", "call a marked implementation accepts (its check passes)"),
-        ("checks", "call declined by a check, then the reference"),
-        ("raises", "call declined by raising Decline, then the reference"),
+        ("accepts", "call a may_decline implementation takes"),
+        ("checks", "call declined by a check"),
+        ("raises", "call declined by raising Decline"),
     ):
         with coheriq.using_engine(domain, engine):
             rows.append(ratio_row(case, paired("g(1)", "impl(1)", names, plan)))

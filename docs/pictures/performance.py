@@ -28,7 +28,9 @@ FLOOR = "#8c8c8c"
 
 def draw() -> None:
     run = json.loads(RECORDED.read_text(encoding="utf-8"))
-    rows = [row for row in run["rows"] if row["ns"] is not None]
+    # The cases with a target, and the floors; a declined call (no target: it costs
+    # what the decline and the next implementation cost) is in the table only.
+    rows = [row for row in run["rows"] if row["ns"] is not None and row["verdict"] != "-"]
     _, axes = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.2))
     positions = range(len(rows))[::-1]
     height = 0.38
