@@ -15,6 +15,7 @@ import threading
 import pytest
 
 import coheriq
+from conftest import run_python
 
 
 @pytest.fixture
@@ -312,3 +313,43 @@ def test_an_implementation_is_asked_once_where_the_list_names_it_again(ranked):
         ("topk", "gpu", "3 rows: below 4"): 1,  # Hybrid's Gpu base, not asked again
         ("topk", "compiled", "k=5 is beyond the kernel's 3"): 1,
     }
+
+
+REENTRY = """
+import sys
+import coheriq
+
+domain = coheriq.AccelerationDomain("reentry")
+
+@domain.acceleration_candidate
+def f(x):
+    return x
+
+domain.materialize()
+
+class Picky(coheriq.engine_class("reentry"), name="picky"):
+    @coheriq.may_decline(when=lambda self, x: "odd" if x % 2 else None)
+    def f(self, x):
+        return -x
+
+inside = []
+
+def hook(frame, event, arg):
+    # Runs between the steps of coheriq's code, as a signal handler may: once, while a
+    # decline is being counted, a call that is declined too.
+    if event == "c_call" and frame.f_code.co_name == "record" and not inside:
+        inside.append(True)
+        assert f(3) == 3
+
+coheriq.enable_engine("reentry", "picky")
+sys.setprofile(hook)
+assert f(1) == 1
+sys.setprofile(None)
+print(inside, dict(domain.state.declines))
+"""
+
+
+def test_a_decline_counted_while_another_is_being_counted_does_not_deadlock():
+    done = run_python(REENTRY, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[True] {('f', 'picky', 'odd'): 2}"

@@ -33,7 +33,7 @@ from functools import partial
 from os import environ as _environ
 
 from .._names import REFERENCE
-from .._stdlib import INFO, TYPE_CHECKING, log
+from .._stdlib import INFO, TYPE_CHECKING, after_fork_in_child, log
 from ..exceptions import CoheriqDeclineError, CoheriqTypeError, ended
 
 if TYPE_CHECKING:
@@ -64,7 +64,9 @@ _NOTHING = object()  # what a staticmethod's check gets before the call's argume
 
 # Called with (state, candidate, engine, reason) on every decline (a profile's).
 watchers: list[Callable[[DomainState, str, str, str], None]] = []
-_lock = _thread.allocate_lock()  # guards the counts of declines
+# Guards the counts of declines; re-entrant, so that a signal handler whose call is
+# declined while its thread counts another decline does not deadlock.
+_lock = _thread.RLock()
 
 # Set when a call that was declined returns: the engine that answered it in the end
 # (a verification reads it to say which implementation it compared).
@@ -384,3 +386,10 @@ def _strict_variables(state: DomainState) -> tuple[str, ...]:
     if state.env_prefix:
         return (FAIL_ON_DECLINE, f"{state.env_prefix}_FAIL_ON_DECLINE")
     return (FAIL_ON_DECLINE,)
+
+
+@after_fork_in_child
+def _reinit_lock_in_child() -> None:
+    # A thread of the parent may have held the lock when it forked.
+    global _lock
+    _lock = _thread.RLock()
