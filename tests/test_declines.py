@@ -353,3 +353,16 @@ def test_a_decline_counted_while_another_is_being_counted_does_not_deadlock():
     done = run_python(REENTRY, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == "[True] {('f', 'picky', 'odd'): 2}"
+
+
+def test_an_engines_own_self_call_declines_along_its_mro_each_time(ranked):
+    compiled = coheriq.engine_class(ranked.name, "compiled")
+
+    class Caller(compiled, name="caller"):
+        def _both(self, xs):
+            return [self.topk(xs, k=2), self.topk(xs, k=5)]  # the second is declined
+
+    engine = Caller()
+    for _ in range(3):
+        assert engine._both(FEW) == [("compiled", [2, 3]), ("reference", FEW)]
+    assert ranked.state.declines == {("topk", "compiled", "k=5 is beyond the kernel's 3"): 3}

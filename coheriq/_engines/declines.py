@@ -314,12 +314,15 @@ def steps_of(engine_class: Any, instance: Any, name: str, start: Any = None) -> 
 
 
 class DecliningMethod:
-    """A marked implementation in its engine class's dict, as ``super()`` reaches it.
+    """A marked implementation in its engine class's dict, as ``self`` and ``super()`` reach it.
 
     Called from an engine's own code, it goes on along the MRO past the
     implementations that decline, to the reference: that code has run already.
     (A call a proxy dispatches runs the engine's :class:`Chain` instead, which
-    may go on to the engines later in the user's list.)
+    may go on to the engines later in the user's list.) Read as ``self.name``,
+    the chain is kept in the instance's ``__dict__``, as
+    :func:`functools.cached_property` keeps its value, so that the next read
+    finds it at once; the reference at its end is looked up when it runs.
     """
 
     __slots__ = ("function", "name", "owner")
@@ -337,12 +340,26 @@ class DecliningMethod:
         engine_class, name = type(instance), self.name
         steps = steps_of(engine_class, instance, name, start=self.owner)
         last = steps[-1]
-        # Where every step declines, the next along the MRO: the reference.
-        reference = None if last.final else getattr(super(last.owner, instance), name)
-        return Chain(engine_class.__coheriq_domain__.state, name, steps, reference).function
+
+        def reference(*args: Any, **kwargs: Any) -> Any:  # the next along the MRO
+            return getattr(super(last.owner, instance), name)(*args, **kwargs)
+
+        state = engine_class.__coheriq_domain__.state
+        function = Chain(state, name, steps, None if last.final else reference).function
+        if _first_supplier(engine_class, name) is self.owner:  # what self.name reads
+            try:
+                instance.__dict__[name] = function
+            except AttributeError:  # an engine with __slots__: built on each read
+                pass
+        return function
 
     def __repr__(self) -> str:
         return f"<{self.owner.__qualname__}.{self.name}, which may decline>"
+
+
+def _first_supplier(engine_class: Any, name: str) -> Any:
+    """The class along ``engine_class``'s MRO whose body implements candidate ``name``."""
+    return next(k for k in engine_class.__mro__ if name in getattr(k, "__coheriq_overrides__", ()))
 
 
 def _label(klass: Any) -> str:
