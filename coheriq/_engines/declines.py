@@ -321,7 +321,7 @@ class DecliningMethod:
     (A call a proxy dispatches runs the engine's :class:`Chain` instead, which
     may go on to the engines later in the user's list.) Read as ``self.name``,
     the chain is kept in the instance's ``__dict__``, as
-    :func:`functools.cached_property` keeps its value, so that the next read
+    ``functools.cached_property`` keeps its value, so that the next read
     finds it at once; the reference at its end is looked up when it runs.
     """
 
