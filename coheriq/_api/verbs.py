@@ -17,7 +17,7 @@ from _collections_abc import Sequence as _Sequence
 
 from .._call.proxy import candidate_of, code_flags_behind
 from .._choice.global_choice import Settlement
-from .._choice.ordered import first_that_starts
+from .._choice.ordered import after_chosen, first_that_starts
 from .._choice.records import live_scope
 from .._engines.meta import EngineMeta
 from .._library.domain import AccelerationDomain, all_domains, lookup_domain
@@ -103,7 +103,7 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
         named_by = " (named by enable_engine)"
         engines = _engine_list(found, engine)
         cls, tried = first_that_starts(found.engines, engines, named_by=named_by, for_choice=True)
-        then = tuple(engines[len(tried) :])  # what runs the calls cls declines, in order
+        then = after_chosen(engines, tried)
     else:
         cls = resolve_engine(found, engine)
     settled = found.choice.settle_on(cls, "enable_engine", tried=tried, then=then)
@@ -271,7 +271,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
             engines = _engine_list(found, engine)
             named_by = " (named by using_engine)"
             cls, tried = first_that_starts(found.engines, engines, named_by=named_by)
-            return cls, tried, tuple(engines[len(tried) :])
+            return cls, tried, after_chosen(engines, tried)
         return resolve_engine(found, engine), (), ()
 
     def __exit__(

@@ -19,7 +19,7 @@ import sys
 from .._names import REFERENCE
 from .._stdlib import INFO, TYPE_CHECKING, log, outside_coheriq
 from ..exceptions import CoheriqError
-from .ordered import Tried, describe_tried, first_that_starts, parse_engine_list
+from .ordered import Tried, after_chosen, describe_tried, first_that_starts, parse_engine_list
 from .records import Unsettled
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class GlobalChoice:
             names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
             cls, tried = first_that_starts(state.engines, names, named_by=named_by, for_choice=True)
             reason = f"environment variable {variable}={value!r}"
-            return self.settle_on(cls, reason, tried=tried, then=tuple(names[len(tried) :]))
+            return self.settle_on(cls, reason, tried=tried, then=after_chosen(names, tried))
         cls = state.engines.engine_class(value, named_by=named_by)
         return self.settle_on(cls, f"environment variable {variable}={value!r}")
 

@@ -21,14 +21,26 @@ from ..exceptions import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
     from .._engines.meta import EngineMeta
     from .._engines.registry import Engines
 
-__all__ = ["Tried", "describe_tried", "first_that_starts", "parse_engine_list"]
+__all__ = ["Tried", "after_chosen", "describe_tried", "first_that_starts", "parse_engine_list"]
 
 Tried = tuple[tuple[str, str], ...]
 """What an ordered choice tried: ``((engine, outcome), ...)``, in order; the
 outcome is ``"chosen"`` or why the engine was passed over."""
+
+
+def after_chosen(engines: Sequence[Any], tried: Tried) -> tuple[Any, ...]:
+    """The engines of a list after the one :func:`first_that_starts` chose, in order.
+
+    They run the calls that the chosen engine's implementations all decline (see
+    :mod:`coheriq._engines.declines`).
+    """
+    return tuple(engines[len(tried) :])
 
 
 def describe_tried(tried: Tried) -> str:

@@ -178,7 +178,7 @@ class Step:
 
     def attempt(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
         """``(True, result)`` if it answers the call, ``(False, reason)`` if it declines."""
-        reason = None if self.ask is None else self.checked(self.ask(*args, **kwargs))
+        reason = self.reason_for(args, kwargs)
         if reason is not None:
             return False, reason
         try:
@@ -210,9 +210,6 @@ class Chain:
         self.state, self.name, self.steps = state, name, steps
         self.reference, self.later = reference, later
         self.function = self._as_function()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.function(*args, **kwargs)
 
     def _as_function(self) -> Callable[..., Any]:
         """The chain as a plain function, what proxies call (a function's call is cheaper

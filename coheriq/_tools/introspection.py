@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._call.proxy import candidate_of
-from .._choice.ordered import describe_tried
+from .._choice.ordered import after_chosen, describe_tried, parse_engine_list
 from .._engines.declines import chain_of
 from .._engines.meta import EngineMeta, supplier
 from .._library import observing
@@ -172,10 +172,10 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
 def _list_rest(domain: AccelerationDomain, tried: Any) -> tuple[str, ...]:
     """Before the choice, the engines of the environment variable's list after the one
     that starts here: they run what it declines, as they will once chosen."""
-    _, value = domain.choice.env_choice()
+    variable, value = domain.choice.env_choice()
     if "," not in value or not tried:
         return ()
-    return tuple(name.strip() for name in value.split(","))[len(tried) :]
+    return after_chosen(parse_engine_list(value, f" (named by {variable})"), tried)
 
 
 def _answering(
