@@ -7,8 +7,12 @@ An engine package declares, in its ``pyproject.toml``::
 
 An engine may also state what it implements, in a file its package ships,
 found through the group ``coheriq.statements.<domain>`` (see
-:mod:`coheriq.statements`). Listing reads package metadata and imports no
-engine; loading imports the one module named and nothing else.
+:mod:`coheriq.statements`), and a package may declare the candidates of a
+library that never adopted coheriq, in the group ``coheriq.declarations.<library>``
+(see :mod:`coheriq._outside.declarations`). Both point to a file beside a module
+(``MODULE:FILE``), read here without importing the module. Listing reads
+package metadata and imports no engine; loading imports the one module named
+and nothing else.
 :mod:`importlib.metadata` itself is imported only when an engine must be listed
 or found, and each group is read once per process.
 """
@@ -27,15 +31,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DOMAINS_GROUP",
+    "UnusableFileError",
     "advertised",
+    "advertised_declarations",
     "advertised_domains",
     "advertised_statements",
     "clear_cache",
+    "declaration_group_of",
     "describe",
     "engine_groups",
+    "file_beside",
     "group_of",
     "load",
+    "load_json",
     "module_of",
+    "read_regular",
+    "split_value",
     "statement_group_of",
 ]
 
@@ -71,6 +82,21 @@ def advertised_statements(domain_name: str) -> dict[str, EntryPoint]:
     found on ``sys.path`` wins, as for :func:`advertised`.
     """
     return _read(statement_group_of(domain_name))
+
+
+def declaration_group_of(library: str) -> str:
+    """Return the entry-point group where packages declare candidates of ``library``."""
+    return f"coheriq.declarations.{library}"
+
+
+def advertised_declarations(library: str) -> dict[str, EntryPoint]:
+    """Return the declarations of ``library``'s candidates, by entry-point name; import nothing.
+
+    Each value is ``MODULE:FILE``, read by :mod:`coheriq._outside.declarations`.
+    Several packages may each declare the library (under names of their own):
+    every one is returned, and the domain made from them takes them all.
+    """
+    return _read(declaration_group_of(library))
 
 
 def advertised_domains() -> dict[str, EntryPoint]:
@@ -251,3 +277,134 @@ def load(domain_name: str, engine_name: str, ep: EntryPoint, *, again: bool = Fa
         (time.perf_counter() - start) * 1e3,
     )
     return loaded
+
+
+# -- files that entry points point to (MODULE:FILE) ------------------------------------
+
+_MAX_BYTES = 1 << 20  # a statement or declaration is a few hundred bytes; a larger file is not one
+
+
+class UnusableFileError(Exception):
+    """What is wrong with a file an entry point names, as the end of a sentence."""
+
+
+def split_value(value: str) -> tuple[str, str]:
+    """``"MODULE:FILE"`` (an entry point's value) as its two parts.
+
+    Raises:
+        UnusableFileError: The value has not that form, or FILE is absolute.
+    """
+    module, colon, path = (part.strip() for part in value.partition(":"))
+    if not colon or not path or not all(p.isidentifier() for p in module.split(".")):
+        raise UnusableFileError(
+            "its value is not MODULE:FILE (a module, and a file in the directory that "
+            "holds it, such as 'mylib_fast:mylib_fast.coheriq.json')"
+        )
+    if path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":"):
+        raise UnusableFileError(f"its file {path!r} must be given relative to module {module!r}")
+    return module, path
+
+
+def _directories_of(module: str) -> list[str]:
+    """The directories that hold ``module``: found by the import system, never imported.
+
+    ``importlib.util.find_spec`` imports the parents of a dotted name, so only
+    the top-level name is given to it; each further part is looked up with
+    :class:`importlib.machinery.PathFinder` in its parent's search locations.
+    """
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    parts = module.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+        for depth in range(1, len(parts)):
+            if spec is None:
+                break
+            if not spec.submodule_search_locations:
+                raise UnusableFileError(f"module {'.'.join(parts[:depth])!r} is not a package")
+            inside = list(spec.submodule_search_locations)
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]), inside)
+    except UnusableFileError:
+        raise
+    except Exception as error:  # a finder that fails, a __spec__ of None: never ours to raise
+        raise UnusableFileError(
+            f"module {module!r} could not be found: {type(error).__name__}: {error}"
+        ) from None
+    if spec is None:
+        raise UnusableFileError(f"module {module!r} is not installed")
+    if spec.submodule_search_locations:  # a package: its own directory (or several)
+        return list(spec.submodule_search_locations)
+    if spec.has_location and spec.origin:
+        return [os.path.dirname(spec.origin)]
+    raise UnusableFileError(f"module {module!r} is not in a directory that could hold a file")
+
+
+def file_beside(module: str, path: str) -> bytes:
+    """The bytes of ``path`` beside ``module``."""
+    import os
+
+    for directory in _directories_of(module):
+        try:
+            return read_regular(os.path.join(directory, path), path)
+        except FileNotFoundError:
+            continue
+    raise UnusableFileError(
+        f"there is no file {path!r} in the directory of module {module!r} (is it in the "
+        "package's data, so that it is installed?)"
+    )
+
+
+def read_regular(where: str, path: str) -> bytes:
+    """The first ``_MAX_BYTES + 1`` bytes of file ``where`` (``path``, as a message names it).
+
+    Only a regular file is read: a pipe, a terminal or a device (``/dev/stdout``
+    into a pipe, ``/dev/zero``) could make a read wait, or go on, for ever. It
+    is opened without waiting (a named pipe's ``open()`` would wait for a
+    writer) and looked at once open, so that what is read is what was looked at.
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        UnusableFileError: It is not a regular file, or cannot be read.
+    """
+    import os
+    import stat
+
+    def unusable(error: OSError) -> UnusableFileError:
+        return UnusableFileError(f"its file {path!r} could not be read: {error.strerror}")
+
+    try:
+        descriptor = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:  # where a directory cannot be opened at all
+        raise UnusableFileError(f"its file {path!r} is not a regular file") from None
+    except OSError as error:
+        raise unusable(error) from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            # A directory, a pipe, a device: a statement is none of those.
+            raise UnusableFileError(f"its file {path!r} is not a regular file")
+        with open(descriptor, "rb", closefd=False) as file:
+            return file.read(_MAX_BYTES + 1)
+    except OSError as error:
+        raise unusable(error) from None
+    finally:
+        os.close(descriptor)
+
+
+def load_json(data: bytes, path: str) -> object:
+    """The JSON value of ``data``, read from file ``path`` (as a message names it).
+
+    Raises:
+        UnusableFileError: It is larger than 1 MiB, or not JSON.
+    """
+    import json  # only where a file is read: `import coheriq` does not need it
+
+    if len(data) > _MAX_BYTES:
+        raise UnusableFileError(f"its file {path!r} is larger than {_MAX_BYTES} bytes")
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise UnusableFileError(f"its file {path!r} is not JSON ({error})") from None

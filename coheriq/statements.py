@@ -52,8 +52,6 @@ __all__ = [
 FORMAT = 1
 """The statement format this coheriq reads and writes (the key ``coheriq_statement``)."""
 
-_MAX_BYTES = 1 << 20  # a statement is a few hundred bytes; a larger file is not one
-
 
 class EngineStatement:
     """What one engine states about itself in its installed package.
@@ -160,16 +158,12 @@ def engine_statements(domain: object) -> dict[str, EngineStatement]:
 # -- reading ------------------------------------------------------------------------------
 
 
-class _UnusableError(Exception):
-    """What is wrong with a statement, as the end of a sentence."""
-
-
 def _read(domain: str, engine: str, ep: EntryPoint) -> EngineStatement:
     """The statement ``ep`` points to, or one that says why it cannot be used."""
     try:
-        module, path = _split(ep.value)
-        data = _load_json(_file_of(module, path), path)
-    except _UnusableError as error:
+        module, path = discovery.split_value(ep.value)
+        data = discovery.load_json(discovery.file_beside(module, path), path)
+    except discovery.UnusableFileError as error:
         return _unusable(domain, engine, ep.value, discovery.describe(ep), str(error))
     return parse_statement(
         data, domain=domain, engine=engine, source=ep.value, where=discovery.describe(ep)
@@ -191,10 +185,10 @@ def read_statement_file(path: str, *, domain: str, engine: str) -> EngineStateme
     """
     try:
         try:
-            data = _load_json(_read_regular(path, path), path)
+            data = discovery.load_json(discovery.read_regular(path, path), path)
         except FileNotFoundError:
-            raise _UnusableError(f"there is no file {path!r}") from None
-    except _UnusableError as error:
+            raise discovery.UnusableFileError(f"there is no file {path!r}") from None
+    except discovery.UnusableFileError as error:
         return _unusable(domain, engine, path, repr(path), str(error))
     return parse_statement(data, domain=domain, engine=engine, source=path, where=repr(path))
 
@@ -206,119 +200,6 @@ def _unusable(domain: str, engine: str, source: str, where: str, what: str) -> E
         f"`coheriq statement {domain} {engine} -o FILE`."
     )
     return EngineStatement(domain, engine, source=source, problem=problem)
-
-
-def _split(value: str) -> tuple[str, str]:
-    """``"MODULE:FILE"`` as its two parts."""
-    module, colon, path = (part.strip() for part in value.partition(":"))
-    if not colon or not path or not all(p.isidentifier() for p in module.split(".")):
-        raise _UnusableError(
-            "its value is not MODULE:FILE (a module, and a file in the directory that "
-            "holds it, such as 'mylib_fast:mylib_fast.coheriq.json')"
-        )
-    if path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":"):
-        raise _UnusableError(f"its file {path!r} must be given relative to module {module!r}")
-    return module, path
-
-
-def _directories_of(module: str) -> list[str]:
-    """The directories that hold ``module``: found by the import system, never imported.
-
-    ``importlib.util.find_spec`` imports the parents of a dotted name, so only
-    the top-level name is given to it; each further part is looked up with
-    :class:`importlib.machinery.PathFinder` in its parent's search locations.
-    """
-    import importlib.machinery
-    import importlib.util
-    import os
-
-    parts = module.split(".")
-    try:
-        spec = importlib.util.find_spec(parts[0])
-        for depth in range(1, len(parts)):
-            if spec is None:
-                break
-            if not spec.submodule_search_locations:
-                raise _UnusableError(f"module {'.'.join(parts[:depth])!r} is not a package")
-            inside = list(spec.submodule_search_locations)
-            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]), inside)
-    except _UnusableError:
-        raise
-    except Exception as error:  # a finder that fails, a __spec__ of None: never ours to raise
-        raise _UnusableError(
-            f"module {module!r} could not be found: {type(error).__name__}: {error}"
-        ) from None
-    if spec is None:
-        raise _UnusableError(f"module {module!r} is not installed")
-    if spec.submodule_search_locations:  # a package: its own directory (or several)
-        return list(spec.submodule_search_locations)
-    if spec.has_location and spec.origin:
-        return [os.path.dirname(spec.origin)]
-    raise _UnusableError(f"module {module!r} is not in a directory that could hold a file")
-
-
-def _file_of(module: str, path: str) -> bytes:
-    """The bytes of ``path`` beside ``module``."""
-    import os
-
-    for directory in _directories_of(module):
-        try:
-            return _read_regular(os.path.join(directory, path), path)
-        except FileNotFoundError:
-            continue
-    raise _UnusableError(
-        f"there is no file {path!r} in the directory of module {module!r} (is it in the "
-        "package's data, so that it is installed?)"
-    )
-
-
-def _read_regular(where: str, path: str) -> bytes:
-    """The first ``_MAX_BYTES + 1`` bytes of file ``where`` (``path``, as a message names it).
-
-    Only a regular file is read: a pipe, a terminal or a device (``/dev/stdout``
-    into a pipe, ``/dev/zero``) could make a read wait, or go on, for ever. It
-    is opened without waiting (a named pipe's ``open()`` would wait for a
-    writer) and looked at once open, so that what is read is what was looked at.
-
-    Raises:
-        FileNotFoundError: There is no such file.
-        _UnusableError: It is not a regular file, or cannot be read.
-    """
-    import os
-    import stat
-
-    def unusable(error: OSError) -> _UnusableError:
-        return _UnusableError(f"its file {path!r} could not be read: {error.strerror}")
-
-    try:
-        descriptor = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise
-    except IsADirectoryError:  # where a directory cannot be opened at all
-        raise _UnusableError(f"its file {path!r} is not a regular file") from None
-    except OSError as error:
-        raise unusable(error) from None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            # A directory, a pipe, a device: a statement is none of those.
-            raise _UnusableError(f"its file {path!r} is not a regular file")
-        with open(descriptor, "rb", closefd=False) as file:
-            return file.read(_MAX_BYTES + 1)
-    except OSError as error:
-        raise unusable(error) from None
-    finally:
-        os.close(descriptor)
-
-
-def _load_json(data: bytes, path: str) -> object:
-    import json  # only where a statement is read: `import coheriq` does not need it
-
-    if len(data) > _MAX_BYTES:
-        raise _UnusableError(f"its file {path!r} is larger than {_MAX_BYTES} bytes")
-    try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as error:
-        raise _UnusableError(f"its file {path!r} is not JSON ({error})") from None
 
 
 # -- what a statement says ----------------------------------------------------------------
@@ -343,7 +224,7 @@ def parse_statement(
     engine = engine if engine is not None else named if isinstance(named, str) else "?"
     try:
         fields = _fields(data, domain, engine)
-    except _UnusableError as error:
+    except discovery.UnusableFileError as error:
         return _unusable(domain, engine, source, where or source, str(error))
     return EngineStatement(domain, engine, source=source, **fields)
 
@@ -351,25 +232,27 @@ def parse_statement(
 def _fields(data: object, domain: str, engine: str) -> dict[str, Any]:
     """The keyword arguments of :class:`EngineStatement` that ``data`` gives, checked."""
     if not isinstance(data, dict):
-        raise _UnusableError(f"it holds a JSON {type(data).__name__}, not an object")
+        raise discovery.UnusableFileError(f"it holds a JSON {type(data).__name__}, not an object")
     version = data.get("coheriq_statement")
     if version != FORMAT or isinstance(version, bool):
-        raise _UnusableError(
+        raise discovery.UnusableFileError(
             f'its "coheriq_statement" is {version!r}, and this coheriq reads format {FORMAT}; '
             "upgrade coheriq, or write the statement in that format"
         )
     if not isinstance(data.get("engine"), str):
-        raise _UnusableError(f'its "engine" is {data.get("engine")!r}, not an engine\'s name')
+        raise discovery.UnusableFileError(
+            f'its "engine" is {data.get("engine")!r}, not an engine\'s name'
+        )
     for key, expected in (("domain", domain), ("engine", engine)):
         if data.get(key) != expected:
-            raise _UnusableError(
+            raise discovery.UnusableFileError(
                 f"it is a statement of {key} {data.get(key)!r}, not of {expected!r}"
             )
     description, needs = data.get("description", ""), data.get("needs")
     if not isinstance(description, str):
-        raise _UnusableError(f'its "description" is {description!r}, not a string')
+        raise discovery.UnusableFileError(f'its "description" is {description!r}, not a string')
     if needs is not None and not isinstance(needs, str):
-        raise _UnusableError(f'its "needs" is {needs!r}, neither a string nor null')
+        raise discovery.UnusableFileError(f'its "needs" is {needs!r}, neither a string nor null')
     return {
         "description": " ".join(description.split()),
         "needs": _one_line(needs),
@@ -385,13 +268,15 @@ def _one_line(text: str | None) -> str | None:
 def _names(implements: object) -> tuple[str, ...]:
     """The candidate names of ``implements``, in order, each once."""
     if not isinstance(implements, list):
-        raise _UnusableError(f'its "implements" is {implements!r}, not a list of candidate names')
+        raise discovery.UnusableFileError(
+            f'its "implements" is {implements!r}, not a list of candidate names'
+        )
     names: dict[str, None] = {}
     for name in implements:
         try:
             names[check_candidate_name(name)] = None
         except CoheriqTypeError:
-            raise _UnusableError(
+            raise discovery.UnusableFileError(
                 f'its "implements" holds {name!r}, which is not a candidate name'
             ) from None
     return tuple(names)
