@@ -9,6 +9,11 @@ Python proxy, the reference. ``COHERIQ_REQUIRE_COMPILED=1`` turns that fallback
 into an error (the release wheels are built with it, so a wheel that claims a
 platform always carries the extension).
 
+Every wheel, editable ones too, also gets ``coheriq-accelerate.pth`` at the top
+of site-packages: at interpreter start-up it accelerates the libraries that the
+environment variable ``COHERIQ_ACCELERATE`` names (and costs one dictionary
+lookup where it is unset).
+
 An editable install (``pip install -e .``) compiles the extension into the
 source tree, next to ``coheriq/_cproxy.c``, where the editable import finds it.
 """
@@ -25,6 +30,8 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCE = "coheriq/_cproxy.c"
+PTH_SOURCE = "coheriq/_outside/coheriq-accelerate.pth"
+PTH_NAME = "coheriq-accelerate.pth"
 MODULE = "coheriq._cproxy"
 
 
@@ -39,6 +46,12 @@ class CompiledProxyHook(BuildHookInterface):  # type: ignore[type-arg]
         required = os.environ.get("COHERIQ_REQUIRE_COMPILED") == "1"
         root = Path(self.root)
         editable = version == "editable"
+        # The start-up hook that accelerates what COHERIQ_ACCELERATE names in every
+        # interpreter (a child process too): a .pth file must lie at the top of
+        # site-packages, outside the package, editable installs included.
+        startup = str(root / PTH_SOURCE)
+        build_data["force_include"][startup] = PTH_NAME
+        build_data.setdefault("force_include_editable", {})[startup] = PTH_NAME
         self._scratch = tempfile.mkdtemp(prefix="coheriq-build-")
         try:
             if sysconfig.get_config_var("Py_GIL_DISABLED"):

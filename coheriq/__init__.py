@@ -33,6 +33,8 @@ from ._library.domain import AccelerationDomain
 from ._names import REFERENCE
 from ._stdlib import TYPE_CHECKING
 from .exceptions import (
+    CoheriqDeclarationError,
+    CoheriqDeclarationWarning,
     CoheriqDeclineError,
     CoheriqDomainError,
     CoheriqDomainNameError,
@@ -57,6 +59,7 @@ from .exceptions import (
 
 if TYPE_CHECKING:
     from ._engines.declines import Decline, may_decline
+    from ._outside.activation import accelerate
     from ._tools.introspection import Coverage, Explanation, coverage, explain
     from ._tools.profiling import DeclineRow, Profile, ProfileRow, profile
     from ._tools.snapshot import Snapshot, snapshot
@@ -70,6 +73,7 @@ if TYPE_CHECKING:
     from .statements import EngineStatement, engine_statements
 
 _ON_FIRST_USE = {
+    "accelerate": "_outside.activation",
     "Decline": "_engines.declines",
     "may_decline": "_engines.declines",
     "Coverage": "_tools.introspection",
@@ -96,6 +100,8 @@ __all__ = [
     "REFERENCE",
     "AccelerationDomain",
     "AccelerationEngine",
+    "CoheriqDeclarationError",
+    "CoheriqDeclarationWarning",
     "CoheriqDeclineError",
     "CoheriqDomainError",
     "CoheriqDomainNameError",
@@ -130,6 +136,7 @@ __all__ = [
     "Snapshot",
     "Verification",
     "VerificationRow",
+    "accelerate",
     "active_implementation",
     "available_engines",
     "coverage",

@@ -36,7 +36,12 @@ from ._library.domain import AccelerationDomain
 from ._library.late_candidates import import_declared, not_imported_note
 from ._names import REFERENCE
 from ._tools.introspection import Coverage, coverage, explain
-from .exceptions import CoheriqError, CoheriqSignatureWarning, did_you_mean
+from .exceptions import (
+    CoheriqDeclarationWarning,
+    CoheriqError,
+    CoheriqSignatureWarning,
+    did_you_mean,
+)
 from .statements import (
     EngineStatement,
     compare,
@@ -195,6 +200,7 @@ def _domain(args: argparse.Namespace) -> AccelerationDomain:
     try:
         if module:
             __import__(module)
+        _accelerate_if_declared(args.domain)
         return import_domain(args.domain)
     except CoheriqError:
         raise
@@ -210,6 +216,23 @@ def _domain(args: argparse.Namespace) -> AccelerationDomain:
             f'{type(error).__name__}: {error}. Fix the library (run `python -c "import '
             f'{module or args.domain}"` for the traceback), or name another domain.'
         ) from error
+
+
+def _accelerate_if_declared(library: str) -> None:
+    """Accelerate ``library`` from the outside if no domain has its name and packages declare it.
+
+    So that ``show``, ``explain``, ``check`` and ``verify`` see a library that never
+    adopted coheriq as its engines' users will (see :func:`coheriq.accelerate`).
+    """
+    from ._library.registry import copies_of
+
+    if copies_of(library) is not None or not library.isidentifier():
+        return
+    from ._outside.activation import accelerate
+    from ._outside.declarations import declaration_of
+
+    if declaration_of(library) is not None:
+        accelerate(library)
 
 
 def _subject(args: argparse.Namespace) -> object:
@@ -525,15 +548,19 @@ def _check(args: argparse.Namespace) -> int:
         names = args.engines or list(available_engines(domain))
         results = _check_each(domain, names, args.start, notes)
         stated, orphans = _check_statements(domain, names, results, every=not args.engines)
+    declared = []  # how the library differs from a declaration of it (accelerated from outside)
     for warning in caught:
         if isinstance(warning.message, CoheriqSignatureWarning):
             engine, said = warning.message.engine, str(warning.message)
             earlier = results.get(engine)
             results[engine] = said if earlier is None else f"{earlier} {said}"
+        elif isinstance(warning.message, CoheriqDeclarationWarning):
+            declared.append(str(warning.message))
     results = _sorted(results)
     modules = _modules_of(domain, imported)
     checked, failed = _tally(domain, results, stated, orphans, modules)
-    problems = sum(map(len, failed.values()))
+    failed["declaration"] = [f"{domain.name} ({len(declared)})"] if declared else []
+    problems = sum(map(len, failed.values())) - bool(declared) + len(declared)
     if args.json:
         engines = {
             n: _state(
@@ -550,12 +577,14 @@ def _check(args: argparse.Namespace) -> int:
                 "engines": engines,
                 "modules": modules,
                 "orphan_statements": {n: _state(e) for n, e in orphans.items()},
+                "declaration_problems": declared,
                 "checked": checked,
                 "problems": problems,
             }
         )
     else:
         _say_checked(args.start, results, notes, stated, orphans, modules)
+        _say(*(f"declaration: {problem}" for problem in declared))
         what = ", ".join(_count(number, noun[:-1]) for noun, number in checked.items())
         found = "; ".join(
             f"{kind} {', '.join(map(repr, names))}" for kind, names in failed.items() if names
@@ -692,25 +721,25 @@ def _verify_program(args: argparse.Namespace) -> tuple[bool, str, list[str]]:
             setattr(args, options[option], kind(value))
         except ValueError:
             raise UsageError(f"verify: {option} takes a number, not {value!r}.") from None
-    as_module = words[:1] == ["-m"]
-    words = words[1:] if as_module else words
-    if not words:
-        raise UsageError("verify needs a program to run: SCRIPT [ARGS...] or -m MODULE [ARGS...].")
-    if not as_module and not os.path.isfile(words[0]):
-        raise UsageError(f"verify: there is no script {words[0]!r}; give a file, or -m MODULE.")
-    return as_module, words[0], words[1:]
+    as_module, program, arguments = _program_of("verify", words)
+    return bool(as_module), program, arguments
 
 
-def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
-    """Run ``program`` as Python would run it; return its exit status."""
+def _run_program(as_module: bool | None, program: str, arguments: list[str]) -> int:
+    """Run ``program`` as Python would run it; return its exit status.
+
+    ``as_module``: True for ``-m MODULE``, False for a script, None for ``-c CODE``.
+    """
     import runpy
     import traceback
 
     saved_argv, saved_path = sys.argv, sys.path[0]
-    sys.argv = [program, *arguments]
-    sys.path[0] = "" if as_module else os.path.dirname(os.path.abspath(program))
+    sys.argv = ["-c" if as_module is None else program, *arguments]
+    sys.path[0] = "" if as_module is not False else os.path.dirname(os.path.abspath(program))
     try:
-        if as_module:
+        if as_module is None:
+            _run_code(program)
+        elif as_module:
             _check_runnable(program)  # found as runpy finds it, from the same sys.path
             runpy.run_module(program, run_name="__main__", alter_sys=True)
         else:
@@ -728,6 +757,82 @@ def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
     finally:
         sys.argv, sys.path[0] = saved_argv, saved_path
     return 0
+
+
+def _run_code(code: str) -> None:
+    """Run ``code`` as ``python -c`` does: as the module ``__main__``."""
+    import types
+
+    main = types.ModuleType("__main__")
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(compile(code, "<string>", "exec"), main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run a program with libraries accelerated (``--engine LIB[:ENGINE]``); its exit status.
+
+    A library that never adopted coheriq is accelerated from the outside, from the
+    installed declarations of it (:func:`coheriq.accelerate`); one that did gets
+    its engine enabled. Child processes the program starts inherit both (through
+    ``COHERIQ_ACCELERATE`` and the library's ``<PREFIX>_ENGINE``).
+    """
+    from ._outside.activation import accelerate
+    from ._outside.declarations import declaration_of
+
+    words, given = list(args.program), []
+    while words and words[0].split("=")[0] == "--engine":
+        _, equals, value = words.pop(0).partition("=")
+        if not equals:
+            if not words:
+                raise UsageError("run: --engine needs a value, LIB or LIB:ENGINE.")
+            value = words.pop(0)
+        given.append(value)
+    specs = []
+    for text in given:
+        library, _, engine = (part.strip() for part in text.partition(":"))
+        if not library:
+            raise UsageError(f"run: --engine {text!r} is not LIB or LIB:ENGINE.")
+        specs.append((library, engine or None))
+    if not specs:
+        raise UsageError("run needs --engine LIB[:ENGINE] (repeatable) before the program.")
+    as_module, program, arguments = _program_of("run", words, allow_code=True)
+    for library, engine in specs:
+        if declaration_of(library) is not None:
+            accelerate(library, engine)
+        elif engine is not None:  # a library that adopted coheriq
+            from ._api.verbs import enable_engine
+
+            enable_engine(import_domain(library), engine)
+        else:
+            raise UsageError(
+                f"run: --engine {library} names no engine, and no installed package declares "
+                f"library {library!r}; give LIB:ENGINE."
+            )
+    return _run_program(as_module, program, arguments)
+
+
+def _program_of(
+    command: str, words: list[str], *, allow_code: bool = False
+) -> tuple[bool | None, str, list[str]]:
+    """(True: -m, False: a script, None: -c; the program; its arguments)."""
+    forms = "SCRIPT [ARGS...], -m MODULE [ARGS...]" + (
+        " or -c CODE [ARGS...]" if allow_code else ""
+    )
+    as_module: bool | None = False
+    if words[:1] == ["-m"]:
+        as_module, words = True, words[1:]
+    elif allow_code and words[:1] == ["-c"]:
+        as_module, words = None, words[1:]
+    if not words:
+        raise UsageError(f"{command} needs a program to run: {forms}.")
+    if as_module is False and not os.path.isfile(words[0]):
+        raise UsageError(f"{command}: there is no script {words[0]!r}; give a file, or {forms}.")
+    return as_module, words[0], words[1:]
 
 
 def _check_runnable(module: str) -> None:
@@ -828,6 +933,20 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The command line's arguments; ``run``'s own words are left for it to read.
+
+    ``run --engine LIB:ENGINE -m MODULE ARGS`` ends with another program's
+    command line, options and all, which argparse would take for its own.
+    """
+    at = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
+    if at is None or argv[at] != "run" or argv[at + 1 : at + 2] in (["-h"], ["--help"]):
+        return _parser().parse_args(argv)
+    args = _parser().parse_args(argv[: at + 1])
+    args.program = argv[at + 1 :]
+    return args
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="coheriq", description="See and check the coheriq engines of installed libraries."
@@ -848,6 +967,24 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     command("list", _list, "list advertised domains and engines, importing none")
+    runner = command(
+        "run",
+        _run,
+        "run a program (SCRIPT, -m MODULE or -c CODE) with libraries on engines, those that "
+        "never adopted coheriq accelerated from the outside",
+    )
+    runner.add_argument(
+        "--engine",
+        action="append",
+        metavar="LIB[:ENGINE]",
+        help="accelerate library LIB, on ENGINE (repeatable; before the program)",
+    )
+    runner.add_argument(
+        "program",
+        nargs="*",
+        metavar="PROGRAM [ARGS...]",
+        help="the script to run, -m MODULE or -c CODE, and its arguments",
+    )
     for name, run, text in [
         ("show", _show, "show a domain's candidates and which engine supplies each"),
         ("explain", _explain, "say what a call would run now (environment included), and why"),
@@ -979,7 +1116,7 @@ def main(argv: list[str] | None = None) -> int:
     stdout = sys.stdout
     sys.stdout = _ReaderMayLeave(stdout)
     try:
-        args = _parser().parse_args(argv)
+        args = _parse(argv)
         return int(args.run(args))
     except UsageError as error:
         return _fail(error, "--json" in argv)

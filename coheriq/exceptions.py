@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
+    "CoheriqDeclarationError",
+    "CoheriqDeclarationWarning",
     "CoheriqDeclineError",
     "CoheriqDomainError",
     "CoheriqDomainNameError",
@@ -80,6 +82,15 @@ class CoheriqDeclineError(CoheriqEngineError):
     """An engine declined a call where declines are errors (``COHERIQ_FAIL_ON_DECLINE=1``).
 
     The message gives the engine, the candidate and the engine's reason.
+    """
+
+
+class CoheriqDeclarationError(CoheriqLibraryError):
+    """A declaration of a library accelerated from the outside cannot be used.
+
+    It cannot be read, two packages' declarations of one library disagree, or
+    it names a function or class the installed library does not define; the
+    message names the declaration and what is wrong.
     """
 
 
@@ -164,6 +175,15 @@ class CoheriqSignatureWarning(UserWarning):
         super().__init__(message)
         self.engine = engine
         self.candidate = candidate
+
+
+class CoheriqDeclarationWarning(UserWarning):
+    """A library accelerated from the outside does not match its declaration.
+
+    Its version is outside the versions the declaration was written against, or
+    a module of it does not define a name the declaration gives (that module is
+    then imported unmarked, as if it were not declared).
+    """
 
 
 def did_you_mean(name: object, choices: Iterable[str]) -> str:

@@ -121,6 +121,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Accelerate the libraries named that never adopted coheriq, before conftests import them.
+
+    A library that no domain stands for yet, and that installed packages declare
+    (see :func:`coheriq.accelerate`), is accelerated from the outside now: its
+    modules are marked as its own suite's conftest files and tests import them.
+    The engine itself is enabled in :func:`pytest_configure`, as for any library.
+    """
+    given = getattr(early_config.known_args_namespace, "coheriq_engine", None) or []
+    verified = getattr(early_config.known_args_namespace, "coheriq_verify", None) or []
+    specs = [*given, *verified, *_env_specs(os.environ.get(ENV, ""))]
+    libraries = {text.partition(":")[0].strip() for text in specs} - {""}
+    known = {domain.name for domain in all_domains()}
+    for library in sorted(libraries - known):
+        from ._outside.activation import accelerate
+        from ._outside.declarations import declaration_of
+
+        try:
+            if declaration_of(library) is not None:
+                accelerate(library)
+        except CoheriqError as error:
+            raise pytest.UsageError(f"{OPTION}: library {library!r}: {error}") from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _count_declines(config)
     config.addinivalue_line(

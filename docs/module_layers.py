@@ -114,7 +114,7 @@ def print_layers() -> None:
 # names and entry points.
 BASE = ("_stdlib", "exceptions", "_names", "discovery")
 # The steps of a call, bottom to top: each package imports only those before it.
-PACKAGES = ("_call", "_choice", "_engines", "_library", "_api", "_tools")
+PACKAGES = ("_call", "_choice", "_engines", "_library", "_api", "_tools", "_outside")
 
 
 def rank(module: str) -> int:

@@ -210,3 +210,97 @@ def test_the_suite_on_a_numpy_engine_differs_only_where_listed(cpython_with_nump
         assert any(f"test_statistics.py::{test} - " in line for line in xfailed), test
     version = version_of(cpython_with_numpy)
     print(f"\nCPython {version} test_statistics on engine numpy: {summary}")
+
+
+# -- statistics accelerated from the outside: the module as installed, unmodified ------------
+
+
+@pytest.fixture(scope="session")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The numpy engine published with a declaration of statistics: the stdlib's module
+    itself is marked, from the outside, when it is imported (see docs/outside.rst)."""
+    where = tmp_path_factory.mktemp("statistics_outside")
+    for name in (
+        "statistics_numpy.py",
+        "statistics_xfails.py",
+        "statistics.coheriq-declaration.json",
+    ):
+        shutil.copy(HERE / name, where / name)
+    info = where / "statistics_numpy-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: statistics-numpy\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[coheriq.engines.statistics]\nnumpy = statistics_numpy\n\n"
+        "[coheriq.declarations.statistics]\n"
+        "numpy = statistics_numpy:statistics.coheriq-declaration.json\n"
+    )
+    return where
+
+
+def outside_report(python: str, outside: Path, *runner: str) -> dict:
+    """run_suite.py's report of statistics, with ``runner`` (coheriq run ...) in front."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(outside), str(ROOT)])}
+    env.pop("COHERIQ_ACCELERATE", None)
+    done = run([python, *runner, str(HERE / "run_suite.py"), "statistics"], env=env)
+    assert done.stdout, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_statistics_accelerated_from_the_outside_passes_test_for_test(cpython, outside):
+    unmarked = outside_report(cpython, outside)
+    accelerated = outside_report(cpython, outside, "-m", "coheriq", "run", "--engine", "statistics")
+    assert not unmarked["marked"] and accelerated["marked"]
+    assert accelerated["file"] == unmarked["file"]  # the standard library's own file
+    assert accelerated["outcomes"] == unmarked["outcomes"]
+    assert set(accelerated["outcomes"].values()) == {"passed"}
+    print(
+        f"\nCPython {version_of(cpython)} test_statistics, statistics accelerated from the "
+        f"outside: {accelerated['ran']} tests, as unmarked"
+    )
+
+
+def test_statistics_from_the_outside_on_numpy_differs_only_where_listed(
+    cpython_with_numpy, outside
+):
+    unmarked = outside_report(cpython_with_numpy, outside)
+    on_numpy = outside_report(
+        cpython_with_numpy, outside, "-m", "coheriq", "run", "--engine", "statistics:numpy"
+    )
+    sys.path.insert(0, str(HERE))
+    try:
+        from statistics_xfails import KNOWN
+    finally:
+        sys.path.remove(str(HERE))
+    known = {"." + key.replace("::", ".") for key in KNOWN}
+    differ = {
+        t for t, outcome in on_numpy["outcomes"].items() if outcome != unmarked["outcomes"][t]
+    }
+    assert {t for t in differ if not t.endswith(tuple(known))} == set()
+    assert len(differ) == len(KNOWN) and on_numpy["outcomes"].keys() == unmarked["outcomes"].keys()
+
+
+def test_coheriq_verify_finds_no_difference_on_statistics_from_the_outside(
+    cpython_with_numpy, outside
+):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(outside), str(ROOT)])}
+    env.pop("COHERIQ_ACCELERATE", None)
+    done = run(
+        [cpython_with_numpy, "-m", "coheriq", "--json", "verify", "statistics", "numpy",
+         "-m", "test.test_statistics"],
+        env=env,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    compared = {row["candidate"]: row["compared"] for row in report["candidates"]}
+    assert report["ok"] and all(row["mismatches"] == 0 for row in report["candidates"])
+    assert sum(compared.values()) > 1000 and len(compared) >= 15, compared
+
+
+def test_the_guides_example_of_names_bound_before_prints_what_the_page_shows(outside):
+    pytest.importorskip("numpy")
+    examples = ROOT / "docs" / "examples" / "outside"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(outside), str(ROOT)])}
+    env.pop("COHERIQ_ACCELERATE", None)
+    done = run([sys.executable, "late.py"], env=env, cwd=examples)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout.replace(f"{examples}{os.sep}", "")
+    assert shown == (examples / "late.out").read_text()

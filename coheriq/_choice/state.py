@@ -57,12 +57,16 @@ class DomainState:
         switchboard: What this copy's proxies read to find what a call runs.
         declines: (candidate, engine, reason) -> how many calls an engine's
             implementation declined so (see :mod:`coheriq._engines.declines`).
+        bound_before: For a library accelerated from the outside after it was
+            imported (see :mod:`coheriq._outside`): candidate name -> the names
+            (``"module.name"``) bound to its unmarked object before, which stay so.
         engines, choice, scopes: The domain's three parts.
     """
 
     __slots__ = (
         "__weakref__",
         "_warned",
+        "bound_before",
         "candidates",
         "choice",
         "class_candidates",
@@ -100,6 +104,7 @@ class DomainState:
         self._warned: set[object] = set()  # keys of the warnings given, each once
         # (candidate, engine, reason) -> how many calls the engine declined so.
         self.declines: dict[tuple[str, str, str], int] = {}
+        self.bound_before: dict[str, list[str]] = {}
 
     def unmaterialized_fix(self) -> str:
         """The sentence that says what to do about the domain not being materialized yet."""

@@ -576,27 +576,47 @@ class AccelerationDomain:
             earlier = self.state.candidates.get(name)
             if earlier is not None and late_candidates.runs_again(earlier, module, run):
                 return late_candidates.redefine(self, earlier, target, run)
+            return self._add_candidate(target, name, module, run)
+
+    def _mark_for(self, target: Any, name: str, module: str, run: Any) -> Any:
+        """Mark ``target`` as candidate ``name``, bound in ``module`` by ``run`` (or None).
+
+        How a library accelerated from the outside is marked (see
+        :mod:`coheriq._outside`): coheriq binds the names, not the module's own
+        decorators, so the module and its run are given rather than read from
+        the caller. A name marked before (the module runs again, or binds the
+        name twice in one run) is redefined.
+        """
+        with self.state.lock:
+            earlier = self.state.candidates.get(name)
             if earlier is not None:
-                raise CoheriqDomainError(
-                    f"Domain {self.name!r} has a candidate named {name!r} already, marked by "
-                    f"module {earlier.module!r}"
-                    + ("" if earlier.module == module else f" (module {module!r} marks it now)")
-                    + "; give the new one another name with acceleration_candidate(name=...)."
-                    + (
-                        ""
-                        if earlier.module == module
-                        else " A candidate moved to another module needs a restart."
-                    )
+                return late_candidates.redefine(self, earlier, target, run)
+            return self._add_candidate(target, name, module, run)
+
+    def _add_candidate(self, target: Any, name: str, module: str, run: Any) -> Any:
+        """Make ``target`` the new candidate ``name``; call with the domain's lock held."""
+        earlier = self.state.candidates.get(name)
+        if earlier is not None:
+            raise CoheriqDomainError(
+                f"Domain {self.name!r} has a candidate named {name!r} already, marked by "
+                f"module {earlier.module!r}"
+                + ("" if earlier.module == module else f" (module {module!r} marks it now)")
+                + "; give the new one another name with acceleration_candidate(name=...)."
+                + (
+                    ""
+                    if earlier.module == module
+                    else " A candidate moved to another module needs a restart."
                 )
-            late_candidates.check_may_mark(self, name, target, module, run)
-            self.engines.check_overrides(name, target)  # engines written before it
-            info = CandidateInfo(self, name, target, module, run)
-            self._stand_in(info)
-            self.state.candidates[name] = info
-            self._kinds[name] = info.is_class
-            self._declared.pop(name, None)
-            if self.engines.reference is not None:
-                late_candidates.publish(self, info)
+            )
+        late_candidates.check_may_mark(self, name, target, module, run)
+        self.engines.check_overrides(name, target)  # engines written before it
+        info = CandidateInfo(self, name, target, module, run)
+        self._stand_in(info)
+        self.state.candidates[name] = info
+        self._kinds[name] = info.is_class
+        self._declared.pop(name, None)
+        if self.engines.reference is not None:
+            late_candidates.publish(self, info)
         return info.proxy
 
     def _stand_in(self, info: CandidateInfo) -> None:

@@ -50,6 +50,10 @@ class Explanation:
         declines: Asked with arguments: what the implementations before it
             would do, in order (``"gpu declines: 10 rows, below 512"``, or, for
             one that declines by raising, ``"gpu: may decline when it runs"``).
+        bound_before: For a library accelerated from the outside after it was
+            imported: candidate name -> the names (``"app.mean"``) bound to its
+            unmarked function or class before, which run the library's own code
+            whatever the engine; else empty.
     """
 
     def __init__(
@@ -77,6 +81,7 @@ class Explanation:
         self.verification = verification
         self.answers = answers
         self.declines = declines or []
+        self.bound_before: dict[str, list[str]] = {}
 
     def _later(self, candidate: str) -> str:
         module = self.not_imported.get(candidate)
@@ -111,6 +116,11 @@ class Explanation:
         elif self.not_imported:
             lines.append("  not imported yet:")
             lines += [f"    {c}{self._later(c)}" for c in self.not_imported]
+        for name, names in self.bound_before.items():
+            lines.append(
+                f"  {name} was bound before it was marked, and stays unmarked as: "
+                f"{', '.join(names)}"
+            )
         if self.answers is not None:
             lines.append(f"  with these arguments: {self.answers} answers")
             lines += [f"    {step}" for step in self.declines]
@@ -152,6 +162,9 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
     explained = Explanation(
         domain.name, candidate, engine, reason, settled, suppliers, list(tried), later, verifying
     )
+    explained.bound_before = {
+        c: list(where) for c, where in domain.state.bound_before.items() if c in names
+    }
     if args or kwargs:
         if candidate is None or cls is None:
             raise CoheriqTypeError(

@@ -27,6 +27,13 @@ def _floats(data):
     return values, None
 
 
+def _variance(array):
+    """The population variance: exactly 0.0 for data of one value, as the library gives."""
+    if array.min() == array.max():  # NumPy's mean of such data may differ in the last bit
+        return 0.0
+    return float(np.var(array))
+
+
 class Numpy(coheriq.engine_class("statistics"), name="numpy"):
     """NumPy's vectorized arithmetic for fmean, geometric_mean, pvariance, pstdev, correlation."""
 
@@ -46,19 +53,21 @@ class Numpy(coheriq.engine_class("statistics"), name="numpy"):
         values, array = _floats(data)
         if array is None or mu is not None:
             return super().pvariance(values, mu)
-        return float(np.var(array))
+        return _variance(array)
 
     def pstdev(self, data, mu=None):
         values, array = _floats(data)
         if array is None or mu is not None:
             return super().pstdev(values, mu)
-        return math.sqrt(float(np.var(array)))
+        return math.sqrt(_variance(array))
 
     def correlation(self, x, y, /, *, method="linear"):
         xs, x_array = _floats(x)
         ys, y_array = _floats(y)
+        # method= is new in 3.12: the library's own is called as the caller called it.
+        given = {} if method == "linear" else {"method": method}
         if x_array is None or y_array is None or method != "linear" or len(xs) != len(ys):
-            return super().correlation(xs, ys, method=method)
+            return super().correlation(xs, ys, **given)
         if len(xs) < 2 or x_array.std() == 0 or y_array.std() == 0:
-            return super().correlation(xs, ys, method=method)
+            return super().correlation(xs, ys, **given)
         return float(np.corrcoef(x_array, y_array)[0, 1])

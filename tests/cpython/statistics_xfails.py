@@ -30,8 +30,6 @@ ROUNDING = (
 # "Class::test" -> why it fails on engine "numpy".
 KNOWN = {
     "TestPVariance::test_accuracy_bug_20499": ROUNDING,
-    "TestPVariance::test_repeated_single_value": ROUNDING + " (not exactly 0.0)",
-    "TestPStdev::test_repeated_single_value": ROUNDING + " (not exactly 0.0)",
 }
 
 

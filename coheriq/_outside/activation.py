@@ -1,0 +1,197 @@
+"""Turning on the acceleration of a library that never adopted coheriq.
+
+``coheriq.accelerate("statistics", "numpy")`` (or ``python -m coheriq run
+--engine statistics:numpy ...``, or ``COHERIQ_ACCELERATE=statistics:numpy``)
+reads the installed packages' declarations of the library, puts the finder
+first on :data:`sys.meta_path` (see :mod:`coheriq._outside.finder`), and marks
+the declared modules imported already in place. The engine is chosen as for any
+library: by the domain's environment variable, ``<PREFIX>_ENGINE``, at the
+first call (or at once, where the library is imported already).
+
+Both variables are set in :data:`os.environ`, so that child processes (a
+multiprocessing pool, a dask worker, a subprocess) accelerate the library too:
+an installed ``coheriq-accelerate.pth`` file activates what ``COHERIQ_ACCELERATE``
+names when an interpreter starts, and costs an interpreter whose environment
+does not have it one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import warnings
+
+from .. import discovery
+from .._api.verbs import enable_engine
+from .._names import check_name
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import (
+    CoheriqDeclarationError,
+    CoheriqDeclarationWarning,
+    CoheriqEngineNotFoundError,
+    did_you_mean,
+    listing,
+)
+from .adapter import Adapter
+from .declarations import declaration_of
+from .finder import installed_finder
+
+if TYPE_CHECKING:
+    from .._library.domain import AccelerationDomain
+
+__all__ = ["ENV", "accelerate", "adapter_of", "adapters", "from_environment", "parse_environment"]
+
+ENV = "COHERIQ_ACCELERATE"
+"""The variable naming the libraries to accelerate: ``"statistics:numpy,cachetools"``."""
+
+_adapters: dict[str, Adapter] = {}
+_lock = _thread.RLock()
+
+
+def accelerate(library: str, engine: str | None = None) -> AccelerationDomain | None:
+    """Accelerate ``library``, which never adopted coheriq, from the outside.
+
+    The installed packages' declarations of the library (see
+    :mod:`coheriq._outside.declarations`) say which of its functions and classes
+    are candidates. Its modules imported from now on are marked as they run; those
+    imported already are marked in place (names other modules bound to their
+    objects before stay unmarked: :func:`coheriq.explain` lists them). Installed
+    files are never changed. With no engine chosen, the library behaves exactly as
+    before; blocks, ``explain``, ``profile`` and ``verify`` work as for a library
+    that adopted coheriq.
+
+    Args:
+        library: The library's top-level import name (``"statistics"``): the
+            name of its domain.
+        engine: The engine to run it on (an ordered list as ``"gpu, numpy"``
+            too), or None to choose none here. Set as the domain's environment
+            variable ``<PREFIX>_ENGINE``, so the choice is made at the first call,
+            as for any library, and child processes make it too; where the
+            library is imported already, it is enabled now.
+
+    Returns:
+        The library's domain, where it is made already (the library is imported);
+        None until it is imported.
+
+    Raises:
+        CoheriqDeclarationError: No installed package declares the library, a
+            declaration cannot be used, or a module imported already does not
+            define a name it declares (nothing is changed then).
+        CoheriqEngineNotFoundError: The library is not imported yet and no
+            installed package advertises ``engine`` for it.
+        CoheriqDomainError: The library marks its own candidates (it adopted
+            coheriq) and ``engine`` cannot be enabled for it.
+    """
+    check_name(library, "library name")
+    with _lock:
+        adapter = _adapters.get(library) or _adapter_for(library)
+    domain = adapter.domain
+    if adapter.stepped_back is not None:
+        domain = None  # the library's own: found by name, as any adopted library
+    _set_environment(adapter, engine)
+    if engine is not None:
+        _choose(adapter, library, engine)
+    return domain
+
+
+def _adapter_for(library: str) -> Adapter:
+    """A new adapter of ``library``, watching its modules; those imported already, marked."""
+    declaration = declaration_of(library)
+    if declaration is None:
+        raise CoheriqDeclarationError(
+            f"Library {library!r} cannot be accelerated from the outside: no installed "
+            f"package declares its candidates (entry-point group "
+            f"{discovery.declaration_group_of(library)}). Install an engine package that "
+            "ships a declaration of it, or write one (see the guide 'Accelerating a library "
+            "you do not own')."
+        )
+    for problem in declaration.version_problems():
+        warnings.warn(problem, CoheriqDeclarationWarning, stacklevel=3)
+    adapter = Adapter(declaration)
+    imported = [sys.modules[m] for m in declaration.modules if m in sys.modules]
+    for module in imported:  # all of them checked before anything is marked
+        missing = [
+            name for name in declaration.modules[module.__name__] if name not in vars(module)
+        ]
+        if missing:
+            raise CoheriqDeclarationError(adapter._mismatch(module.__name__, missing))
+    installed_finder().watch(adapter)
+    _adapters[library] = adapter
+    top = sys.modules.get(library)
+    if top is not None:  # imported already: the domain is made for the run that made it
+        adapter.make_domain(top)
+    for module in sorted(imported, key=lambda m: m.__name__.count(".")):
+        adapter.mark_in_place(module, imported_before=True)
+    return adapter
+
+
+def _set_environment(adapter: Adapter, engine: str | None) -> None:
+    """Name the library (and the engine) in the environment that child processes inherit."""
+    library = adapter.declaration.library
+    named = [lib for lib, _ in parse_environment(os.environ.get(ENV, ""))]
+    if library not in named:
+        os.environ[ENV] = ",".join([*named, library])
+    if engine is not None:
+        os.environ[f"{adapter.declaration.env_prefix}_ENGINE"] = engine
+
+
+def _choose(adapter: Adapter, library: str, engine: str) -> None:
+    """Enable ``engine`` now where the domain exists; else check that it is installed."""
+    if adapter.domain is not None or adapter.stepped_back is not None:
+        from .._choice.ordered import parse_engine_list
+
+        names = parse_engine_list(engine, f" (given for library {library!r})")
+        enable_engine(library, names if len(names) > 1 else names[0])
+        return
+    advertised = discovery.advertised(library)
+    for name in engine.split(","):
+        if name.strip() and name.strip() not in advertised and name.strip() != "reference":
+            raise CoheriqEngineNotFoundError(
+                f"No installed package advertises engine {name.strip()!r} of library "
+                f"{library!r} (entry-point group {discovery.group_of(library)}): installed "
+                f"engines: {listing(advertised)}.{did_you_mean(name.strip(), advertised)} "
+                "Install the engine's package, or correct its name."
+            )
+
+
+def adapter_of(library: str) -> Adapter | None:
+    """The adapter of ``library``, if it is accelerated from the outside in this process."""
+    return _adapters.get(library)
+
+
+def adapters() -> list[Adapter]:
+    """Every library accelerated from the outside in this process, in activation order."""
+    return list(_adapters.values())
+
+
+def parse_environment(value: str) -> list[tuple[str, str | None]]:
+    """``"statistics:numpy,cachetools"`` -> ``[("statistics", "numpy"), ("cachetools", None)]``.
+
+    One engine per library here: an ordered list of engines goes in the
+    library's own variable (``STATISTICS_ENGINE="gpu, numpy"``).
+    """
+    found: list[tuple[str, str | None]] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        library, colon, engine = (part.strip() for part in item.partition(":"))
+        found.append((library, engine if colon and engine else None))
+    return found
+
+
+def from_environment() -> None:
+    """Accelerate what :data:`ENV` names (at interpreter start-up, through the ``.pth`` file).
+
+    Never raises: an interpreter must start. What cannot be done is said on
+    standard error, once, with the reason.
+    """
+    for library, engine in parse_environment(os.environ.get(ENV, "")):
+        try:
+            accelerate(library, engine)
+        except Exception as error:
+            print(
+                f"coheriq: {ENV} names library {library!r}, which cannot be accelerated: {error}",
+                file=sys.stderr,
+            )

@@ -1,0 +1,366 @@
+"""What a package declares of a library that never adopted coheriq, read without importing.
+
+Whoever publishes an engine for an unmodified library (or a user) ships a small
+JSON file, its *declaration*, and points to it from the entry-point group
+``coheriq.declarations.<library>``::
+
+    [project.entry-points."coheriq.declarations.statistics"]
+    numpy = "statistics_numpy:statistics.coheriq-declaration.json"
+
+The value is ``MODULE:FILE``, as for an engine's statement (see
+:mod:`coheriq.statements`). The file says which functions and classes of which
+modules are candidates, and which versions of the library it was written
+against::
+
+    {"coheriq_declaration": 1, "library": "statistics",
+     "distribution": null, "versions": ">=3.10",
+     "modules": {"statistics": {"functions": ["mean", "median"],
+                                "classes": ["NormalDist"]}}}
+
+``library`` is the library's top-level import name, and the name of the domain
+made from the declaration. ``distribution`` is the name it is installed under
+(``null`` for a module of the standard library: ``versions`` then speaks of
+Python's version). ``env_prefix`` may give the prefix of the environment
+variable that names the engine (the library's name in capitals if not).
+
+Several packages may each declare one library (two engines of it): the domain
+made for it has every candidate each declares. They must agree: a name declared
+in two modules, or as a function in one and a class in the other, is an error
+that names both.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from .. import discovery
+from .._names import check_candidate_name, check_name
+from .._stdlib import TYPE_CHECKING
+from ..exceptions import CoheriqDeclarationError, listing
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+__all__ = [
+    "FORMAT",
+    "LibraryDeclaration",
+    "VersionRange",
+    "declaration_of",
+    "parse_declaration",
+]
+
+FORMAT = 1
+"""The version of the declaration's file format (its ``coheriq_declaration`` field)."""
+
+_CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?\s*$")
+
+
+class VersionRange:
+    """The versions a declaration was written against: ``">=1.2,<2"`` (PEP 440 clauses).
+
+    Release numbers are compared (``1.2.3``); a pre-, post- or local-release
+    part of the installed version is left out, and ``==1.2.*`` matches the
+    releases that start with ``1.2``.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._clauses: list[tuple[str, tuple[int, ...], bool]] = []
+        for clause in text.split(","):
+            found = _CLAUSE.match(clause)
+            if found is None:
+                raise ValueError(
+                    f"{clause.strip()!r} is not a version clause like '>=1.2' or '==3.12.*'"
+                )
+            operator, number, star = found.groups()
+            if star and operator not in ("==", "!="):
+                raise ValueError(f"{clause.strip()!r}: only == and != take '.*'")
+            self._clauses.append((operator, _release(number), bool(star)))
+
+    def __contains__(self, version: str) -> bool:
+        installed = _release(version)
+        return all(_holds(op, installed, number, star) for op, number, star in self._clauses)
+
+    def __repr__(self) -> str:
+        return f"VersionRange({self.text!r})"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The release numbers at the start of ``version``: ``"3.12.1rc1"`` -> ``(3, 12, 1)``."""
+    found = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
+    return tuple(int(part) for part in found.group(1).split(".")) if found else (0,)
+
+
+def _holds(operator: str, installed: tuple[int, ...], number: tuple[int, ...], star: bool) -> bool:
+    if star:
+        same = installed[: len(number)] == number
+        return same if operator == "==" else not same
+    width = max(len(installed), len(number))
+    have = installed + (0,) * (width - len(installed))
+    want = number + (0,) * (width - len(number))
+    if operator == "~=":  # ~=1.4.2: >=1.4.2, ==1.4.*
+        return have >= want and installed[: len(number) - 1] == number[:-1]
+    return {
+        "==": have == want,
+        "===": have == want,
+        "!=": have != want,
+        "<=": have <= want,
+        ">=": have >= want,
+        "<": have < want,
+        ">": have > want,
+    }[operator]
+
+
+class LibraryDeclaration:
+    """The candidates of one library, as one package (or several, combined) declare them.
+
+    Attributes:
+        library: The library's top-level import name, and its domain's name.
+        modules: Module name -> {candidate name -> whether it is a class}.
+        env_prefix: The prefix of the environment variable that names the engine.
+        distribution: The distribution the library is installed as, or None for
+            a module of the standard library.
+        ranges: ``(source, versions)`` for each declaration that states versions.
+        sources: Where each declaration combined here came from, as sentences
+            name it (``"entry point numpy of coheriq.declarations.statistics
+            (statistics_numpy:statistics.coheriq-declaration.json)"``).
+    """
+
+    def __init__(
+        self,
+        library: str,
+        modules: Mapping[str, Mapping[str, bool]],
+        *,
+        env_prefix: str | None = None,
+        distribution: str | None = None,
+        ranges: list[tuple[str, VersionRange]] | None = None,
+        sources: tuple[str, ...] = (),
+    ) -> None:
+        self.library = library
+        self.modules = {module: dict(names) for module, names in modules.items()}
+        self.env_prefix = env_prefix or re.sub(r"\W", "_", library).upper()
+        self.distribution = distribution
+        self.ranges = list(ranges or [])
+        self.sources = sources
+
+    def __repr__(self) -> str:
+        count = sum(len(names) for names in self.modules.values())
+        return f"<LibraryDeclaration of {self.library!r}: {count} candidates>"
+
+    @property
+    def candidates(self) -> dict[str, str]:
+        """Candidate name -> the module that defines it."""
+        return {name: module for module, names in self.modules.items() for name in names}
+
+    def installed_version(self) -> str | None:
+        """The installed library's version (Python's for the standard library), or None."""
+        if self.distribution is None:
+            return ".".join(str(part) for part in sys.version_info[:3])
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version(self.distribution)
+        except PackageNotFoundError:
+            return None
+
+    def version_problems(self) -> list[str]:
+        """A sentence for each declaration written against versions other than the installed one."""
+        installed = self.installed_version()
+        what = "Python" if self.distribution is None else f"distribution {self.distribution!r}"
+        problems = []
+        for source, versions in self.ranges:
+            if installed is None:
+                problems.append(
+                    f"The declaration of library {self.library!r} ({source}) was written "
+                    f"against {what} {versions.text}, which is not installed: is "
+                    f"{self.distribution!r} the name the library is installed under?"
+                )
+            elif installed not in versions:
+                problems.append(
+                    f"Library {self.library!r} is {what} {installed}, but its declaration "
+                    f"({source}) was written against {versions.text}: candidates it names "
+                    "may have changed. `coheriq check` compares them with what is installed; "
+                    "ask for a declaration that covers this version."
+                )
+        return problems
+
+    def adopts_coheriq(self) -> bool:
+        """Whether the installed library requires coheriq itself: it marks its own candidates."""
+        if self.distribution is None:
+            return False
+        from importlib.metadata import PackageNotFoundError, requires
+
+        try:
+            required = requires(self.distribution) or []
+        except PackageNotFoundError:
+            return False
+        return any(
+            re.split(r"[\s;\[<>=!~(]", line, maxsplit=1)[0] == "coheriq" for line in required
+        )
+
+
+def parse_declaration(data: object, *, source: str) -> LibraryDeclaration:
+    """Return the declaration that ``data`` (a file's parsed JSON) makes.
+
+    Raises:
+        CoheriqDeclarationError: It is not a declaration of this format; the
+            message names ``source`` and what is wrong.
+    """
+
+    def wrong(what: str) -> CoheriqDeclarationError:
+        return CoheriqDeclarationError(
+            f"The declaration {source} cannot be used: {what}. Correct the file its "
+            "package ships (the format is described in coheriq's guide 'Accelerating a "
+            "library you do not own')."
+        )
+
+    if not isinstance(data, dict):
+        raise wrong(f"it holds a JSON {type(data).__name__}, not an object")
+    if data.get("coheriq_declaration") != FORMAT:
+        raise wrong(
+            f'its "coheriq_declaration" is {data.get("coheriq_declaration")!r}, not {FORMAT}'
+        )
+    unknown = sorted(set(data) - _FIELDS)
+    if unknown:
+        raise wrong(f"it has fields coheriq does not know: {listing(unknown)}")
+    given_library = data.get("library")
+    try:
+        library = check_name(given_library, "library name")
+    except Exception:
+        raise wrong(f'its "library" is {given_library!r}, not a module name') from None
+    if not library.isidentifier():
+        raise wrong(f'its "library" is {library!r}, not a top-level module name')
+    modules: dict[str, dict[str, bool]] = {}
+    given = data.get("modules")
+    if not isinstance(given, dict) or not given:
+        raise wrong('its "modules" is not an object of module names')
+    for module, names in given.items():
+        if not (module == library or str(module).startswith(f"{library}.")) or not all(
+            part.isidentifier() for part in str(module).split(".")
+        ):
+            raise wrong(f"module {module!r} is not a module of library {library!r}")
+        modules[module] = _names_of(module, names, wrong)
+    env_prefix = data.get("env_prefix")
+    if env_prefix is not None and not (isinstance(env_prefix, str) and env_prefix.isidentifier()):
+        raise wrong(f'its "env_prefix" is {env_prefix!r}, not a name')
+    distribution = data.get("distribution")
+    if distribution is not None and not (isinstance(distribution, str) and distribution.strip()):
+        raise wrong(f'its "distribution" is {distribution!r}, neither a name nor null')
+    ranges = []
+    versions = data.get("versions")
+    if versions is not None:
+        if not isinstance(versions, str):
+            raise wrong(f'its "versions" is {versions!r}, not a string like ">=1.2,<2"')
+        try:
+            ranges.append((source, VersionRange(versions)))
+        except ValueError as error:
+            raise wrong(f'its "versions" {versions!r} cannot be read: {error}') from None
+    return LibraryDeclaration(
+        library,
+        modules,
+        env_prefix=env_prefix,
+        distribution=distribution,
+        ranges=ranges,
+        sources=(source,),
+    )
+
+
+_FIELDS = {"coheriq_declaration", "library", "distribution", "versions", "env_prefix", "modules"}
+
+
+def _names_of(module: str, names: object, wrong: Any) -> dict[str, bool]:
+    """``{"functions": [...], "classes": [...]}`` as name -> is a class."""
+    if not isinstance(names, dict) or set(names) - {"functions", "classes"}:
+        raise wrong(f'module {module!r} is not given as {{"functions": [...], "classes": [...]}}')
+    kinds: dict[str, bool] = {}
+    for key, is_class in (("functions", False), ("classes", True)):
+        listed = names.get(key, [])
+        if not isinstance(listed, list):
+            raise wrong(f"the {key} of module {module!r} are not a list of names")
+        for name in listed:
+            try:
+                check_candidate_name(name)
+            except Exception:
+                raise wrong(f"{name!r} in module {module!r} is not a candidate's name") from None
+            if name in kinds:
+                raise wrong(f"module {module!r} names {name!r} twice")
+            kinds[name] = is_class
+    return kinds
+
+
+def combine(declarations: list[LibraryDeclaration]) -> LibraryDeclaration:
+    """One declaration with every candidate of ``declarations`` (of one library).
+
+    Raises:
+        CoheriqDeclarationError: Two of them disagree about a candidate's module or
+            kind, or about the distribution or the environment variable's prefix.
+    """
+    first = declarations[0]
+    modules: dict[str, dict[str, bool]] = {}
+    where: dict[str, tuple[str, bool, str]] = {}  # name -> module, kind, source
+    for declaration in declarations:
+        source = declaration.sources[0]
+        for setting in ("distribution", "env_prefix"):
+            if getattr(declaration, setting) != getattr(first, setting):
+                raise CoheriqDeclarationError(
+                    f"The declarations of library {first.library!r} disagree about its "
+                    f"{setting}: {getattr(first, setting)!r} ({first.sources[0]}) and "
+                    f"{getattr(declaration, setting)!r} ({source}). Their packages must agree."
+                )
+        for module, names in declaration.modules.items():
+            for name, is_class in names.items():
+                earlier = where.get(name)
+                if earlier is not None and earlier[:2] != (module, is_class):
+                    raise CoheriqDeclarationError(
+                        f"The declarations of library {first.library!r} disagree about "
+                        f"candidate {name!r}: {_kind(earlier[1])} of module {earlier[0]!r} "
+                        f"({earlier[2]}), {_kind(is_class)} of module {module!r} ({source}). "
+                        "Their packages must agree on what the library defines."
+                    )
+                where.setdefault(name, (module, is_class, source))
+                modules.setdefault(module, {})[name] = is_class
+    return LibraryDeclaration(
+        first.library,
+        modules,
+        env_prefix=first.env_prefix,
+        distribution=first.distribution,
+        ranges=[r for d in declarations for r in d.ranges],
+        sources=tuple(s for d in declarations for s in d.sources),
+    )
+
+
+def _kind(is_class: bool) -> str:
+    return "a class" if is_class else "a function"
+
+
+def declaration_of(library: str) -> LibraryDeclaration | None:
+    """The installed packages' declarations of ``library``, combined; None if none declares it.
+
+    Reads package metadata and the files it names; imports nothing.
+
+    Raises:
+        CoheriqDeclarationError: A declaration cannot be read or is not one of
+            ``library``, or two disagree.
+    """
+    found = []
+    group = discovery.declaration_group_of(library)
+    for name, ep in sorted(discovery.advertised_declarations(library).items()):
+        source = f"entry point {name!r} of {group} ({ep.value})"
+        try:
+            module, path = discovery.split_value(ep.value)
+            data = discovery.load_json(discovery.file_beside(module, path), path)
+        except discovery.UnusableFileError as error:
+            raise CoheriqDeclarationError(
+                f"The declaration {source} cannot be used: {error}. Reinstall its package, "
+                "or correct the entry point."
+            ) from None
+        declaration = parse_declaration(data, source=source)
+        if declaration.library != library:
+            raise CoheriqDeclarationError(
+                f"The declaration {source} declares library {declaration.library!r}, not "
+                f"{library!r}: its entry point is in the wrong group."
+            )
+        found.append(declaration)
+    return combine(found) if found else None
