@@ -119,7 +119,7 @@ def python_without(distributions: list[str], directory: Path) -> Path:
     return Path(sysconfig.get_path("scripts", vars=scheme)) / "python"
 
 
-def test_there_are_six_notebooks():
+def test_there_are_seven_notebooks():
     assert [p.name for p in NOTEBOOKS] == [
         "01_quickstart.ipynb",
         "02_scoped_switching.ipynb",
@@ -127,6 +127,7 @@ def test_there_are_six_notebooks():
         "04_compiled_engine.ipynb",
         "05_class_candidates.ipynb",
         "06_laptop_cluster_gpu.ipynb",
+        "07_outside.ipynb",
     ]
 
 
