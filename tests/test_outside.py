@@ -700,3 +700,23 @@ def test_the_ipython_extension_accelerates_from_a_magic(tmp_path):
         "coheriq: library 'shapes' is accelerated from the outside, on engine 'fast'.",
         "line fast",
     ]
+
+
+def test_reloading_the_library_and_its_modules_keeps_them_marked(tmp_path):
+    out = ok(
+        python(
+            lay_out(tmp_path),
+            """
+            import importlib, coheriq
+            coheriq.accelerate("shapes", "fast")
+            import shapes, shapes.core, shapes_fast
+            importlib.reload(shapes.core)
+            importlib.reload(shapes)
+            shapes.core.area(shapes.core.Shape(2))
+            shapes.area(shapes.Shape(3))
+            print(shapes_fast.calls, coheriq.explain(shapes.area).engine)
+            print(isinstance(shapes.Square(1), shapes.Shape))
+            """,
+        )
+    )
+    assert out.splitlines() == ["['area', 'area'] fast", "True"]

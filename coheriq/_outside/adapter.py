@@ -165,6 +165,9 @@ class Adapter:
             }
             exec(_CREATE_DOMAIN, vars(top), scratch)
             domain: AccelerationDomain = scratch["domain"]
+            if domain.materialized:  # the module reloaded: the domain carries on, as declared
+                self.domain = domain
+                return
             for module, names in self.declaration.modules.items():
                 domain.declare(
                     module,
