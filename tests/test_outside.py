@@ -127,6 +127,7 @@ def lay_out(
     requires: tuple[str, ...] = (),
 ) -> Path:
     """The library, its distribution's metadata, and one engine package with a declaration."""
+    where.mkdir(parents=True, exist_ok=True)
     for path, text in {**SHAPES, **(files or {})}.items():
         (where / path).parent.mkdir(parents=True, exist_ok=True)
         (where / path).write_text(textwrap.dedent(text))
@@ -720,3 +721,17 @@ def test_reloading_the_library_and_its_modules_keeps_them_marked(tmp_path):
         )
     )
     assert out.splitlines() == ["['area', 'area'] fast", "True"]
+
+
+def test_coheriq_check_compares_the_declaration_and_the_overrides_with_the_library(tmp_path):
+    good = lay_out(tmp_path / "good")
+    wide = {"COLUMNS": "1000"}  # a line each, unwrapped
+    fine = python(good, "", "-m", "coheriq", "check", "shapes", env=wide)
+    assert fine.returncode == 0 and "No problems" in fine.stdout, fine.stdout + fine.stderr
+    wrong = json.loads(json.dumps(DECLARATION))
+    wrong["modules"]["shapes.core"]["functions"].append("perimeter")
+    bad = lay_out(tmp_path / "bad", declaration=wrong, version="3.0")
+    found = python(bad, "", "-m", "coheriq", "check", "shapes", env=wide)
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert "does not define 'perimeter'" in found.stdout
+    assert "was written against >=1.0,<2" in found.stdout
