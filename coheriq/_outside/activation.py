@@ -47,6 +47,7 @@ ENV = "COHERIQ_ACCELERATE"
 
 _adapters: dict[str, Adapter] = {}
 _lock = _thread.RLock()
+_started = False  # from_environment has run
 
 
 def accelerate(library: str, engine: str | None = None) -> AccelerationDomain | None:
@@ -185,8 +186,13 @@ def from_environment() -> None:
     """Accelerate what :data:`ENV` names (at interpreter start-up, through the ``.pth`` file).
 
     Never raises: an interpreter must start. What cannot be done is said on
-    standard error, once, with the reason.
+    standard error, once, with the reason. Runs once per process (``site`` may
+    read the ``.pth`` file twice, in a virtual environment).
     """
+    global _started
+    if _started:
+        return
+    _started = True
     for library, engine in parse_environment(os.environ.get(ENV, "")):
         try:
             accelerate(library, engine)

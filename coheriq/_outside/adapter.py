@@ -126,6 +126,8 @@ class Adapter:
         self.stepped_back: str | None = None
         self.problems: list[str] = []
         self._copies: Any = None  # the registry's copies of the domain this adapter made
+        # The top-level module whose domain was made as the module was created.
+        self.created: ModuleType | None = None
         self._lock = _thread.RLock()
 
     def __repr__(self) -> str:
@@ -165,8 +167,11 @@ class Adapter:
             }
             exec(_CREATE_DOMAIN, vars(top), scratch)
             domain: AccelerationDomain = scratch["domain"]
+            # Ours from now on, even if what follows is interrupted (Ctrl-C): the
+            # next import carries it on (a retry) instead of taking it for the library's.
+            self._copies = registry.copies_of(library)
+            self.domain = domain
             if domain.materialized:  # the module reloaded: the domain carries on, as declared
-                self.domain = domain
                 return
             for module, names in self.declaration.modules.items():
                 domain.declare(
@@ -175,8 +180,20 @@ class Adapter:
                     classes=[n for n, is_class in names.items() if is_class],
                 )
             domain.materialize()
-            self.domain = domain
-            self._copies = registry.copies_of(library)
+
+    def domain_for(self, module: ModuleType) -> AccelerationDomain | None:
+        """The domain that marks ``module`` (None where the library marks its own).
+
+        The library's top-level module makes it as it is created (see
+        :class:`~coheriq._outside.finder.MarkingLoader`), before any other
+        thread can see the module, and again each time its body runs again; a
+        top-level namespace package has no loader of its own, and its first
+        declared module makes it.
+        """
+        with self._lock:
+            if self.domain is None and self.stepped_back is None:
+                self.make_domain(sys.modules[self.declaration.library])
+            return self.domain if self.stepped_back is None else None
 
     def _step_back(self, why: str) -> None:
         self.stepped_back = (
@@ -195,9 +212,10 @@ class Adapter:
         ``module`` is a declared module, or the library's top-level module
         (whose run makes the domain: see :meth:`make_domain`).
         """
-        if module.__name__ == self.declaration.library:
-            self.make_domain(module)
-        domain = self.domain if self.stepped_back is None else None
+        if module.__name__ == self.declaration.library and self.created is not module:
+            self.make_domain(module)  # its body runs again: a reload
+        self.created = None
+        domain = self.domain_for(module)
         names = self.declaration.modules.get(module.__name__, {})
         code = _code_of(loader, module.__name__) if domain is not None and names else None
         if domain is None or code is None:  # stepped back, or a loader that runs it itself
@@ -205,15 +223,22 @@ class Adapter:
             if domain is not None and names:
                 self.mark_in_place(module, imported_before=False)
             return
-        missing = [name for name in names if name not in code.co_names]
-        if missing:
+        missing = [name for name in names if name not in _names_in(code)]
+        if missing:  # certainly not defined: the module is left as it is
             self._not_matching(module.__name__, missing)
             exec(code, module.__dict__)
             return
+        marked: dict[str, tuple[Any, Any]] = {}  # name -> (its function, the candidate)
 
         def mark(name: str, value: Any) -> Any:
+            earlier = marked.get(name)
+            if earlier is not None and value is not earlier[1]:
+                _unalias(module.__dict__, name, *earlier)  # bound again: see _unalias
             # The run is the module body's frame, as for a decorator in it.
-            return self._mark_one(domain, module.__name__, name, value, registry.caller_run())
+            candidate = self._mark_one(domain, module.__name__, name, value, registry.caller_run())
+            if not isinstance(value, type):
+                marked[name] = (value, candidate)
+            return candidate
 
         exec(code, module.__dict__, MarkingNamespace(module.__dict__, names, mark))
         # Bound another way (globals()[name] = ..., a global statement): marked now.
@@ -237,9 +262,15 @@ class Adapter:
         missing = [name for name in names if name not in namespace]
         if missing and imported_before:
             raise CoheriqDeclarationError(self._mismatch(module.__name__, missing))
-        if missing:
-            self._not_matching(module.__name__, missing)
-            return
+        if missing:  # named in its code, yet not bound by its body: defined later, if ever
+            self._problem(
+                self._mismatch(module.__name__, missing).replace(
+                    "does not define", "has not defined, when its body has run,"
+                )
+                + f" {listing(missing)} stay unmarked, also if defined later (by a module "
+                "__getattr__, say); the module's other declared names are marked."
+            )
+            names = {name: kind for name, kind in names.items() if name not in missing}
         originals = {}
         for name in names:
             value = namespace[name]
@@ -312,6 +343,34 @@ class Adapter:
     def _problem(self, sentence: str) -> None:
         self.problems.append(sentence)
         warnings.warn(sentence, CoheriqDeclarationWarning, stacklevel=2)
+
+
+def _names_in(code: CodeType) -> set[str]:
+    """Every name the code could bind: its names and strings (``globals()["f"]``), nested too."""
+    found: set[str] = set()
+    pending = [code]
+    while pending:
+        current = pending.pop()
+        found.update(current.co_names)
+        for constant in current.co_consts:
+            if isinstance(constant, str):
+                found.add(constant)
+            elif hasattr(constant, "co_names"):
+                pending.append(constant)
+    return found
+
+
+def _unalias(namespace: dict[str, Any], name: str, function: Any, candidate: Any) -> None:
+    """A declared function bound again in the module's body: its earlier aliases keep it.
+
+    ``_py_mean = mean`` before ``from _speedups import mean`` is the library's own
+    pure-Python version, kept under another name: the candidate is the name's
+    last binding, and the alias goes back to the function it was bound to, as
+    without coheriq (marking redefines the one candidate's proxy).
+    """
+    for other, value in list(namespace.items()):
+        if value is candidate and other != name:
+            namespace[other] = function
 
 
 def _code_of(loader: Any, name: str) -> CodeType | None:

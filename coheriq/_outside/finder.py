@@ -102,9 +102,20 @@ class MarkingLoader(Loader):
         return getattr(self.loader, name)
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        """What the real loader creates (None: a plain module)."""
+        """What the real loader creates; the library's top-level module, with its domain made.
+
+        The domain is made before the import system puts the module in
+        :data:`sys.modules`, so that no other thread importing a submodule can
+        find the library without it.
+        """
         create = getattr(self.loader, "create_module", None)
-        return None if create is None else create(spec)
+        module: ModuleType | None = None if create is None else create(spec)
+        if spec.name == self.adapter.declaration.library:
+            if module is None:
+                module = type(sys)(spec.name)  # what the import system makes otherwise
+            self.adapter.make_domain(module)
+            self.adapter.created = module
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
         """Run ``module`` with the real loader, its declared names marked."""
