@@ -735,3 +735,13 @@ def test_coheriq_check_compares_the_declaration_and_the_overrides_with_the_libra
     assert found.returncode == 1, found.stdout + found.stderr
     assert "does not define 'perimeter'" in found.stdout
     assert "was written against >=1.0,<2" in found.stdout
+
+
+def test_runners_stack(tmp_path):
+    # Another runner after this one (python -m coheriq run ... -m other.runner ...): here,
+    # a second coheriq runner, which chooses the engine of the library the first marked.
+    where = lay_out(tmp_path)
+    first = ["-m", "coheriq", "run", "--engine", "shapes"]
+    second = ["-m", "coheriq", "run", "--engine", "shapes:fast", "-m", "shapes.run_me", "x"]
+    out = ok(python(where, "", *first, *second))
+    assert out.strip() == "fast 9 ['x']"
