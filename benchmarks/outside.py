@@ -17,7 +17,6 @@ turns, and the medians are printed:
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CPYTHON = ROOT / "tests" / "cpython"
+sys.path.insert(0, str(CPYTHON))
+from published import publish_numpy_engine  # noqa: E402 - tests/cpython, on the path just above
 
 # Imported before the clock starts in every case: what statistics imports, and
 # what coheriq.accelerate imports.
@@ -52,16 +53,7 @@ def lay_out(where: Path) -> tuple[Path, Path]:
         capture_output=True,
     )
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(marked)], check=True)
-    for name in ("statistics_numpy.py", "statistics.coheriq-declaration.json"):
-        shutil.copy(CPYTHON / name, outside / name)
-    info = outside / "statistics_numpy-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: statistics-numpy\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        "[coheriq.engines.statistics]\nnumpy = statistics_numpy\n\n"
-        "[coheriq.declarations.statistics]\n"
-        "numpy = statistics_numpy:statistics.coheriq-declaration.json\n"
-    )
+    publish_numpy_engine(outside, declaration=True)
     return marked, outside
 
 

@@ -27,6 +27,10 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent / "cpython"
+sys.path.insert(0, str(HERE))
+from published import publish_numpy_engine  # noqa: E402 - tests/cpython, put on the path just above
+
+sys.path.remove(str(HERE))
 ROOT = Path(__file__).parent.parent  # coheriq itself is imported from the source tree
 VERSION = "3.13"  # looked for where COHERIQ_CPYTHON names none
 TIMEOUT = 600  # seconds; a hang fails the test instead of stalling the run
@@ -83,14 +87,7 @@ def marked(cpython: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("marked_stdlib")
     assert len(mark(cpython, "statistics", where)) == 21  # NormalDist, 20 functions
     assert mark(cpython, "fractions", where) == ["Fraction"]
-    for module in ("statistics_numpy.py", "statistics_xfails.py"):
-        shutil.copy(HERE / module, where / module)
-    info = where / "statistics_numpy-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: statistics-numpy\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        "[coheriq.engines.statistics]\nnumpy = statistics_numpy\n"
-    )
+    publish_numpy_engine(where, declaration=False, extra=("statistics_xfails.py",))
     return where
 
 
@@ -220,20 +217,7 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The numpy engine published with a declaration of statistics: the stdlib's module
     itself is marked, from the outside, when it is imported (see docs/outside.rst)."""
     where = tmp_path_factory.mktemp("statistics_outside")
-    for name in (
-        "statistics_numpy.py",
-        "statistics_xfails.py",
-        "statistics.coheriq-declaration.json",
-    ):
-        shutil.copy(HERE / name, where / name)
-    info = where / "statistics_numpy-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: statistics-numpy\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        "[coheriq.engines.statistics]\nnumpy = statistics_numpy\n\n"
-        "[coheriq.declarations.statistics]\n"
-        "numpy = statistics_numpy:statistics.coheriq-declaration.json\n"
-    )
+    publish_numpy_engine(where, declaration=True, extra=("statistics_xfails.py",))
     return where
 
 
