@@ -3,9 +3,10 @@
 An :class:`Adapter` does for an unmodified library what its own decorators do
 for a library that adopted coheriq, from the same machinery:
 
-* **The domain** is made when the library's first declared module is imported
-  (or at activation, where it is imported already): named as the library,
-  belonging to its top-level module, with every declared candidate declared
+* **The domain** is made as the library's top-level module is created (or at
+  activation, where it is imported already; or by its first declared module,
+  for a namespace package): named as the library, belonging to its top-level
+  module, with every declared candidate declared
   (:meth:`~coheriq.AccelerationDomain.declare`) and the reference class made, so
   engines can be checked and started before a module is imported.
 * **A module imported after activation is marked as it executes.** Its body
@@ -17,11 +18,11 @@ for a library that adopted coheriq, from the same machinery:
 * **A module imported before** (or one whose loader runs it its own way: a C
   extension, Cython) is marked in place: each declared name of the module is
   rebound to the candidate. Names that other modules bound to the unmarked
-  objects before stay so; they are reported (:attr:`Adapter.bound_before`,
-  :func:`coheriq.explain`), never rebound behind their owner's back.
+  objects before stay so; they are reported (the domain's ``bound_before``, which
+  :func:`coheriq.explain` shows), never rebound behind their owner's back.
 
-A declaration that does not match a module (a name it does not define) leaves
-that module unmarked, as if undeclared, with a :class:`~coheriq.CoheriqDeclarationWarning`.
+A declaration that names what a module's code cannot define leaves that module
+unmarked, as if undeclared, with a :class:`~coheriq.CoheriqDeclarationWarning`.
 A library that requires coheriq marks its own candidates: its own marking wins.
 """
 
@@ -118,6 +119,8 @@ class Adapter:
             candidates), as a sentence; else None.
         problems: A sentence for each module the declaration did not match
             (imported unmarked) and each candidate that could not be marked.
+        created: The top-level module whose domain the finder made as it created
+            the module, until the module's body runs; else None.
     """
 
     def __init__(self, declaration: LibraryDeclaration) -> None:
@@ -126,7 +129,7 @@ class Adapter:
         self.stepped_back: str | None = None
         self.problems: list[str] = []
         self._copies: Any = None  # the registry's copies of the domain this adapter made
-        # The top-level module whose domain was made as the module was created.
+        # A later run of the top-level module's body is a reload: the domain is made again.
         self.created: ModuleType | None = None
         self._lock = _thread.RLock()
 
