@@ -745,3 +745,22 @@ def test_runners_stack(tmp_path):
     second = ["-m", "coheriq", "run", "--engine", "shapes:fast", "-m", "shapes.run_me", "x"]
     out = ok(python(where, "", *first, *second))
     assert out.strip() == "fast 9 ['x']"
+
+
+def test_a_misspelled_engine_is_an_error_before_anything_is_imported(tmp_path):
+    out = ok(
+        python(
+            lay_out(tmp_path),
+            """
+            import os, sys, coheriq
+            try:
+                coheriq.accelerate("shapes", "fsat")
+            except coheriq.CoheriqEngineNotFoundError as error:
+                print(error)
+            print("shapes" in sys.modules, os.environ.get("SHAPES_ENGINE"))
+            """,
+        )
+    )
+    said, state = out.splitlines()
+    assert "'fsat'" in said and "Did you mean 'fast'?" in said
+    assert state == "False None"  # nothing imported, no engine named for child processes

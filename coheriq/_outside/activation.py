@@ -85,15 +85,18 @@ def accelerate(library: str, engine: str | None = None) -> AccelerationDomain | 
             coheriq) and ``engine`` cannot be enabled for it.
     """
     check_name(library, "library name")
+    if engine is not None and library not in sys.modules:
+        _check_advertised(library, engine)  # before anything changes
     with _lock:
         adapter = _adapters.get(library) or _adapter_for(library)
-    domain = adapter.domain
-    if adapter.stepped_back is not None:
-        domain = None  # the library's own: found by name, as any adopted library
+    if engine is not None and (adapter.domain is not None or adapter.stepped_back is not None):
+        from .._choice.ordered import parse_engine_list
+
+        names = parse_engine_list(engine, f" (given for library {library!r})")
+        enable_engine(library, names if len(names) > 1 else names[0])
     _set_environment(adapter, engine)
-    if engine is not None:
-        _choose(adapter, library, engine)
-    return domain
+    # A library that marks its own candidates is found by name, as any adopted library.
+    return adapter.domain if adapter.stepped_back is None else None
 
 
 def _adapter_for(library: str) -> Adapter:
@@ -137,22 +140,16 @@ def _set_environment(adapter: Adapter, engine: str | None) -> None:
         os.environ[f"{adapter.declaration.env_prefix}_ENGINE"] = engine
 
 
-def _choose(adapter: Adapter, library: str, engine: str) -> None:
-    """Enable ``engine`` now where the domain exists; else check that it is installed."""
-    if adapter.domain is not None or adapter.stepped_back is not None:
-        from .._choice.ordered import parse_engine_list
-
-        names = parse_engine_list(engine, f" (given for library {library!r})")
-        enable_engine(library, names if len(names) > 1 else names[0])
-        return
+def _check_advertised(library: str, engine: str) -> None:
+    """Raise unless installed packages advertise each engine ``engine`` names for ``library``."""
     advertised = discovery.advertised(library)
-    for name in engine.split(","):
-        if name.strip() and name.strip() not in advertised and name.strip() != "reference":
+    for name in (part.strip() for part in engine.split(",")):
+        if name and name not in advertised and name != "reference":
             raise CoheriqEngineNotFoundError(
-                f"No installed package advertises engine {name.strip()!r} of library "
-                f"{library!r} (entry-point group {discovery.group_of(library)}): installed "
-                f"engines: {listing(advertised)}.{did_you_mean(name.strip(), advertised)} "
-                "Install the engine's package, or correct its name."
+                f"No installed package advertises engine {name!r} of library {library!r} "
+                f"(entry-point group {discovery.group_of(library)}): installed engines: "
+                f"{listing(advertised)}.{did_you_mean(name, advertised)} Install the "
+                "engine's package, or correct its name."
             )
 
 
