@@ -228,11 +228,9 @@ def _accelerate_if_declared(library: str) -> None:
 
     if copies_of(library) is not None or not library.isidentifier():
         return
-    from ._outside.activation import accelerate
-    from ._outside.declarations import declaration_of
+    from ._outside.activation import accelerate_if_declared
 
-    if declaration_of(library) is not None:
-        accelerate(library)
+    accelerate_if_declared(library)
 
 
 def _subject(args: argparse.Namespace) -> object:
@@ -781,8 +779,7 @@ def _run(args: argparse.Namespace) -> int:
     its engine enabled. Child processes the program starts inherit both (through
     ``COHERIQ_ACCELERATE`` and the library's ``<PREFIX>_ENGINE``).
     """
-    from ._outside.activation import accelerate
-    from ._outside.declarations import declaration_of
+    from ._outside.activation import accelerate_if_declared
 
     words, given = list(args.program), []
     while words and words[0].split("=")[0] == "--engine":
@@ -802,9 +799,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("run needs --engine LIB[:ENGINE] (repeatable) before the program.")
     as_module, program, arguments = _program_of("run", words, allow_code=True)
     for library, engine in specs:
-        if declaration_of(library) is not None:
-            accelerate(library, engine)
-        elif engine is not None:  # a library that adopted coheriq
+        if accelerate_if_declared(library, engine):
+            continue
+        if engine is not None:  # a library that adopted coheriq
             from ._api.verbs import enable_engine
 
             enable_engine(import_domain(library), engine)

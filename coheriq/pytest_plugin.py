@@ -136,12 +136,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     libraries = {text.partition(":")[0].strip() for text in specs} - {""}
     known = {domain.name for domain in all_domains()}
     for library in sorted(libraries - known):
-        from ._outside.activation import accelerate
-        from ._outside.declarations import declaration_of
+        from ._outside.activation import accelerate_if_declared
 
         try:
-            if declaration_of(library) is not None:
-                accelerate(library)
+            accelerate_if_declared(library)
         except CoheriqError as error:
             raise pytest.UsageError(f"{OPTION}: library {library!r}: {error}") from None
 

@@ -24,6 +24,7 @@ import warnings
 
 from .. import discovery
 from .._api.verbs import enable_engine
+from .._choice.ordered import parse_engine_list
 from .._names import check_name
 from .._stdlib import TYPE_CHECKING
 from ..exceptions import (
@@ -39,8 +40,16 @@ from .finder import installed_finder
 
 if TYPE_CHECKING:
     from .._library.domain import AccelerationDomain
+    from .declarations import LibraryDeclaration
 
-__all__ = ["ENV", "accelerate", "adapter_of", "adapters", "from_environment", "parse_environment"]
+__all__ = [
+    "ENV",
+    "accelerate",
+    "accelerate_if_declared",
+    "adapter_of",
+    "from_environment",
+    "parse_environment",
+]
 
 ENV = "COHERIQ_ACCELERATE"
 """The variable naming the libraries to accelerate: ``"statistics:numpy,cachetools"``."""
@@ -84,25 +93,7 @@ def accelerate(library: str, engine: str | None = None) -> AccelerationDomain | 
         CoheriqDomainError: The library marks its own candidates (it adopted
             coheriq) and ``engine`` cannot be enabled for it.
     """
-    check_name(library, "library name")
-    if engine is not None and library not in sys.modules:
-        _check_advertised(library, engine)  # before anything changes
-    with _lock:
-        adapter = _adapters.get(library) or _adapter_for(library)
-    if engine is not None and (adapter.domain is not None or adapter.stepped_back is not None):
-        from .._choice.ordered import parse_engine_list
-
-        names = parse_engine_list(engine, f" (given for library {library!r})")
-        enable_engine(library, names if len(names) > 1 else names[0])
-    _set_environment(adapter, engine)
-    # A library that marks its own candidates is found by name, as any adopted library.
-    return adapter.domain if adapter.stepped_back is None else None
-
-
-def _adapter_for(library: str) -> Adapter:
-    """A new adapter of ``library``, watching its modules; those imported already, marked."""
-    declaration = declaration_of(library)
-    if declaration is None:
+    if not accelerate_if_declared(library, engine):
         raise CoheriqDeclarationError(
             f"Library {library!r} cannot be accelerated from the outside: no installed "
             f"package declares its candidates (entry-point group "
@@ -110,16 +101,47 @@ def _adapter_for(library: str) -> Adapter:
             "ships a declaration of it, or write one (see the guide 'Accelerating a library "
             "you do not own')."
         )
+    adapter = _adapters[library]
+    # A library that marks its own candidates is found by name, as any adopted library.
+    return adapter.domain if adapter.stepped_back is None else None
+
+
+def accelerate_if_declared(library: str, engine: str | None = None) -> bool:
+    """:func:`accelerate` ``library`` if installed packages declare it; whether they do.
+
+    For the callers that also take libraries which adopted coheriq (the runner,
+    the pytest plugin, the command line): the declarations are read once.
+
+    Raises:
+        What :func:`accelerate` raises, but for an undeclared library.
+    """
+    check_name(library, "library name")
+    with _lock:
+        adapter = _adapters.get(library)
+        if adapter is None:
+            declaration = declaration_of(library)
+            if declaration is None:
+                return False
+            if engine is not None and library not in sys.modules:
+                _check_advertised(library, engine)  # before anything changes
+            adapter = _adapter_for(declaration)
+    if engine is not None and (adapter.domain is not None or adapter.stepped_back is not None):
+        names = parse_engine_list(engine, f" (given for library {library!r})")
+        enable_engine(library, names if len(names) > 1 else names[0])
+    _set_environment(adapter, engine)
+    return True
+
+
+def _adapter_for(declaration: LibraryDeclaration) -> Adapter:
+    """A new adapter of the library ``declaration`` declares, watching its modules; those
+    imported already, marked."""
     for problem in declaration.version_problems():
-        warnings.warn(problem, CoheriqDeclarationWarning, stacklevel=3)
+        warnings.warn(problem, CoheriqDeclarationWarning, stacklevel=4)
     adapter = Adapter(declaration)
     imported = [sys.modules[m] for m in declaration.modules if m in sys.modules]
     for module in imported:  # all of them checked before anything is marked
-        missing = [
-            name for name in declaration.modules[module.__name__] if name not in vars(module)
-        ]
-        if missing:
-            raise CoheriqDeclarationError(adapter._mismatch(module.__name__, missing))
+        adapter.check_defines(module)
+    library = declaration.library
     installed_finder().watch(adapter)
     _adapters[library] = adapter
     top = sys.modules.get(library)
@@ -156,11 +178,6 @@ def _check_advertised(library: str, engine: str) -> None:
 def adapter_of(library: str) -> Adapter | None:
     """The adapter of ``library``, if it is accelerated from the outside in this process."""
     return _adapters.get(library)
-
-
-def adapters() -> list[Adapter]:
-    """Every library accelerated from the outside in this process, in activation order."""
-    return list(_adapters.values())
 
 
 def parse_environment(value: str) -> list[tuple[str, str | None]]:

@@ -151,7 +151,7 @@ class Adapter:
         with self._lock:
             if self.stepped_back is not None:
                 return
-            if self.declaration.adopts_coheriq():
+            if self.declaration.adopts_coheriq:
                 self._step_back(
                     f"distribution {self.declaration.distribution!r} requires coheriq: it "
                     "marks its own candidates"
@@ -251,7 +251,7 @@ class Adapter:
         """Rebind each declared name of ``module`` (executed already) to its candidate.
 
         With ``imported_before``, the names other modules bound to the unmarked
-        objects are recorded in :attr:`bound_before`.
+        objects are recorded in the domain's ``bound_before``.
 
         Raises:
             CoheriqDeclarationError: With ``imported_before``, the module does not
@@ -260,11 +260,11 @@ class Adapter:
         domain = self.domain if self.stepped_back is None else None
         if domain is None:
             return
+        if imported_before:
+            self.check_defines(module)
         names = self.declaration.modules[module.__name__]
         namespace = vars(module)
         missing = [name for name in names if name not in namespace]
-        if missing and imported_before:
-            raise CoheriqDeclarationError(self._mismatch(module.__name__, missing))
         if missing:  # named in its code, yet not bound by its body: defined later, if ever
             self._problem(
                 self._mismatch(module.__name__, missing).replace(
@@ -333,6 +333,18 @@ class Adapter:
 
     def _not_matching(self, module: str, missing: list[str]) -> None:
         self._problem(self._mismatch(module, missing) + " The module is imported unmarked.")
+
+    def check_defines(self, module: ModuleType) -> None:
+        """Raise unless ``module`` (run already) defines every name declared for it.
+
+        Raises:
+            CoheriqDeclarationError: Names declared for it are missing; the message
+                names them, the module, the version and the declaration.
+        """
+        names = self.declaration.modules[module.__name__]
+        missing = [name for name in names if name not in vars(module)]
+        if missing:
+            raise CoheriqDeclarationError(self._mismatch(module.__name__, missing))
 
     def _mismatch(self, module: str, missing: list[str]) -> str:
         installed = self.declaration.installed_version()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 import sys
+from functools import cached_property
 
 from .. import discovery
 from .._names import check_candidate_name, check_name
@@ -149,11 +150,6 @@ class LibraryDeclaration:
         count = sum(len(names) for names in self.modules.values())
         return f"<LibraryDeclaration of {self.library!r}: {count} candidates>"
 
-    @property
-    def candidates(self) -> dict[str, str]:
-        """Candidate name -> the module that defines it."""
-        return {name: module for module, names in self.modules.items() for name in names}
-
     def installed_version(self) -> str | None:
         """The installed library's version (Python's for the standard library), or None."""
         if self.distribution is None:
@@ -186,8 +182,12 @@ class LibraryDeclaration:
                 )
         return problems
 
+    @cached_property
     def adopts_coheriq(self) -> bool:
-        """Whether the installed library requires coheriq itself: it marks its own candidates."""
+        """Whether the installed library requires coheriq itself, and so marks its own candidates.
+
+        Read from its metadata once (each run of the library's module asks).
+        """
         if self.distribution is None:
             return False
         from importlib.metadata import PackageNotFoundError, requires
