@@ -1,10 +1,13 @@
-"""The compiled proxy beside the pure-Python one, on each Python: what a call costs.
+"""coheriq's proxies side by side, on each Python: what a call costs.
 
 Run ``python benchmarks/proxies.py PYTHON [PYTHON ...]``, each PYTHON an
 interpreter with coheriq installed (``pip install -e .`` builds the compiled proxy
-for it). For each, ``benchmarks/run.py --only dispatch`` runs twice, once on each
-proxy (``COHERIQ_PURE_PYTHON=0`` and ``1``), each run pairing every statement with
-its baseline in one process as run.py always does. ``--record DIR`` writes each
+for it). For each, ``benchmarks/run.py --only dispatch`` runs three times: with
+plain functions on the code-swapped proxy (``swapped``: the default, classes on
+the compiled proxy), and with every candidate on the compiled proxy
+(``COHERIQ_SWAP_CODE=0``) and on the pure-Python one (also
+``COHERIQ_PURE_PYTHON=1``), each run pairing every statement with its baseline
+in one process as run.py always does. ``--record DIR`` writes each
 run's figures to ``DIR/<python>-<proxy>/`` and the comparison to
 ``DIR/proxies.txt`` and ``DIR/proxies.json``, which the performance page shows;
 with ``--keep`` the columns recorded there for other Pythons stay in the table
@@ -34,6 +37,8 @@ import targets
 
 HERE = Path(__file__).parent
 CASES = [
+    "call, reference, no block ever",
+    "call, reference, after blocks opened",
     "call, global engine, positional",
     "call, global engine, keyword",
     "floor: functools.partial(impl)",
@@ -43,7 +48,12 @@ CASES = [
     "construct class candidate",
     "construct inside using_engine",
 ]
-PROXIES = {"compiled": "0", "python": "1"}
+# Each kind: its settings, COHERIQ_SWAP_CODE and COHERIQ_PURE_PYTHON.
+PROXIES = {
+    "swapped": {"COHERIQ_SWAP_CODE": "1", "COHERIQ_PURE_PYTHON": "0"},
+    "compiled": {"COHERIQ_SWAP_CODE": "0", "COHERIQ_PURE_PYTHON": "0"},
+    "python": {"COHERIQ_SWAP_CODE": "0", "COHERIQ_PURE_PYTHON": "1"},
+}
 
 
 def with_targets(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -56,7 +66,7 @@ def measure(python: str, proxy: str, folder: Path, quick: bool) -> dict[str, dic
 
     None if ``python`` cannot run ``proxy`` (the compiled proxy is not built for it).
     """
-    env = {**os.environ, "COHERIQ_PURE_PYTHON": PROXIES[proxy]}
+    env = {**os.environ, **PROXIES[proxy]}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     command = [python, str(HERE / "run.py"), "--only", "dispatch", "--record", str(folder)]
     done = subprocess.run(
@@ -65,7 +75,8 @@ def measure(python: str, proxy: str, folder: Path, quick: bool) -> dict[str, dic
     if done.returncode != 0:
         sys.exit(f"{python} on the {proxy} proxy failed:\n{done.stderr}")
     run = json.loads((folder / "dispatch.json").read_text(encoding="utf-8"))
-    if run["proxy"].split()[0] != proxy:
+    ran = "swapped" if run.get("swap_code") else run["proxy"].split()[0]
+    if ran != proxy:
         print(f"left out: {python} ran on {run['proxy']}", file=sys.stderr)
         return None
     return with_targets({row["case"]: row for row in run["rows"]})
@@ -123,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         cells = "".join(
             f"{rows[case]['median']:>12.2f}x{'*' if rows[case]['verdict'] == 'MISSED' else ' '}"
+            if case in rows
+            else f"{'-':>13} "  # recorded before the case existed
             for rows in runs.values()
         )
         target = f"<= {targets.rule(case)}" if targets.rule(case) else ""

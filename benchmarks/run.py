@@ -286,6 +286,68 @@ def bench_dispatch(plan: Plan) -> list[Row]:
     return rows
 
 
+def bench_reference(plan: Plan) -> list[Row]:
+    """What a marked function costs on the reference, against the unmarked function.
+
+    Where no block of its domain ever opened (its code is the function's own), and
+    after blocks opened often (its code then stays a trampoline that looks); what
+    a block costs to enter and leave, and a function's code to swap, in a domain
+    of 1000 function candidates.
+    """
+    domain = coheriq.AccelerationDomain("bench_reference")
+
+    @domain.acceleration_candidate
+    def f(x):
+        return x
+
+    domain.materialize()
+    f(1)  # settles the domain on the reference
+    names: dict[str, Any] = {"f": f, "unmarked": f.__wrapped__}
+    rows = [
+        ratio_row("call, reference, no block ever", paired("f(1)", "unmarked(1)", names, plan)),
+        ratio_row(
+            "call, reference, keyword, no block ever",
+            paired("f(x=1)", "unmarked(x=1)", names, plan),
+        ),
+    ]
+
+    many = coheriq.AccelerationDomain("bench_many")
+    for k in range(1000):
+
+        def candidate(x):
+            return x
+
+        last = many.acceleration_candidate(name=f"c{k}")(candidate)
+    many.materialize()
+    last(1)  # settles the domain on the reference
+    switchboard = many.state.switchboard
+    # Each swap twice a round: every code looks, then runs its candidate's own.
+    swap = timeit.Timer("s.run_directly(False); s.run_directly(True)", globals={"s": switchboard})
+    number = max(1, plan.number // 30_000)
+    per_swap = [swap.timeit(number) / number / 2000 * 1e6 for _ in range(plan.rounds)]
+    rows.append(
+        Row(
+            "swap a function's code, per candidate",
+            statistics.median(per_swap),
+            min(per_swap),
+            max(per_swap),
+            "us",
+        )
+    )
+    names["block"] = coheriq.using_engine(many, coheriq.REFERENCE)
+    rows.append(
+        micro_row("enter and leave a block, 1000 candidates", "with block: pass", names, plan)
+    )
+    names["c"], names["unmarked_c"] = last, last.__wrapped__
+    rows.append(
+        ratio_row(
+            "call, reference, after blocks opened",
+            paired("c(1)", "unmarked_c(1)", names, plan),
+        )
+    )
+    return rows
+
+
 def bench_declines(plan: Plan) -> list[Row]:
     """What a call costs on an engine whose implementation may decline it: taken (its
     check passes), or declined (by the check, or by raising), then run by the reference;
@@ -441,6 +503,8 @@ def record(folder: Path, heading: str, table: str, rows: list[Row], added: list[
     figures = {
         "machine": heading,
         "proxy": coheriq.proxy_implementation(),
+        # Whether plain functions stood on the code-swapped proxy (COHERIQ_SWAP_CODE).
+        "swap_code": os.environ.get("COHERIQ_SWAP_CODE", "1") != "0",
         "date": time.strftime("%Y-%m-%d"),
         "rows": [{**asdict(r), "verdict": r.verdict} for r in rows],
         "import_adds": added,
@@ -456,22 +520,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["dispatch"],
-        help="run the dispatch cases only (what benchmarks/proxies.py compares)",
+        choices=["dispatch", "reference"],
+        help="run the dispatch (or reference) cases only (benchmarks/proxies.py compares both)",
     )
     args = parser.parse_args(argv)
     plan = Plan(3, 2_000, 1, 2) if args.quick else Plan(31, 300_000, 5, 10)
+    swapped = "code-swapped functions, " if os.environ.get("COHERIQ_SWAP_CODE") != "0" else ""
     heading = (
-        f"coheriq {coheriq.__version__} ({coheriq.proxy_implementation()} proxy), "
+        f"coheriq {coheriq.__version__} ({swapped}{coheriq.proxy_implementation()} proxy), "
         f"Python {platform.python_version()} "
         f"({platform.python_implementation()}), {platform.machine()}, "
         f"{os.cpu_count()} CPUs{', --quick' if args.quick else ''}"
     )
     print(heading)
     rows: list[Row] = []
-    steps = [("dispatch", bench_dispatch), ("declines", bench_declines), ("set-up", bench_setup)]
+    steps = [
+        ("reference", bench_reference),
+        ("dispatch", bench_dispatch),
+        ("declines", bench_declines),
+        ("set-up", bench_setup),
+    ]
     if args.only:
-        steps = [step for step in steps if step[0] == args.only]
+        # The dispatch cases include the reference's (benchmarks/proxies.py compares both).
+        wanted = ("reference", "dispatch") if args.only == "dispatch" else (args.only,)
+        steps = [step for step in steps if step[0] in wanted]
     total = len(steps) + (not args.only)
     for i, (label, step) in enumerate(steps, 1):
         print(f"[{i}/{total}] {label} ...", file=sys.stderr, flush=True)

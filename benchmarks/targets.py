@@ -43,6 +43,13 @@ SHORT = {CALL_FLOOR: "floor", CLASS_FLOOR: "class floor"}
 
 # Each case: a number (its target in its own unit), or (floor, factor).
 RULES: dict[str, float | tuple[str, float]] = {
+    # A plain function on the reference, where no block ever opened: the function
+    # itself (its code is the candidate's own), with a twentieth for noise.
+    "call, reference, no block ever": 1.05,
+    "call, reference, keyword, no block ever": 1.05,
+    "swap a function's code, per candidate": 1.0,
+    "enter and leave a block, 1000 candidates": 5.0,
+    "call, reference, after blocks opened": (CALL_FLOOR, 1.4),
     "call, global engine, positional": (CALL_FLOOR, 1.1),
     "call, global engine, keyword": (CALL_FLOOR, 1.1),
     "construct class candidate": (CALL_FLOOR, 1.1),

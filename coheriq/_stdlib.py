@@ -243,11 +243,25 @@ def outside_coheriq() -> tuple[str, int]:
     """
     level, frame = 1, sys._getframe(1)
     while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not (module in ("coheriq", "types") or module.startswith("coheriq.")):
+        if not _of_coheriq(frame):
             return f"{frame.f_code.co_filename}:{frame.f_lineno}", level
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
     return "<unknown>", level
+
+
+# The local names only the code-swapped proxies' trampolines have (coheriq._call.swapped):
+# those run in the library's globals, so their module's name cannot tell them.
+_TRAMPOLINE_LOCALS = ("_coheriq_scope", "_coheriq_target")
+
+
+def _of_coheriq(frame: Any) -> bool:
+    """Whether ``frame`` runs coheriq's code: its own modules, a proxy or trampoline,
+    or :func:`types.new_class`."""
+    module = frame.f_globals.get("__name__", "")
+    if module in ("coheriq", "types") or module.startswith("coheriq."):
+        return True
+    varnames = frame.f_code.co_varnames
+    return any(name in varnames for name in _TRAMPOLINE_LOCALS)
 
 
 def caller_outside_coheriq() -> Any:
@@ -257,8 +271,7 @@ def caller_outside_coheriq() -> Any:
     """
     frame = sys._getframe(1)
     while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not (module in ("coheriq", "types") or module.startswith("coheriq.")):
+        if not _of_coheriq(frame):
             return frame
         frame = frame.f_back  # type: ignore[assignment]
     return None

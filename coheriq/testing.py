@@ -56,6 +56,9 @@ def isolated() -> Iterator[None]:
         inner = registry.replace(outer_domains)
         discovery._replace_cache(outer_cache)
         marked.release(_classes_marked_by(inner.values()))
+        for copies in inner.values():
+            for domain in copies.alive():
+                domain.state.switchboard.release()
         for module in _modules_that_defined(inner.values()) - before:
             sys.modules.pop(module, None)
 

@@ -46,6 +46,15 @@ def compiled_proxy_built() -> bool:
     return getattr(_cproxy, "VERSION", None) == proxy._COMPILED_VERSION
 
 
+def functions_swapped() -> bool:
+    """Whether plain-function candidates get the code-swapped proxy in this process
+    (unless ``COHERIQ_SWAP_CODE=0``): a function that runs as its own code on the
+    reference, and through a trampoline frame otherwise."""
+    from coheriq._call import proxy
+
+    return proxy._SWAP_CODE
+
+
 def classes_are_freed() -> bool:
     """Whether a class that nothing refers to any more is freed here.
 

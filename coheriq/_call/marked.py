@@ -35,7 +35,8 @@ import sys
 from .. import _stdlib
 from .._stdlib import TYPE_CHECKING, FunctionType, MemberDescriptorType
 from ..exceptions import CoheriqTypeError
-from .proxy import Method, bound_elsewhere, parameter_lists
+from .generated import Method, parameter_lists
+from .proxy import bound_elsewhere
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Iterable, Iterator

@@ -55,14 +55,14 @@ from os import environ as _environ
 
 from .._stdlib import (
     CO_COROUTINE,
-    CO_VARARGS,
-    CO_VARKEYWORDS,
     TYPE_CHECKING,
     FunctionType,
     caller_outside_coheriq,
     carry_annotations,
     code_flags,
 )
+from .generated import Method, on_one_line, parameter_lists
+from .swapped import Board, SwappedProxy, not_swappable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -79,12 +79,8 @@ __all__ = [
     "update_proxy",
 ]
 
-# Parameters named so could clash with the generated code's own names.
-_RESERVED_PREFIX = "_coheriq"
-
-
-# Switchboards of copies freed since the last Switchboard.retire() (see forget()).
-_freed: list[Switchboard] = []
+# The names of copies freed since the last Switchboard.retire() (see _Forget).
+_freed: list[_Forget] = []
 
 
 def _load_compiled() -> tuple[Any, str]:
@@ -136,6 +132,10 @@ _COMPILED_CONSTRUCTS = sys.version_info < (3, 13)
 
 
 _compiled, _PROXY_IMPLEMENTATION = _load_compiled()
+
+# Whether plain Python functions get code-swapped proxies (coheriq._call.swapped):
+# COHERIQ_SWAP_CODE=0 gives them the dispatcher every other candidate gets.
+_SWAP_CODE = _environ.get("COHERIQ_SWAP_CODE", "1") != "0"
 
 
 def proxy_implementation() -> str:
@@ -351,6 +351,10 @@ class Switchboard:
         self._current = f"_coheriq{tag}_current"
         self._slot_prefix = f"_coheriq{tag}_impl_"
         self.retired = False  # see retire()
+        # A weak reference's callback, for when the copy is freed. Not a method of
+        # the Switchboard: a code-swapped proxy's code holds the weak reference
+        # (through the finder), and what code holds is never collected.
+        self.forget = _Forget(namespace, self._scoped, self._current, self._slot_prefix)
         # The compiled proxies read the same state from a Board (the flag, the finder,
         # and the context variable that the finder only reads, where it does, which
         # they then read themselves) and a Cell per candidate (its slot), written
@@ -361,17 +365,76 @@ class Switchboard:
         if self._board is not None and members is not None:
             # A block's members, read through the descriptor without a lookup.
             self._board.scope_type, self._board.members = scope_class, members
+        # The code-swapped proxies (see coheriq._call.swapped), by slot, and the flag
+        # and finder they read; whether they run their slot without looking.
+        self._swapped: dict[str, SwappedProxy] = {}
+        self._swap_board = Board(current)
+        self.runs_directly = False
         # Until the domain settles there is no implementation to call directly:
         # every call looks at the context, which settles the domain.
         self._write(self._scoped, True)
         self._write(self._current, current)
 
     def function_proxy(self, info: CandidateInfo) -> Callable[..., Any]:
-        """Return a generated function that dispatches calls of ``info``'s candidate."""
+        """Return the function that stands at call sites for ``info``'s candidate.
+
+        A plain Python function gets a code-swapped proxy (see
+        :mod:`coheriq._call.swapped`), unless ``COHERIQ_SWAP_CODE=0``; anything
+        else a dispatcher (compiled where built, else generated).
+        """
+        fn = info.reference
+        swapped = self._swapped_proxy(info)
+        proxy = swapped.function if swapped is not None else self._dispatcher_for(info)
+        self._dress(proxy, info)
+        if swapped is not None:
+            slot = self._slot(info.name)
+            self._swapped[slot] = swapped
+            swapped.cell.value = self.namespace.setdefault(slot, None)
+            if self.runs_directly:
+                swapped.run(swapped.cell.value)
+        if code_flags(fn) & CO_COROUTINE:
+            _mark_coroutine_function(proxy)
+        return proxy
+
+    def stand_in_again(self, info: CandidateInfo) -> None:
+        """Make ``info.proxy`` stand for ``info.reference``, which its module marked again.
+
+        The proxy stays the same object: call sites that kept it run the new code.
+        """
+        proxy = info.proxy
+        slot = self._slot(info.name)
+        swapped = self._swapped.get(slot)
+        if swapped is None or swapped.function is not proxy:
+            update_proxy(proxy, self._dispatcher_for(info, dressed=True))
+            return
+        swapped.take(info.reference)
+        if self.runs_directly:
+            swapped.run(swapped.cell.value)
+        proxy.__dict__.clear()
+        self._dress(proxy, info)
+
+    def kind_of(self, name: str) -> str:
+        """Which proxy stands for function candidate ``name``: ``"function"`` for a
+        code-swapped one, else :func:`proxy_implementation`'s first word."""
+        if self._slot(name) in self._swapped:
+            return "function"
+        return _PROXY_IMPLEMENTATION.split()[0]
+
+    def _swapped_proxy(self, info: CandidateInfo) -> SwappedProxy | None:
+        """A code-swapped proxy for ``info``'s candidate, or None where one cannot stand."""
+        if not _SWAP_CODE or not_swappable(info.reference) is not None:
+            return None
+        try:
+            return SwappedProxy(info.reference, info.name, self._swap_board)
+        except ValueError:  # free variables this Python cannot mirror
+            return None
+
+    def _dispatcher_for(self, info: CandidateInfo, dressed: bool = False) -> Callable[..., Any]:
+        """A dispatcher for ``info``'s candidate with its parameters (and, if ``dressed``,
+        its attributes too, as :meth:`_dress` gives them)."""
         import keyword  # as for the candidate's name: marking needs it, importing does not
 
         fn = info.reference
-        code = getattr(fn, "__code__", None)
         defname = getattr(fn, "__name__", None)
         if not (isinstance(defname, str) and defname.isidentifier()) or keyword.iskeyword(defname):
             defname = info.name  # a lambda's "<lambda>" cannot be a def's name
@@ -379,9 +442,17 @@ class Switchboard:
             info.name,
             defname=defname,
             signature_of=fn,
-            where=code,
+            where=getattr(fn, "__code__", None),
             qualname=getattr(fn, "__qualname__", info.name),
         )
+        if dressed:
+            self._dress(proxy, info)
+        return proxy
+
+    def _dress(self, proxy: Any, info: CandidateInfo) -> None:
+        """Give ``proxy`` what makes it the candidate for Python's tools: names, docs,
+        attributes, annotations, ``__wrapped__``, and the candidate it stands for."""
+        fn = info.reference
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
             try:
                 setattr(proxy, attr, getattr(fn, attr))
@@ -404,12 +475,9 @@ class Switchboard:
         carry_annotations(proxy, fn)
         type_params = getattr(fn, "__type_params__", ())
         if type_params:  # a generic function (3.12+): def f[T](x: T) -> T
-            proxy.__type_params__ = type_params  # type: ignore[attr-defined]
-        proxy.__wrapped__ = fn  # type: ignore[attr-defined]
-        proxy.__coheriq_candidate__ = info  # type: ignore[attr-defined]
-        if code_flags(fn) & CO_COROUTINE:
-            _mark_coroutine_function(proxy)
-        return proxy
+            proxy.__type_params__ = type_params
+        proxy.__wrapped__ = fn
+        proxy.__coheriq_candidate__ = info
 
     def dispatcher(
         self,
@@ -460,7 +528,7 @@ class Switchboard:
         )
         module = compile(source, filename, "exec")
         code = next(c for c in module.co_consts if getattr(c, "co_name", None) == defname)
-        code = _on_one_line(code, getattr(where, "co_firstlineno", 1), qualname)
+        code = on_one_line(code, getattr(where, "co_firstlineno", 1), qualname)
         proxy: Callable[..., Any] = FunctionType(code, self.namespace, defname)
         if exact is not None:
             source_fn = signature_of.function if isinstance(signature_of, Method) else signature_of
@@ -519,6 +587,23 @@ class Switchboard:
         if not self.retired:
             self._write(self._scoped, scoped)
 
+    def run_directly(self, directly: bool) -> None:
+        """Let the code-swapped proxies run their slot without looking, or make them look.
+
+        Swaps the code of each (see :mod:`coheriq._call.swapped`), so that a
+        proxy runs as its candidate itself when its slot holds it; only when
+        this changes. Call with the domain's lock held, and only while the flag
+        is off, or before it goes on: a looking proxy reads the flag itself.
+        """
+        if self.retired or directly is self.runs_directly:
+            return
+        self.runs_directly = directly
+        for swapped in list(self._swapped.values()):
+            if directly:
+                swapped.run(swapped.cell.value)
+            else:
+                swapped.look()
+
     def retire(self, current: Callable[[], Any]) -> None:
         """From now on, look at the context on every call, through ``current`` alone.
 
@@ -530,9 +615,12 @@ class Switchboard:
         was set. Later changes (connect, set_current, set_scoped) are ignored.
         """
         _follow_autoreload()
+        for swapped in self._swapped.values():
+            swapped.retire()
+        self.runs_directly = False
         while _freed:  # the names of copies freed since the last retire() go now
             try:
-                _freed.pop()._drop_names()
+                _freed.pop().drop()
             except IndexError:  # another thread took the last
                 break
         self._read_variable(None)
@@ -542,18 +630,30 @@ class Switchboard:
         self._write(self._scoped, True)
         self.retired = True
 
-    def forget(self, _: object = None) -> None:
-        """The copy was freed: its names leave the namespace at the next :meth:`retire`.
+    def release(self) -> None:
+        """The domain is dropped (see :func:`coheriq.testing.isolated`): let it be freed.
 
-        (A weak reference's callback: see :meth:`coheriq._choice.blocks.Scopes.retire`.)
-        Not at once: the collector calls it before the finalizers (``__del__``)
-        of the same garbage, which may still call the copy's proxies.
+        Its code-swapped proxies run their candidates' own code from now on
+        (see :meth:`coheriq._call.swapped.SwappedProxy.release`); its other
+        proxies, which the collector sees through, are left as they are.
         """
-        _freed.append(self)
+        for swapped in self._swapped.values():
+            swapped.release()
+        self.retired = True
 
     def _write(self, key: str, value: Any) -> None:
-        """Set the namespace's ``key``, and the compiled proxies' copy of it."""
+        """Set the namespace's ``key``, and the copies of it other proxies read."""
         self.namespace[key] = value
+        if key == self._scoped:
+            self._swap_board.scoped = value
+        elif key == self._current:
+            self._swap_board.current = value
+        else:
+            swapped = self._swapped.get(key)
+            if swapped is not None:
+                swapped.cell.value = value
+                if self.runs_directly:
+                    swapped.run(value)
         if self._board is None:
             return
         if key == self._scoped:
@@ -568,17 +668,42 @@ class Switchboard:
         if self._board is not None:
             self._board.variable = variable
 
-    def _drop_names(self) -> None:
-        for key in [self._scoped, self._current, *self._slots()]:
-            self.namespace.pop(key, None)
-
     def _slots(self) -> list[str]:
-        # list() first: a callback of the garbage collector may change the
-        # namespace (forget) while it is read.
-        return [key for key in list(self.namespace) if key.startswith(self._slot_prefix)]
+        return _names_in(self.namespace, self._slot_prefix)
 
     def _slot(self, name: str) -> str:
         return f"{self._slot_prefix}{name}"
+
+
+def _names_in(namespace: dict[str, Any], prefix: str) -> list[str]:
+    # list() first: a callback of the garbage collector may change the namespace
+    # (a _Forget) while it is read.
+    return [key for key in list(namespace) if key.startswith(prefix)]
+
+
+class _Forget:
+    """A freed copy's names: they leave the namespace at the next :meth:`Switchboard.retire`.
+
+    Called as a weak reference's callback (see
+    :meth:`coheriq._choice.blocks.Scopes.retire`). Not at once: the collector
+    calls it before the finalizers (``__del__``) of the same garbage, which may
+    still call the copy's proxies.
+    """
+
+    __slots__ = ("keys", "namespace", "slot_prefix")
+
+    def __init__(self, namespace: dict[str, Any], scoped: str, current: str, slots: str) -> None:
+        self.namespace = namespace
+        self.keys = (scoped, current)
+        self.slot_prefix = slots
+
+    def __call__(self, _: object = None) -> None:
+        _freed.append(self)
+
+    def drop(self) -> None:
+        """Take the copy's names out of the namespace."""
+        for key in [*self.keys, *_names_in(self.namespace, self.slot_prefix)]:
+            self.namespace.pop(key, None)
 
 
 def _follow_autoreload() -> None:
@@ -622,90 +747,3 @@ def update_proxy(proxy: Any, fresh: Any) -> None:
         setattr(proxy, attr, getattr(fresh, attr))
     proxy.__dict__ = dict(fresh.__dict__)
     carry_annotations(proxy, fresh.__wrapped__)
-
-
-def _on_one_line(code: Any, line: int, qualname: str) -> Any:
-    """Return ``code`` placed at ``line`` of its file, every instruction on that line.
-
-    A traceback through a proxy then shows the candidate's own first line (its
-    ``def``, or the decorator above it), not lines of the generated source. The
-    location table is rewritten to entries that each say "the same line as
-    before": from Python 3.11 on, entries of code 13, "no columns", with a line
-    delta of 0, covering at most 8 code units each (CPython's
-    ``Objects/locations.md``); on 3.10, (bytes, line delta 0) pairs.
-    """
-    changes: dict[str, Any] = {"co_firstlineno": line}
-    table = bytearray()
-    if sys.version_info >= (3, 11):
-        changes["co_qualname"] = qualname
-        units = len(code.co_code) // 2
-        while units:
-            span = min(units, 8)
-            table += bytes((0x80 | 13 << 3 | (span - 1), 0))
-            units -= span
-    else:
-        size = len(code.co_code)
-        while size:
-            span = min(size, 254)
-            table += bytes((span, 0))
-            size -= span
-    changes["co_linetable"] = bytes(table)
-    return code.replace(**changes)
-
-
-class Method:
-    """A function whose first parameter (``self`` or ``cls``) the caller does not pass."""
-
-    __slots__ = ("function",)
-
-    def __init__(self, function: Any) -> None:
-        self.function = function
-
-
-def parameter_lists(fn: object) -> tuple[str, str] | None:
-    """Return ``(parameters, arguments)`` source for ``fn``'s exact signature.
-
-    ``parameters`` is what goes between the parentheses of ``def`` (defaults as
-    ``None`` placeholders) and ``arguments`` what passes each parameter on to the
-    implementation. Returns ``None`` when the signature cannot be reproduced: not
-    a plain Python function, or a parameter name that coheriq uses itself.
-    """
-    skip = 1 if isinstance(fn, Method) else 0
-    fn = fn.function if isinstance(fn, Method) else fn
-    if type(fn) is not FunctionType:
-        return None
-    code = fn.__code__
-    npos, nposonly, nkwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
-    if npos < skip:
-        return None
-    names = list(code.co_varnames[: npos + nkwonly])
-    rest = npos + nkwonly
-    varargs = code.co_varnames[rest] if code.co_flags & CO_VARARGS else None
-    rest += bool(varargs)
-    varkw = code.co_varnames[rest] if code.co_flags & CO_VARKEYWORDS else None
-    every = [*names, varargs or "", varkw or ""]
-    if any(n.startswith(_RESERVED_PREFIX) for n in every):
-        return None
-
-    first_default = npos - len(fn.__defaults__ or ())
-    kwdefaults = fn.__kwdefaults__ or {}
-    params: list[str] = []
-    args: list[str] = []
-    for i, n in enumerate(names[:npos]):
-        if i >= skip:
-            params.append(f"{n}=None" if i >= first_default else n)
-            args.append(n)
-        if i + 1 == nposonly and i >= skip:
-            params.append("/")
-    if varargs:
-        params.append(f"*{varargs}")
-        args.append(f"*{varargs}")
-    elif nkwonly:
-        params.append("*")
-    for n in names[npos:]:
-        params.append(f"{n}=None" if n in kwdefaults else n)
-        args.append(f"{n}={n}")
-    if varkw:
-        params.append(f"**{varkw}")
-        args.append(f"**{varkw}")
-    return ", ".join(params), ", ".join(args)

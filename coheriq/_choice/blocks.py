@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Scopes"]
 
+# How many times the code-swapped proxies of a domain go back to their candidates'
+# own code after its blocks close (see Scopes.blocks_seen).
+_SWAPS_BACK = 8
+
 
 class Scopes:
     """The blocks of one copy of a domain: entered, left, and found by its proxies.
@@ -55,6 +59,12 @@ class Scopes:
         # Whether the proxies were told to look at the context. True only while they
         # are: set after the flag goes on, cleared before it goes off (see _count_open).
         self.looking = False
+        # How many times a block of the domain (anywhere, through any copy) made this
+        # copy's proxies look. Past _SWAPS_BACK, they keep looking when the last block
+        # closes: a program that opens blocks in a loop swaps no proxy's code per
+        # block (coheriq._call.swapped), and one that opened a few goes back to the
+        # candidates' own code.
+        self.blocks_seen = 0
 
     # -- what a call runs here -----------------------------------------------------------
 
@@ -190,6 +200,8 @@ class Scopes:
         """
         state = self.state
         settled = state.choice.settled
+        if state.copies.open_scopes > 0 and not self.looking:
+            self.blocks_seen += 1
         looking = (
             self.always_look
             or settled is None
@@ -205,11 +217,13 @@ class Scopes:
 
                 construct_directly(info.proxy, directly)
         if looking:
+            state.switchboard.run_directly(False)
             state.switchboard.set_scoped(True)
             self.looking = True
         else:
             self.looking = False
             state.switchboard.set_scoped(False)
+            state.switchboard.run_directly(self.blocks_seen <= _SWAPS_BACK)
 
     # -- entering and leaving ------------------------------------------------------------
 

@@ -28,7 +28,6 @@ the module imports (see :func:`coheriq._engines.overrides.check_late_overrides`)
 
 from __future__ import annotations
 
-from .._call.proxy import update_proxy
 from .._stdlib import TYPE_CHECKING
 from ..exceptions import CoheriqDomainError, CoheriqTypeError, did_you_mean, listing
 from . import registry
@@ -185,7 +184,7 @@ def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
             construct_directly(earlier, False)
             check_implementations(earlier, True)
         else:
-            update_proxy(info.proxy, domain.state.switchboard.function_proxy(info))
+            domain.state.switchboard.stand_in_again(info)
     except BaseException:
         info.reference = earlier
         raise

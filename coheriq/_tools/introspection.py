@@ -54,6 +54,11 @@ class Explanation:
             imported: candidate name -> the names (``"app.mean"``) bound to its
             unmarked function or class before, which run the library's own code
             whatever the engine; else empty.
+        proxies: Function candidate name -> what stands at its call sites:
+            ``"function"``, a function whose code is the candidate's own while
+            it runs on the reference outside blocks (see the adoption guide);
+            else the dispatcher, ``"compiled"`` or ``"python"`` (a generator or
+            coroutine function, or a candidate that is not a plain function).
     """
 
     def __init__(
@@ -82,6 +87,7 @@ class Explanation:
         self.answers = answers
         self.declines = declines or []
         self.bound_before: dict[str, list[str]] = {}
+        self.proxies: dict[str, str] = {}
 
     def _later(self, candidate: str) -> str:
         module = self.not_imported.get(candidate)
@@ -107,6 +113,12 @@ class Explanation:
             lines.append(f"  tried: {describe_tried(tuple(self.tried))}")
         if self.verification:
             lines.append(f"  verification: {self.verification}")
+        dispatched = [name for name, kind in self.proxies.items() if kind != "function"]
+        if dispatched:
+            lines.append(
+                "  called through a dispatcher, not as their own code on the reference: "
+                + ", ".join(f"{name} ({self.proxies[name]})" for name in dispatched)
+            )
         if self.suppliers:
             lines.append("  supplied by:")
             width = max(map(len, self.suppliers))
@@ -164,6 +176,12 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
     )
     explained.bound_before = {
         c: list(where) for c, where in domain.state.bound_before.items() if c in names
+    }
+    marked = domain.state.candidates
+    explained.proxies = {
+        c: domain.state.switchboard.kind_of(c)
+        for c in names
+        if c in marked and not marked[c].is_class
     }
     if args or kwargs:
         if candidate is None or cls is None:

@@ -1,0 +1,352 @@
+"""The code-swapped proxy: a marked function that *is* the library's function on the reference.
+
+A candidate that is a plain Python function is stood for by a new function made
+from the candidate's own code, globals, defaults and closure. Only its code
+changes, with what the domain's calls must do (see :class:`SwappedProxy`):
+
+- **direct**: the domain is settled on an implementation that this function can
+  run as it is (the candidate itself, on the reference), and it need not look at
+  the context: its code is the candidate's code. A call is the unmarked call: no
+  frame, no cost and nothing else of coheriq's (warnings, tracebacks, the
+  recursion limit, profilers and coverage see the library's code).
+- **settled elsewhere**: settled on an engine, not looking: its code is a
+  trampoline, generated with the candidate's parameters, that calls the engine's
+  member, held as a constant of the code object.
+- **looking**: before the domain settles, while a profile or verification is
+  on, and once a block of the domain has opened (so that a program that opens
+  blocks in a loop swaps nothing per block): a trampoline that reads the
+  domain's flag and finder from a :class:`Board` held as a constant, as the
+  generated proxy reads them from its globals::
+
+      def normalize(xs, *, eps=None):   # defaults are the candidate's own
+          if BOARD.scoped:
+              scope = BOARD.current()
+              if scope is not None:
+                  return scope.members['normalize'](xs, eps=eps)
+          return CELL.value(xs, eps=eps)
+
+The constants are what keep the trampolines free of the library's globals,
+which the function must keep (``__globals__`` cannot change). Its closure
+cannot change either: a trampoline declares the same free variables as the
+candidate (a dead reference to each), since CPython takes a new code object
+only with as many.
+
+A swap is one assignment to ``__code__``: a thread already running the old code
+finishes it, and the next call runs the new. The code objects a proxy ran stay
+referenced by its :class:`SwappedProxy` (all of them, on a free-threaded
+CPython, where a call may read the old code while another thread replaces it).
+Generator and coroutine functions keep the generated or compiled proxy: their
+calls return what the implementation's call returns, and a swap would change
+what ``inspect`` says the function is.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .._stdlib import (
+    CO_ASYNC_GENERATOR,
+    CO_COROUTINE,
+    CO_GENERATOR,
+    TYPE_CHECKING,
+    FunctionType,
+)
+from .generated import on_one_line, parameter_lists
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+__all__ = ["Board", "Cell", "SwappedProxy", "not_swappable"]
+
+# A generator (or coroutine) made by an old-style @types.coroutine function.
+_CO_ITERABLE_COROUTINE = 0x100
+
+
+def _free_threaded() -> bool:
+    """Whether this CPython runs without the GIL (a free-threaded build)."""
+    if sys.version_info < (3, 13):
+        return False
+    import sysconfig  # at coheriq's import, only on 3.13+
+
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+# Where a call may read a function's old code while another thread assigns a new
+# one, every code a proxy ran stays alive (see SwappedProxy._install).
+_FREE_THREADED = _free_threaded()
+
+# Placeholders in the generated source, replaced by the objects they stand for.
+_BOARD, _CELL, _TARGET = "\0coheriq board", "\0coheriq cell", "\0coheriq target"
+_NAME = "\0coheriq name"
+
+
+class Board:
+    """What every looking trampoline of one copy of a domain reads: the flag and the finder.
+
+    Attributes:
+        scoped: Whether calls must look at the context (the Switchboard's flag).
+        current: Returns what a call in this context runs in (a scope), or None
+            for the candidate's slot (the Switchboard's finder).
+    """
+
+    __slots__ = ("current", "scoped")
+
+    def __init__(self, current: Callable[[], Any]) -> None:
+        self.scoped = True
+        self.current = current
+
+
+class Cell:
+    """A candidate's slot as its looking trampoline reads it: ``value``, what a call runs
+    when it need not look (the Switchboard writes it)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+
+def not_swappable(fn: object) -> str | None:
+    """Why ``fn`` cannot be stood for by a code-swapped proxy, or None when it can."""
+    if type(fn) is not FunctionType:
+        return "it is not a plain Python function"
+    code = fn.__code__
+    if code.co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | _CO_ITERABLE_COROUTINE):
+        return "it is a generator or coroutine function"
+    if any(name.startswith("_coheriq") for name in code.co_freevars):
+        return "its closure holds a name of coheriq's"
+    return None
+
+
+class SwappedProxy:
+    """One candidate's code-swapped proxy (``function``) and the codes it switches between.
+
+    ``cell`` is the candidate's slot, which the Switchboard writes. :meth:`look`
+    and :meth:`run` swap the code; :meth:`take` makes the function stand for a
+    redefined candidate; :meth:`release` lets a dropped domain be freed.
+
+    What a code object holds is invisible to the garbage collector (code is not
+    tracked), so what the installed code's constants hold stays alive, with
+    whatever it reaches, as long as the code: the trampolines hold only the
+    board, the cell and the target, and :meth:`release` leaves the candidate's
+    own code, which holds nothing of the domain's.
+
+    Raises:
+        ValueError: (from the constructor) this Python cannot give a trampoline
+            the function's free variables.
+    """
+
+    __slots__ = (
+        "_board",
+        "_direct",
+        "_direct_for",
+        "_freevars",
+        "_kept",
+        "_looking",
+        "_parameters",
+        "_reference",
+        "_running",
+        "cell",
+        "function",
+        "name",
+    )
+
+    def __init__(self, reference: Any, name: str, board: Board) -> None:
+        self.name = name
+        self.cell = Cell()
+        self._board = board
+        self._kept: list[Any] = []
+        self._running: tuple[Any, Any] | None = None
+        self._looking: Any = None
+        self._freevars = reference.__code__.co_freevars
+        self.function = FunctionType(
+            reference.__code__,
+            reference.__globals__,
+            reference.__name__,
+            reference.__defaults__,
+            reference.__closure__,
+        )
+        self._read(reference)
+        # Until the domain settles, the trampoline that takes any arguments: made
+        # from one template for all, so that marking compiles nothing.
+        self.look(exact=False)
+
+    # -- what the function runs ---------------------------------------------------------
+
+    def look(self, exact: bool = True) -> None:
+        """Make each call look at the context first (a looking trampoline).
+
+        ``exact``: the trampoline with the candidate's own parameters, compiled
+        the first time it is asked for; else one that takes ``*args, **kwargs``.
+        """
+        if not exact:
+            self._install(self._trampoline(_BOARD, self._board, generic=True))
+            return
+        if self._looking is None:
+            self._looking = self._trampoline(_BOARD, self._board)
+        self._install(self._looking)
+
+    def run(self, target: Any) -> None:
+        """Make each call run ``target`` without looking: as the function itself where it can."""
+        if target is self._direct_for:
+            self._install(self._direct)
+            return
+        running = self._running
+        if running is None or running[0] is not target:
+            running = self._running = (target, self._trampoline(_TARGET, target))
+        self._install(running[1])
+
+    def release(self) -> None:
+        """Let the domain be freed: run the candidate's own code, and keep no trampoline.
+
+        For a domain that is dropped (:func:`coheriq.testing.isolated`): calls
+        of the function then run the reference. A trampoline kept anywhere in
+        the domain would keep the domain alive through its constants, so none is
+        kept, and the function can swap no more. (A function that cannot run
+        its candidate's code, one whose module marked another function in its
+        place, keeps its trampoline, and the domain.)
+        """
+        if self._direct is None:
+            return
+        self._install(self._direct)
+        self._running = self._looking = None
+        self._kept.clear()
+
+    def retire(self) -> None:
+        """Look for good, and keep no other trampoline: for a copy of the domain that a
+        newer one replaced, whose board finds what to run through a finder that holds
+        the copy weakly (what the installed code holds stays alive: see :meth:`release`)."""
+        self.look(exact=False)
+        self._running = self._looking = None
+        self._kept.clear()
+
+    @property
+    def direct(self) -> bool:
+        """Whether a call now runs the candidate's own code, with nothing of coheriq's."""
+        return self.function.__code__ is self._direct
+
+    def take(self, reference: Any) -> None:
+        """Stand for ``reference`` from now on (a candidate whose module marked it again).
+
+        The function keeps its globals and closure: where those are not the new
+        reference's, a call reaches it through a trampoline, never directly.
+        Leaves the function looking.
+        """
+        self._read(reference)
+        function = self.function
+        function.__defaults__ = getattr(reference, "__defaults__", None)
+        kwdefaults = getattr(reference, "__kwdefaults__", None)
+        function.__kwdefaults__ = dict(kwdefaults) if kwdefaults is not None else None
+        self.look()
+
+    # -- making the codes ---------------------------------------------------------------
+
+    def _read(self, reference: Any) -> None:
+        """Take what the codes that stand for ``reference`` are made of."""
+        function = self.function
+        self._reference = reference
+        own = (
+            not_swappable(reference) is None
+            and reference.__globals__ is function.__globals__
+            and _same_cells(reference.__closure__, function.__closure__)
+        )
+        self._direct_for: Any = reference if own else _NEVER
+        self._direct: Any = reference.__code__ if own else None
+        if own:
+            kwdefaults = reference.__kwdefaults__
+            function.__kwdefaults__ = dict(kwdefaults) if kwdefaults is not None else None
+        exact = parameter_lists(reference)
+        clash = exact is not None and any(
+            name.strip("*").partition("=")[0] in self._freevars for name in exact[0].split(", ")
+        )
+        self._parameters = (_ANY, _ANY) if exact is None or clash else exact
+        self._running = self._looking = None
+
+    def _trampoline(self, kind: str, obj: Any, generic: bool = False) -> Any:
+        """A trampoline of ``kind`` (``_BOARD``: it looks; ``_TARGET``: it calls ``obj``).
+
+        Made from the template of its kind, parameters and free variables, with
+        this candidate's objects, name and place (its file and first line).
+        """
+        params, args = (_ANY, _ANY) if generic else self._parameters
+        template = _template(kind, params, args, self._freevars)
+        objects = {kind: obj, _CELL: self.cell, _NAME: self.name}
+        reference = self._reference
+        where = getattr(reference, "__code__", None)
+        changes: dict[str, Any] = {
+            "co_consts": tuple(
+                objects.get(c, c) if type(c) is str else c for c in template.co_consts
+            ),
+            "co_name": self.function.__name__,
+            "co_filename": getattr(where, "co_filename", f"<coheriq trampoline of {self.name}>"),
+            "co_firstlineno": getattr(where, "co_firstlineno", 1),
+        }
+        if sys.version_info >= (3, 11):
+            changes["co_qualname"] = getattr(reference, "__qualname__", self.name)
+        return template.replace(**changes)
+
+    def _install(self, code: Any) -> None:
+        if _FREE_THREADED:  # see the module doc
+            self._kept.append(code)
+        self.function.__code__ = code
+
+
+# The parameters of a trampoline that takes any arguments.
+_ANY = "*_coheriq_args, **_coheriq_kwargs"
+
+# Compiled trampolines without their objects, by kind, parameters, arguments and free
+# variables: a candidate's trampoline is one of these with its own (code.replace). They
+# hold placeholders only: what a code object holds is never collected.
+_templates: dict[tuple[str, str, str, tuple[str, ...]], Any] = {}
+
+
+def _template(kind: str, params: str, args: str, freevars: tuple[str, ...]) -> Any:
+    """The template of a trampoline (see :meth:`SwappedProxy._trampoline`).
+
+    Raises:
+        ValueError: this Python does not give the trampoline those free variables.
+    """
+    key = (kind, params, args, freevars)
+    code = _templates.get(key)
+    if code is not None:
+        return code
+    if kind == _TARGET:
+        body = f"        _coheriq_target = {_TARGET!r}\n        return _coheriq_target({args})\n"
+    else:
+        body = (
+            f"        if {_BOARD!r}.scoped:\n"
+            f"            _coheriq_scope = {_BOARD!r}.current()\n"
+            f"            if _coheriq_scope is not None:\n"
+            f"                return _coheriq_scope.members[{_NAME!r}]({args})\n"
+            f"        return {_CELL!r}.value({args})\n"
+        )
+    # The free variables are the factory's locals, each named once in the trampoline
+    # under a test the compiler removes: the code declares them and never reads them.
+    source = (
+        "def _coheriq_trampoline():\n"
+        + (f"    {' = '.join(freevars)} = None\n" if freevars else "")
+        + f"    def _coheriq_code({params}):\n"
+        + (f"        if 0:\n            ({', '.join(freevars)},)\n" if freevars else "")
+        + body
+        + "    return _coheriq_code\n"
+    )
+    factory = compile(source, "<coheriq trampoline>", "exec").co_consts[0]
+    code = next(c for c in factory.co_consts if getattr(c, "co_name", None) == "_coheriq_code")
+    if code.co_freevars != freevars:
+        raise ValueError(
+            f"Python {sys.version.split()[0]} does not give a trampoline the free "
+            f"variables {freevars}."
+        )
+    code = _templates[key] = on_one_line(code, 1, "_coheriq_code")
+    return code
+
+
+# What no slot ever holds: a proxy whose function cannot run its reference's code.
+_NEVER = object()
+
+
+def _same_cells(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool:
+    """Whether two closures are the same cells."""
+    a, b = a or (), b or ()
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))

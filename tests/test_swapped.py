@@ -1,0 +1,346 @@
+"""The code-swapped proxy: a marked plain function runs as its own code on the reference.
+
+What a user sees: the marked function is a function (``inspect``, ``help()``,
+pickle, methods, ``functools.wraps``); on the reference, outside blocks, a call
+runs the library's own code and nothing of coheriq's (a profiler sees one
+call); in every other state (an engine, a block here or in another thread, a
+profile, a verification) calls run what they ran before, also while other
+threads swap the code under them. Candidates that are not plain functions keep
+the dispatcher, and ``explain`` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import inspect
+import os
+import pickle
+import pydoc
+import sys
+import threading
+
+import pytest
+
+import coheriq as cq
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("COHERIQ_SWAP_CODE") == "0",
+    reason="COHERIQ_SWAP_CODE=0: plain functions get the dispatcher in this run",
+)
+
+TIMEOUT = 60  # seconds a thread of these tests may take: a hang fails, never blocks
+
+
+def halve(x):
+    """Half of ``x``: a module-level candidate, so that pickle can find it."""
+    return x / 2
+
+
+def make_domain(name):
+    """A domain with a plain-function candidate and engines 'fast' and 'slow'."""
+    domain = cq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def scale(x, *, by=2):
+        """Scale ``x``."""
+        return ("reference", x * by)
+
+    domain.materialize()
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        def scale(self, x, *, by=2):
+            return ("fast", x * by)
+
+    class Slow(cq.engine_class(domain), name="slow"):
+        def scale(self, x, *, by=2):
+            return ("slow", x * by)
+
+    return domain, scale
+
+
+def calls_seen_by_a_profiler(fn, *args):
+    """The code objects a profiler sees called while ``fn(*args)`` runs (Python code only)."""
+    seen = []
+
+    def hook(frame, event, arg):
+        if event == "call":
+            seen.append(frame.f_code)
+
+    sys.setprofile(hook)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return seen[:-1] if seen and seen[-1].co_name == "setprofile" else seen
+
+
+def test_on_the_reference_a_call_is_the_unmarked_call(unique):
+    _, scale = make_domain(unique())
+    assert scale(3) == ("reference", 6)  # the first call settles the domain
+    own = scale.__wrapped__.__code__
+    assert scale.__code__ is own
+    assert calls_seen_by_a_profiler(scale, 3) == [own]
+    assert inspect.isfunction(scale)
+    assert cq.explain(scale).proxies == {"scale": "function"}
+
+
+def test_a_marked_function_is_a_function_for_pythons_tools(unique):
+    domain = cq.AccelerationDomain(unique())
+    marked = domain.acceleration_candidate(halve, name="halved")
+    domain.materialize()
+    assert inspect.isfunction(marked)
+    assert inspect.signature(marked) == inspect.signature(halve)
+    assert inspect.getsource(marked) == inspect.getsource(halve)
+    assert marked.__doc__ == halve.__doc__
+    assert "function halve" in pydoc.render_doc(marked) or "halved" in pydoc.render_doc(marked)
+    assert "Proxy" not in pydoc.render_doc(marked)
+
+    class Holder:
+        method = marked  # binds like any function in a class body
+
+    bound = Holder().method
+    assert inspect.ismethod(bound) and bound.__func__ is marked
+
+    @functools.wraps(marked)
+    def wrapper(*args):
+        return marked(*args)
+
+    assert wrapper.__wrapped__ is marked and wrapper.__name__ == marked.__name__
+    assert wrapper(4) == 2
+
+
+@pytest.mark.parametrize("order", ["enable, then call", "call, then a block in a thread"])
+def test_every_state_runs_what_it_must(unique, order):
+    domain, scale = make_domain(unique())
+    if order == "enable, then call":
+        cq.enable_engine(domain, "fast")
+        settled = "fast"
+    else:
+        settled = "reference"
+    assert scale(1) == (settled, 2)
+    with cq.using_engine(domain, "slow"):
+        assert scale(1) == ("slow", 2)
+        with cq.using_engine(domain, cq.REFERENCE):
+            assert scale(1) == ("reference", 2)
+    assert scale(1) == (settled, 2)
+
+    # A block open in another thread: calls here keep the global choice.
+    entered, leave = threading.Event(), threading.Event()
+    seen_there = []
+
+    def in_a_block():
+        with cq.using_engine(domain, "slow"):
+            seen_there.append(scale(1))
+            entered.set()
+            leave.wait(TIMEOUT)
+            seen_there.append(scale(1))
+
+    thread = threading.Thread(target=in_a_block)
+    thread.start()
+    assert entered.wait(TIMEOUT)
+    assert scale(1) == (settled, 2)
+    leave.set()
+    thread.join(TIMEOUT)
+    assert not thread.is_alive()
+    assert seen_there == [("slow", 2), ("slow", 2)]
+    assert scale(1) == (settled, 2)  # after the last block closed
+
+    with cq.profile() as prof:
+        assert scale(1) == (settled, 2)
+    assert [(r.candidate, r.engine, r.count) for r in prof.rows] == [("scale", settled, 1)]
+    assert scale(1) == (settled, 2)
+
+
+def test_a_profile_sees_calls_made_on_the_reference_and_after_it(unique):
+    _, scale = make_domain(unique())
+    scale(1)
+    for _ in range(2):
+        with cq.profile() as prof:
+            scale(1), scale(2)
+        assert [(r.candidate, r.count) for r in prof.rows] == [("scale", 2)]
+        assert scale.__code__ is scale.__wrapped__.__code__  # back to its own code
+
+
+def test_a_verification_sees_calls_and_leaves_the_reference_free_again(unique):
+    domain, scale = make_domain(unique())
+    scale(1)
+    with cq.verify(domain, "fast", on_mismatch="record") as report:
+        scale(3)
+    assert [(row.candidate, row.calls) for row in report.rows] == [("scale", 1)]
+    assert report.mismatches  # ("fast", 6) is not ("reference", 6)
+    assert scale(3) == ("reference", 6)
+    assert scale.__code__ is scale.__wrapped__.__code__
+
+
+def test_a_swap_racing_calls_in_eight_threads(unique):
+    """While threads call the function, others open and close blocks (each swap of its
+    code): every call runs what its own context says, and none fails."""
+    domain, scale = make_domain(unique())
+    stop = threading.Event()
+    wrong: list[object] = []
+
+    def caller(i):
+        engine = ("slow", "fast", None)[i % 3]
+        while not stop.is_set():
+            if engine is None:
+                got, want = scale(i), ("reference", 2 * i)
+            else:
+                with cq.using_engine(domain, engine):
+                    got, want = scale(i), (engine, 2 * i)
+            if got != want:
+                wrong.append((got, want))
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(300):
+            assert scale(5) == ("reference", 10)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(TIMEOUT)
+    assert not any(thread.is_alive() for thread in threads)
+    assert wrong == []
+    assert scale(5) == ("reference", 10)
+
+
+def test_the_first_calls_race_the_settling_in_eight_threads(unique):
+    _, scale = make_domain(unique())
+    barrier = threading.Barrier(8)
+    results = []
+
+    def first_call(i):
+        barrier.wait(TIMEOUT)
+        results.append(scale(i))
+
+    threads = [threading.Thread(target=first_call, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT)
+    assert sorted(results) == [("reference", 2 * i) for i in range(8)]
+    assert scale.__code__ is scale.__wrapped__.__code__
+
+
+def test_candidates_that_are_not_plain_functions_keep_the_dispatcher(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    @functools.cache
+    def cached(x):
+        return x + 1
+
+    @domain.acceleration_candidate
+    def numbers(n):
+        yield from range(n)
+
+    @domain.acceleration_candidate
+    async def later(x):
+        return x
+
+    @domain.acceleration_candidate
+    def plain(x):
+        return x
+
+    domain.materialize()
+    kinds = cq.explain(domain).proxies
+    assert kinds["plain"] == "function"
+    dispatcher = cq.proxy_implementation().split()[0]
+    assert {kinds["cached"], kinds["numbers"], kinds["later"]} == {dispatcher}
+    assert "cached (" in str(cq.explain(domain)) and "plain (" not in str(cq.explain(domain))
+    assert cached(1) == 2 and cached.cache_info().hits == 0
+    assert list(numbers(3)) == [0, 1, 2]
+    assert asyncio.run(later(5)) == 5
+    assert plain(4) == 4 and plain.__code__ is plain.__wrapped__.__code__
+
+
+def test_a_closure_and_super_are_kept(unique):
+    domain = cq.AccelerationDomain(unique())
+
+    def make():
+        offset = 10
+
+        class Base:
+            def value(self):
+                return 1
+
+        class Child(Base):
+            def value(self):
+                return super().value() + offset
+
+        return Child
+
+    Child = make()
+    marked = domain.acceleration_candidate(Child.value, name="value")
+    domain.materialize()
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        def value(engine, self):  # noqa: N805 - the candidate's self comes second
+            return -1
+
+    assert marked(Child()) == 11
+    assert marked.__closure__ == Child.value.__closure__
+    with cq.using_engine(domain, "fast"):
+        assert marked(Child()) == -1
+    assert marked(Child()) == 11
+
+
+PICKLED = """
+import coheriq
+
+domain = coheriq.AccelerationDomain(__name__)
+
+
+@domain.acceleration_candidate
+def double(x):
+    return 2 * x
+
+
+domain.materialize()
+"""
+
+
+def test_pickling_finds_the_marked_function_by_reference(write_module, unique):
+    name = unique("pickled")
+    write_module(name, PICKLED)
+    module = importlib.import_module(name)
+    assert pickle.loads(pickle.dumps(module.double)) is module.double
+    module.double(1)  # on its own code now: the same object all the same
+    assert pickle.loads(pickle.dumps(module.double)) is module.double
+
+
+MODULE_V1 = """
+from {dom} import domain
+
+@domain.acceleration_candidate
+def area(r):
+    return 3 * r * r
+"""
+
+MODULE_V2 = """
+from {dom} import domain
+
+@domain.acceleration_candidate
+def area(r, unit=1):
+    return 3.14 * r * r * unit
+"""
+
+
+def test_a_module_that_runs_again_updates_the_function_in_place(write_module, unique):
+    dom, funcs = unique("dom"), unique("funcs")
+    write_module(dom, "import coheriq\ndomain = coheriq.AccelerationDomain(__name__)\n")
+    write_module(funcs, MODULE_V1.format(dom=dom))
+    module = importlib.import_module(funcs)
+    held = module.area
+    importlib.import_module(dom).domain.materialize()
+    assert held(1) == 3
+    with open(module.__file__, "w") as file:  # longer: the cached bytecode is stale
+        file.write(MODULE_V2.format(dom=dom))
+    importlib.reload(module)
+    assert module.area is held
+    assert held(1) == 3.14 and held(1, unit=2) == 6.28
+    assert inspect.signature(held).parameters["unit"].default == 1
+    assert held.__code__ is held.__wrapped__.__code__
