@@ -523,14 +523,19 @@ def main(argv: list[str] | None = None) -> int:
         choices=["dispatch", "reference"],
         help="run the dispatch (or reference) cases only (benchmarks/proxies.py compares both)",
     )
+    parser.add_argument("--rounds", type=int, help="rounds of each case (default 31)")
+    parser.add_argument("--number", type=int, help="calls in each round (default 300,000)")
     args = parser.parse_args(argv)
     plan = Plan(3, 2_000, 1, 2) if args.quick else Plan(31, 300_000, 5, 10)
+    plan.rounds = args.rounds or plan.rounds
+    plan.number = args.number or plan.number
     swapped = "code-swapped functions, " if os.environ.get("COHERIQ_SWAP_CODE") != "0" else ""
     heading = (
         f"coheriq {coheriq.__version__} ({swapped}{coheriq.proxy_implementation()} proxy), "
         f"Python {platform.python_version()} "
         f"({platform.python_implementation()}), {platform.machine()}, "
-        f"{os.cpu_count()} CPUs{', --quick' if args.quick else ''}"
+        f"{os.cpu_count()} CPUs{', --quick' if args.quick else ''}, "
+        f"{plan.rounds} rounds of {plan.number:,} calls"
     )
     print(heading)
     rows: list[Row] = []

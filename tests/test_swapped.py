@@ -207,6 +207,40 @@ def test_a_swap_racing_calls_in_eight_threads(unique):
     assert scale(5) == ("reference", 10)
 
 
+def test_swaps_of_the_code_racing_calls_in_eight_threads(unique):
+    """Each profile swaps every function's code to the looking trampoline and back to
+    its own: eight threads calling meanwhile get the reference's result every time."""
+    _, scale = make_domain(unique())
+    scale(0)
+    stop = threading.Event()
+    calls, wrong = [0] * 8, []
+
+    def caller(i):
+        while not stop.is_set():
+            got = scale(i)
+            calls[i] += 1
+            if got != ("reference", 2 * i):
+                wrong.append(got)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    try:
+        codes = set()
+        for _ in range(200):
+            with cq.profile():
+                codes.add(scale.__code__)
+            codes.add(scale.__code__)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(TIMEOUT)
+    assert not any(thread.is_alive() for thread in threads)
+    assert wrong == [] and all(calls)
+    assert len(codes) == 2  # its own code, and the looking trampoline's
+    assert scale.__code__ is scale.__wrapped__.__code__
+
+
 def test_the_first_calls_race_the_settling_in_eight_threads(unique):
     _, scale = make_domain(unique())
     barrier = threading.Barrier(8)
@@ -344,3 +378,29 @@ def test_a_module_that_runs_again_updates_the_function_in_place(write_module, un
     assert held(1) == 3.14 and held(1, unit=2) == 6.28
     assert inspect.signature(held).parameters["unit"].default == 1
     assert held.__code__ is held.__wrapped__.__code__
+
+
+ASYNC_V1 = """
+from {dom} import domain
+
+@domain.acceleration_candidate
+async def fetch(x):
+    return x
+"""
+
+
+def test_an_async_candidate_marked_again_is_still_a_coroutine_function(write_module, unique):
+    dom, funcs = unique("dom"), unique("funcs")
+    write_module(dom, "import coheriq\ndomain = coheriq.AccelerationDomain(__name__)\n")
+    write_module(funcs, ASYNC_V1.format(dom=dom))
+    module = importlib.import_module(funcs)
+    held = module.fetch
+    importlib.import_module(dom).domain.materialize()
+    with open(module.__file__, "w") as file:  # longer: the cached bytecode is stale
+        file.write(ASYNC_V1.format(dom=dom).replace("return x", "return 2 * x"))
+    importlib.reload(module)
+    assert module.fetch is held
+    assert asyncio.run(held(2)) == 4
+    assert asyncio.iscoroutinefunction(held)
+    if sys.version_info >= (3, 12):
+        assert inspect.iscoroutinefunction(held)

@@ -382,7 +382,6 @@ class Switchboard:
         :mod:`coheriq._call.swapped`), unless ``COHERIQ_SWAP_CODE=0``; anything
         else a dispatcher (compiled where built, else generated).
         """
-        fn = info.reference
         swapped = self._swapped_proxy(info)
         proxy = swapped.function if swapped is not None else self._dispatcher_for(info)
         self._dress(proxy, info)
@@ -392,8 +391,6 @@ class Switchboard:
             swapped.cell.value = self.namespace.setdefault(slot, None)
             if self.runs_directly:
                 swapped.run(swapped.cell.value)
-        if code_flags(fn) & CO_COROUTINE:
-            _mark_coroutine_function(proxy)
         return proxy
 
     def stand_in_again(self, info: CandidateInfo) -> None:
@@ -478,6 +475,8 @@ class Switchboard:
             proxy.__type_params__ = type_params
         proxy.__wrapped__ = fn
         proxy.__coheriq_candidate__ = info
+        if code_flags(fn) & CO_COROUTINE:
+            _mark_coroutine_function(proxy)
 
     def dispatcher(
         self,

@@ -12,11 +12,14 @@ changes, with what the domain's calls must do (see :class:`SwappedProxy`):
 - **settled elsewhere**: settled on an engine, not looking: its code is a
   trampoline, generated with the candidate's parameters, that calls the engine's
   member, held as a constant of the code object.
-- **looking**: before the domain settles, while a profile or verification is
-  on, and once a block of the domain has opened (so that a program that opens
-  blocks in a loop swaps nothing per block): a trampoline that reads the
-  domain's flag and finder from a :class:`Board` held as a constant, as the
-  generated proxy reads them from its globals::
+- **looking**: before the domain settles (a trampoline that takes any
+  arguments, made from one template, so that marking compiles nothing), while a
+  profile or verification is on, and while a block of the domain is open (after
+  blocks opened more than a few times, for good: so that a program that opens
+  blocks in a loop swaps nothing per block; see
+  :class:`~coheriq._choice.blocks.Scopes`): a trampoline that reads the domain's
+  flag and finder from a :class:`Board` held as a constant, as the generated
+  proxy reads them from its globals::
 
       def normalize(xs, *, eps=None):   # defaults are the candidate's own
           if BOARD.scoped:
@@ -32,9 +35,12 @@ candidate (a dead reference to each), since CPython takes a new code object
 only with as many.
 
 A swap is one assignment to ``__code__``: a thread already running the old code
-finishes it, and the next call runs the new. The code objects a proxy ran stay
-referenced by its :class:`SwappedProxy` (all of them, on a free-threaded
-CPython, where a call may read the old code while another thread replaces it).
+finishes it, and the next call runs the new. On a free-threaded CPython every
+code a function ran stays referenced by its :class:`SwappedProxy`, since a call
+may read the old code while another thread replaces it. (From CPython 3.13 on,
+the interpreter stops specializing the calls of a function whose code was
+assigned, so there a call on the reference costs a little more than an
+unmarked one: see the performance guide.)
 Generator and coroutine functions keep the generated or compiled proxy: their
 calls return what the implementation's call returns, and a swap would change
 what ``inspect`` says the function is.

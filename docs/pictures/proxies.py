@@ -1,13 +1,16 @@
-"""The compiled proxy beside the pure-Python one, on each Python, from the recorded run.
+"""coheriq's three proxies on each Python, from the recorded run.
 
 Reads ``benchmarks/results/proxies/proxies.json``, which ``benchmarks/proxies.py
---record benchmarks/results/proxies PYTHON...`` writes. For three cases, the
-median ratio to a direct call on each proxy and each Python, and across each
-Python's pair of bars the floor of any callable written in C
-(``functools.partial(impl)``, measured in the compiled proxy's run) as a black
-tick and the case's target on that Python, stated in that floor
-(``benchmarks/targets.py``), as a dashed line. A median over its target is
-labelled in red.
+--record benchmarks/results/proxies PYTHON...`` writes. For four cases, the
+median ratio to a direct call on each proxy (the code-swapped function, the
+compiled proxy, the pure-Python proxy) and each Python, and across each
+Python's bars the case's target on that Python as a dashed line: for a call on
+the reference where no block ever opened, 1.05 times the unmarked function; for
+the others, a multiple of the floor of any callable written in C
+(``functools.partial(impl)``, drawn as a black tick), measured in the same run
+(``benchmarks/targets.py``), the compiled proxy's run's where there is one. A
+median over its target is labelled in red; a Python recorded before a case or a
+proxy existed has no bar for it.
 """
 
 from __future__ import annotations
@@ -19,11 +22,16 @@ from docs_paths import DOCS
 from drawing import MUTED, OVER
 
 RECORDED = DOCS.parent / "benchmarks" / "results" / "proxies" / "proxies.json"
-COLOURS = {"compiled": "#2e6da4", "python": "#b8c4d0"}
+PROXIES = {
+    "swapped": ("#1b7f4b", "code-swapped function"),
+    "compiled": ("#2e6da4", "compiled proxy"),
+    "python": ("#b8c4d0", "pure-Python proxy"),
+}
 CASES = [
-    ("call, global engine, positional", "a call"),
+    ("call, reference, no block ever", "a call on the reference,\nno block ever"),
+    ("call, global engine, positional", "a call on an engine"),
     ("call inside using_engine", "a call inside using_engine"),
-    ("construct class candidate", "constructing a class candidate"),
+    ("construct class candidate", "constructing a class candidate\n(classes: compiled proxy)"),
 ]
 FLOOR = "floor: functools.partial(impl)"
 
@@ -33,52 +41,57 @@ def draw() -> None:
     versions = sorted(
         {label.split()[0] for label in runs}, key=lambda v: tuple(map(int, v.split(".")))
     )
-    _, axes_row = plt.subplots(1, len(CASES), figsize=(11, 3.6), sharey=True)
-    width = 0.38
+    _, axes_row = plt.subplots(1, len(CASES), figsize=(13, 3.9), sharey=True)
+    width = 0.27
+    offsets = {"swapped": -width, "compiled": 0.0, "python": width}
     for axes, (case, title) in zip(axes_row, CASES, strict=True):
         rule = ""
         for x, version in enumerate(versions):
-            for offset, proxy in ((-width / 2, "compiled"), (width / 2, "python")):
+            for proxy, (colour, _) in PROXIES.items():
                 row = runs.get(f"{version} {proxy}", {}).get(case)
                 if row is None:
                     continue
-                axes.bar(x + offset, row["median"], width, color=COLOURS[proxy])
+                axes.bar(x + offsets[proxy], row["median"], width, color=colour)
                 axes.text(
-                    x + offset,
+                    x + offsets[proxy],
                     row["median"],
                     f"{row['median']:.2f}",
                     ha="center",
                     va="bottom",
-                    fontsize=6.5,
+                    fontsize=5.5,
                     color=OVER if row["verdict"] == "MISSED" else "black",
                 )
-            # The floor and the target of the compiled proxy's run, across both bars.
-            run = runs.get(f"{version} compiled") or runs[f"{version} python"]
-            span = [x - width, x + width]
-            axes.plot(span, [run[FLOOR]["median"]] * 2, color="black", linewidth=1.5)
+            # The floor and the target of one run of this Python (the compiled
+            # proxy's, as the pages' prose quotes them), across its bars.
+            order = ("compiled", "swapped", "python")
+            found = [runs[f"{version} {p}"] for p in order if f"{version} {p}" in runs]
+            run = next((r for r in found if case in r), None)
+            if run is None:
+                continue
+            span = [x - 1.5 * width, x + 1.5 * width]
+            if case != CASES[0][0]:
+                axes.plot(span, [run[FLOOR]["median"]] * 2, color="black", linewidth=1.5)
             if run[case]["target"] is not None:
                 axes.plot(span, [run[case]["target"]] * 2, color=OVER, linestyle="--", lw=0.9)
-                rule = run[case]["rule"]
-        axes.set_title(f"{title}\n(target: {rule}, on each Python)", fontsize=9)
-        axes.set_xticks(range(len(versions)), versions, fontsize=8)
+                rule = run[case]["rule"] or f"{run[case]['target']:g}x"
+        axes.set_title(f"{title}\n(target: {rule}, on each Python)", fontsize=8.5)
+        axes.set_xticks(range(len(versions)), versions, fontsize=7.5)
         for side in ("top", "right"):
             axes.spines[side].set_visible(False)
     axes_row[0].set_ylabel("times a direct call (median)", fontsize=8)
     axes_row[0].legend(
         handles=[
-            plt.Rectangle((0, 0), 1, 1, color=COLOURS["compiled"]),
-            plt.Rectangle((0, 0), 1, 1, color=COLOURS["python"]),
+            *(plt.Rectangle((0, 0), 1, 1, color=colour) for colour, _ in PROXIES.values()),
             plt.Line2D([0], [0], color="black", linewidth=1.5),
             plt.Line2D([0], [0], color=OVER, linestyle="--", linewidth=0.9),
         ],
         labels=[
-            "compiled proxy",
-            "pure-Python proxy",
+            *(label for _, label in PROXIES.values()),
             "floor: functools.partial",
-            "target (in the floor)",
+            "target",
         ],
         loc="upper left",
-        fontsize=7,
+        fontsize=6.5,
         frameon=False,
     )
     plt.suptitle("Python version (x) and proxy: what a call costs", fontsize=9, color=MUTED)
