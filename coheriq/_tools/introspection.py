@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._call.proxy import candidate_of
+from .._call.swapped import not_swappable
 from .._choice.ordered import after_chosen, describe_tried, parse_engine_list
 from .._engines.declines import chain_of
 from .._engines.meta import EngineMeta, supplier
@@ -88,6 +89,9 @@ class Explanation:
         self.declines = declines or []
         self.bound_before: dict[str, list[str]] = {}
         self.proxies: dict[str, str] = {}
+        # The candidates on a dispatcher because of what they are (not because
+        # COHERIQ_SWAP_CODE=0 puts every candidate there): what str() names.
+        self._set_aside: list[str] = []
 
     def _later(self, candidate: str) -> str:
         module = self.not_imported.get(candidate)
@@ -95,7 +99,7 @@ class Explanation:
 
     def as_dict(self) -> dict[str, Any]:
         """The explanation as plain data (for JSON)."""
-        return dict(vars(self))
+        return {key: value for key, value in vars(self).items() if not key.startswith("_")}
 
     def __repr__(self) -> str:
         return f"<Explanation of {self.candidate or self.domain!r}: engine {self.engine!r}>"
@@ -113,11 +117,10 @@ class Explanation:
             lines.append(f"  tried: {describe_tried(tuple(self.tried))}")
         if self.verification:
             lines.append(f"  verification: {self.verification}")
-        dispatched = [name for name, kind in self.proxies.items() if kind != "function"]
-        if dispatched:
+        if self._set_aside:
             lines.append(
                 "  called through a dispatcher, not as their own code on the reference: "
-                + ", ".join(f"{name} ({self.proxies[name]})" for name in dispatched)
+                + ", ".join(f"{name} ({self.proxies[name]})" for name in self._set_aside)
             )
         if self.suppliers:
             lines.append("  supplied by:")
@@ -183,6 +186,11 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
         for c in names
         if c in marked and not marked[c].is_class
     }
+    explained._set_aside = [
+        c
+        for c, kind in explained.proxies.items()
+        if kind != "function" and not_swappable(marked[c].reference) is not None
+    ]
     if args or kwargs:
         if candidate is None or cls is None:
             raise CoheriqTypeError(
