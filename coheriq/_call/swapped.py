@@ -70,12 +70,14 @@ _CO_ITERABLE_COROUTINE = 0x100
 
 
 def _free_threaded() -> bool:
-    """Whether this CPython runs without the GIL (a free-threaded build)."""
-    if sys.version_info < (3, 13):
-        return False
-    import sysconfig  # at coheriq's import, only on 3.13+
+    """Whether this CPython runs without the GIL now (a free-threaded build, GIL off).
 
-    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    A GIL that is on stays on (CPython turns it on, never off, at run time), so
+    the answer at import holds for the process. Read without :mod:`sysconfig`,
+    whose import would cost every program that imports coheriq.
+    """
+    is_gil_enabled = getattr(sys, "_is_gil_enabled", None)  # 3.13+
+    return is_gil_enabled is not None and not is_gil_enabled()
 
 
 # Where a call may read a function's old code while another thread assigns a new
