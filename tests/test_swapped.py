@@ -363,17 +363,31 @@ def area(r, unit=1):
 """
 
 
-def test_a_module_that_runs_again_updates_the_function_in_place(write_module, unique):
+def marked_again(write_module, unique, first, then, name, before=lambda held: None):
+    """A module marking ``name`` on a domain of another module, run again as ``then``.
+
+    ``first`` and ``then`` are sources with ``{dom}`` for the domain's module;
+    ``before(held)`` runs on the first run's candidate before the module runs again.
+    Returns the module and the candidate held from its first run.
+    """
     dom, funcs = unique("dom"), unique("funcs")
     write_module(dom, "import coheriq\ndomain = coheriq.AccelerationDomain(__name__)\n")
-    write_module(funcs, MODULE_V1.format(dom=dom))
+    write_module(funcs, first.format(dom=dom))
     module = importlib.import_module(funcs)
-    held = module.area
+    held = getattr(module, name)
     importlib.import_module(dom).domain.materialize()
-    assert held(1) == 3
+    before(held)
     with open(module.__file__, "w") as file:  # longer: the cached bytecode is stale
-        file.write(MODULE_V2.format(dom=dom))
+        file.write(then.format(dom=dom))
     importlib.reload(module)
+    return module, held
+
+
+def test_a_module_that_runs_again_updates_the_function_in_place(write_module, unique):
+    def first_call(held):
+        assert held(1) == 3
+
+    module, held = marked_again(write_module, unique, MODULE_V1, MODULE_V2, "area", first_call)
     assert module.area is held
     assert held(1) == 3.14 and held(1, unit=2) == 6.28
     assert inspect.signature(held).parameters["unit"].default == 1
@@ -390,15 +404,8 @@ async def fetch(x):
 
 
 def test_an_async_candidate_marked_again_is_still_a_coroutine_function(write_module, unique):
-    dom, funcs = unique("dom"), unique("funcs")
-    write_module(dom, "import coheriq\ndomain = coheriq.AccelerationDomain(__name__)\n")
-    write_module(funcs, ASYNC_V1.format(dom=dom))
-    module = importlib.import_module(funcs)
-    held = module.fetch
-    importlib.import_module(dom).domain.materialize()
-    with open(module.__file__, "w") as file:  # longer: the cached bytecode is stale
-        file.write(ASYNC_V1.format(dom=dom).replace("return x", "return 2 * x"))
-    importlib.reload(module)
+    doubled = ASYNC_V1.replace("return x", "return 2 * x")
+    module, held = marked_again(write_module, unique, ASYNC_V1, doubled, "fetch")
     assert module.fetch is held
     assert asyncio.run(held(2)) == 4
     if sys.version_info >= (3, 12):

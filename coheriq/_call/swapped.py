@@ -229,11 +229,6 @@ class SwappedProxy:
         self._running = self._looking = None
         self._kept.clear()
 
-    @property
-    def direct(self) -> bool:
-        """Whether a call now runs the candidate's own code, with nothing of coheriq's."""
-        return self.function.__code__ is self._direct
-
     def take(self, reference: Any) -> None:
         """Stand for ``reference`` from now on (a candidate whose module marked it again).
 
