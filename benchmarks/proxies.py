@@ -48,6 +48,8 @@ CASES = [
     "construct class candidate",
     "construct inside using_engine",
 ]
+# Each kind's column label.
+LABELS = {"swapped": "swap", "swapped-pure": "swap-py", "compiled": "comp", "python": "pyth"}
 # Each run's plan: 15 rounds of 150,000 calls a case (run.py's own is 31 of 300,000),
 # so that the nine runs of three Pythons take minutes, not an hour.
 ROUNDS, NUMBER = 15, 150_000
@@ -55,6 +57,7 @@ ROUNDS, NUMBER = 15, 150_000
 # Each kind: its settings, COHERIQ_SWAP_CODE and COHERIQ_PURE_PYTHON.
 PROXIES = {
     "swapped": {"COHERIQ_SWAP_CODE": "1", "COHERIQ_PURE_PYTHON": "0"},
+    "swapped-pure": {"COHERIQ_SWAP_CODE": "1", "COHERIQ_PURE_PYTHON": "1"},
     "compiled": {"COHERIQ_SWAP_CODE": "0", "COHERIQ_PURE_PYTHON": "0"},
     "python": {"COHERIQ_SWAP_CODE": "0", "COHERIQ_PURE_PYTHON": "1"},
 }
@@ -80,7 +83,9 @@ def measure(python: str, proxy: str, folder: Path, quick: bool) -> dict[str, dic
     if done.returncode != 0:
         sys.exit(f"{python} on the {proxy} proxy failed:\n{done.stderr}")
     run = json.loads((folder / "dispatch.json").read_text(encoding="utf-8"))
-    ran = "swapped" if run.get("swap_code") else run["proxy"].split()[0]
+    dispatcher = run["proxy"].split()[0]
+    swapped = {"compiled": "swapped", "python": "swapped-pure"}[dispatcher]
+    ran = swapped if run.get("swap_code") else dispatcher
     if ran != proxy:
         print(f"left out: {python} ran on {run['proxy']}", file=sys.stderr)
         return None
@@ -133,20 +138,20 @@ def main(argv: list[str] | None = None) -> int:
     width = max(len(case) for case in CASES) + 2
     rule = max(len(targets.rule(case)) for case in CASES) + 4
     head = f"{'median ratio':<{width}}{'target':<{rule}}" + "".join(
-        f"{f'{v} {p[:4]}':>14}" for v, p in runs
+        f"{f'{v} {LABELS[p]}':>16}" for v, p in runs
     )
     lines = [head, "-" * len(head)]
     for case in CASES:
         cells = "".join(
-            f"{rows[case]['median']:>12.2f}x{'*' if rows[case]['verdict'] == 'MISSED' else ' '}"
+            f"{rows[case]['median']:>14.2f}x{'*' if rows[case]['verdict'] == 'MISSED' else ' '}"
             if case in rows
-            else f"{'-':>13} "  # recorded before the case existed
+            else f"{'-':>15} "  # recorded before the case existed
             for rows in runs.values()
         )
         target = f"<= {targets.rule(case)}" if targets.rule(case) else ""
         lines.append(f"{case:<{width}}{target:<{rule}}{cells}".rstrip())
     direct = "call, global engine, positional"
-    ns = "".join(f"{rows[direct]['baseline_ns']:>12.0f}ns" for rows in runs.values())
+    ns = "".join(f"{rows[direct]['baseline_ns']:>14.0f}ns" for rows in runs.values())
     lines.append(f"{'direct call of impl(1), ns':<{width}}{'':<{rule}}{ns}")
     lines.append(
         "floor: functools.partial(impl), in the same run; *: over its target"

@@ -290,6 +290,19 @@ implementation(ProxyObject *self)
     return Py_NewRef(impl);
 }
 
+/* CPython's own vectorcall of functions, read off a new function (cproxy_exec). */
+static vectorcallfunc function_vectorcall;
+
+/* Whether calling ``callable`` pushes a frame of its own: a Python function whose
+ * calls run its code (not a code-swapped function that dispatches from C: see
+ * set_dispatcher below). */
+static int
+pushes_a_frame(PyObject *callable)
+{
+    return PyFunction_Check(callable)
+           && ((PyFunctionObject *)callable)->vectorcall == function_vectorcall;
+}
+
 static PyObject *
 proxy_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -311,8 +324,8 @@ proxy_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         return NULL;
     }
     PyObject *result;
-    if (PyFunction_Check(impl)
-        || (PyMethod_Check(impl) && PyFunction_Check(PyMethod_GET_FUNCTION(impl)))) {
+    if (pushes_a_frame(impl)
+        || (PyMethod_Check(impl) && pushes_a_frame(PyMethod_GET_FUNCTION(impl)))) {
         /* A Python function, or a method of one (an engine's override, read from its
          * instance): the interpreter counts the function's frame against the recursion
          * limit. Counting this call too would reach the limit at half the depth. */
@@ -646,6 +659,167 @@ static PyTypeObject ProxyType = {
     .tp_weaklistoffset = offsetof(ProxyObject, weakreflist),
 };
 
+/* -- the code-swapped function's calls (coheriq/_call/swapped.py) ----------------- */
+
+/* A marked plain function is a function whose code is swapped: its candidate's own
+ * code on the reference, a generated trampoline otherwise. These two functions are
+ * the compiled part's swaps, which a call then costs less through:
+ *
+ * set_code(function, code): ``function.__code__ = code``, and calls of it are
+ * specialized as calls of a function that a ``def`` of ``code`` made. CPython 3.13
+ * and later specialize a call by the function's version, which MAKE_FUNCTION takes
+ * from the code (co_version) and which assigning ``__code__`` clears for good, so a
+ * swapped function's calls would stay generic (about 1.2x a specialized call). A
+ * version stands for a code: every function MAKE_FUNCTION makes of one code carries
+ * its co_version, whatever its defaults and closure. Giving the function its new
+ * code's version makes it one more such function, and a call site specialized on
+ * the old version fails its guard, as after any assignment. The function stays out
+ * of the interpreter's version cache, which only serves the optional JIT (it finds
+ * the function MAKE_FUNCTION made of that code, or none). Done only on the CPythons
+ * this was read against (3.13 to 3.15); 3.10 to 3.12 version an assigned function
+ * again by themselves.
+ *
+ * set_dispatcher(function, code): ``function.__code__ = code``, a trampoline that
+ * calls a compiled Proxy, the code's last constant; and calls of the function call
+ * that Proxy from C, with no frame of the trampoline's. Calls of a Python function
+ * run its vectorcall wherever it is not CPython's own (3.10, and 3.12 on: the
+ * interpreter inlines only calls whose vectorcall is CPython's; the version guard
+ * of a specialized call fails, since setting a vectorcall clears the version), so
+ * the trampoline runs only if something calls the code past the function. 3.11
+ * inlines every call of a function whatever its vectorcall: there the trampoline
+ * runs, which is right, only slower; swapped.py does not ask for it there. */
+#if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x03100000
+#  define VERSION_BY_CODE 1
+#  if PY_VERSION_HEX >= 0x030E0000
+#    define FIRST_VALID_VERSION 2u  /* 0: never set, 1: cleared (pycore_function.h) */
+#  else
+#    define FIRST_VALID_VERSION 1u  /* 0: never set or cleared */
+#  endif
+#else
+#  define VERSION_BY_CODE 0
+#endif
+
+static void
+set_function_vectorcall(PyFunctionObject *f, vectorcallfunc vectorcall)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyFunction_SetVectorcall(f, vectorcall);  /* clears the version too */
+#else
+    f->vectorcall = vectorcall;
+#endif
+}
+
+/* The Proxy that a dispatching trampoline holds as its last constant, or NULL. */
+static PyObject *
+dispatcher_of(PyObject *code)
+{
+    PyObject *consts = ((PyCodeObject *)code)->co_consts;
+    Py_ssize_t n = PyTuple_GET_SIZE(consts);
+    PyObject *last = n > 0 ? PyTuple_GET_ITEM(consts, n - 1) : NULL;
+    return last != NULL && Py_IS_TYPE(last, &ProxyType) ? last : NULL;
+}
+
+static PyObject *
+dispatching_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *proxy = dispatcher_of(PyFunction_GET_CODE(func));
+    if (proxy == NULL) {  /* another code was assigned since: run it, as CPython would */
+        return function_vectorcall(func, args, nargsf, kwnames);
+    }
+    return ((ProxyObject *)proxy)->vectorcall(proxy, args, nargsf, kwnames);
+}
+
+static int
+parse_swap(const char *name, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFunction_Check(args[0]) || !PyCode_Check(args[1])) {
+        PyErr_Format(PyExc_TypeError, "%s() takes a function and a code object.", name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+set_code(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (parse_swap("set_code", args, nargs) < 0) {
+        return NULL;
+    }
+    PyFunctionObject *f = (PyFunctionObject *)args[0];
+    PyObject *code = args[1];
+    if (PyObject_SetAttrString((PyObject *)f, "__code__", code) < 0) {
+        return NULL;  /* the code's free variables are not the closure's: a ValueError */
+    }
+    if (f->vectorcall == dispatching_vectorcall) {
+        set_function_vectorcall(f, function_vectorcall);
+    }
+#if VERSION_BY_CODE
+    uint32_t version = ((PyCodeObject *)code)->co_version;
+    if (f->func_version < FIRST_VALID_VERSION && version >= FIRST_VALID_VERSION) {
+        f->func_version = version;
+    }
+#endif
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+set_dispatcher(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (parse_swap("set_dispatcher", args, nargs) < 0) {
+        return NULL;
+    }
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    PyErr_SetString(PyExc_RuntimeError,
+                    "set_dispatcher() is not for CPython 3.11, which inlines every call "
+                    "of a Python function whatever its vectorcall.");
+    return NULL;
+#else
+    PyFunctionObject *f = (PyFunctionObject *)args[0];
+    PyObject *code = args[1];
+    if (dispatcher_of(code) == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "set_dispatcher() takes a code whose last constant is a Proxy.");
+        return NULL;
+    }
+    if (PyObject_SetAttrString((PyObject *)f, "__code__", code) < 0) {
+        return NULL;
+    }
+    if (f->vectorcall != dispatching_vectorcall) {
+        set_function_vectorcall(f, dispatching_vectorcall);
+    }
+    Py_RETURN_NONE;
+#endif
+}
+
+static PyMethodDef cproxy_functions[] = {
+    {"set_code", (PyCFunction)(void (*)(void))set_code, METH_FASTCALL,
+     "set_code(function, code): function.__code__ = code, and its calls specialize again."},
+    {"set_dispatcher", (PyCFunction)(void (*)(void))set_dispatcher, METH_FASTCALL,
+     "set_dispatcher(function, code): function.__code__ = code, and its calls call the "
+     "Proxy that is the code's last constant, from C."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* CPython's own vectorcall of functions, from a function made here. */
+static int
+read_function_vectorcall(void)
+{
+    PyObject *code = Py_CompileString("None", "<coheriq._cproxy>", Py_eval_input);
+    if (code == NULL) {
+        return -1;
+    }
+    PyObject *globals = PyDict_New();
+    PyObject *function = globals != NULL ? PyFunction_New(code, globals) : NULL;
+    Py_DECREF(code);
+    Py_XDECREF(globals);
+    if (function == NULL) {
+        return -1;
+    }
+    function_vectorcall = ((PyFunctionObject *)function)->vectorcall;
+    Py_DECREF(function);
+    return 0;
+}
+
 static int
 cproxy_exec(PyObject *module)
 {
@@ -655,9 +829,12 @@ cproxy_exec(PyObject *module)
     if (str_members == NULL) {
         return -1;
     }
+    if (function_vectorcall == NULL && read_function_vectorcall() < 0) {
+        return -1;
+    }
     /* proxy.py uses this module only if it is the version it was written for: an
      * editable install whose extension was built from older source falls back. */
-    if (PyModule_AddIntConstant(module, "VERSION", 4) < 0) {
+    if (PyModule_AddIntConstant(module, "VERSION", 5) < 0) {
         return -1;
     }
     PyTypeObject *types[] = {&BoardType, &CellType, &ProxyType};
@@ -685,6 +862,7 @@ static struct PyModuleDef cproxy_module = {
     .m_name = "coheriq._cproxy",
     .m_doc = "coheriq's optional compiled proxy (see coheriq/_call/proxy.py for the reference).",
     .m_size = 0,
+    .m_methods = cproxy_functions,
     .m_slots = cproxy_slots,
 };
 

@@ -36,14 +36,27 @@ pytest_plugins = ["pytester"]
 
 def compiled_proxy_built() -> bool:
     """Whether this interpreter can run coheriq's compiled proxy (COHERIQ_PURE_PYTHON aside):
-    the extension is built here, from the source coheriq._call.proxy drives."""
-    from coheriq._call import proxy
+    the extension is built here, from the source coheriq._call.compiled drives."""
+    from coheriq._call import compiled
 
     try:
         from coheriq import _cproxy
     except ImportError:
         return False
-    return getattr(_cproxy, "VERSION", None) == proxy._COMPILED_VERSION
+    return getattr(_cproxy, "VERSION", None) == compiled.COMPILED_VERSION
+
+
+def swapped_functions_dispatch_in_c(compiled: bool | None = None) -> bool:
+    """Whether a code-swapped function that must dispatch (before its domain settles, on
+    an engine, in a block) does so from C, with no trampoline frame: wherever the compiled
+    part runs, except on CPython 3.11, whose interpreter runs a function's code whatever
+    its vectorcall. ``compiled``: whether the compiled part runs (default: in this process).
+    """
+    from coheriq import proxy_implementation
+
+    if compiled is None:
+        compiled = proxy_implementation() == "compiled"
+    return compiled and sys.version_info[:2] != (3, 11)
 
 
 def functions_swapped() -> bool:

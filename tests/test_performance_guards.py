@@ -104,6 +104,8 @@ def test_the_proxies_comparison_runs_each_proxy_in_quick_mode(tmp_path):
     # A column for each proxy this Python runs, each a run on the proxy it names
     # (proxies.py reads the proxy each run recorded).
     assert (f"{version} comp" in table) is compiled_proxy_built()
+    assert (f"{version} swap " in table) is compiled_proxy_built()
+    assert f"{version} swap-py" in table
     assert f"{version} pyth" in table
     assert "floor: functools.partial(impl)" in table
     assert (tmp_path / f"{version}-python" / "dispatch.json").is_file()

@@ -9,7 +9,7 @@ from contextlib import nullcontext
 import pytest
 
 import coheriq as cq
-from conftest import functions_swapped
+from conftest import functions_swapped, swapped_functions_dispatch_in_c
 
 COMPILED = cq.proxy_implementation() == "compiled"
 
@@ -268,8 +268,12 @@ def test_a_traceback_shows_the_librarys_frames(library, first_call):
         library.ratio(1, 0)
     # The pure-Python proxy is one frame, at the candidate's own line; the compiled
     # proxy has none; the code-swapped one has none on the reference, once the
-    # first call (the one that chooses) has settled the domain.
-    frameless = (not first_call) if functions_swapped() else COMPILED
+    # first call (the one that chooses) has settled the domain, and none on the
+    # first call where it dispatches from C.
+    if functions_swapped():
+        frameless = not first_call or swapped_functions_dispatch_in_c()
+    else:
+        frameless = COMPILED
     proxy = [] if frameless else [("ratio", "@domain.acceleration_candidate")]
     assert frames_of(error.value)[1:] == [*proxy, ("ratio", "return a / b")]
     if first_call:  # the choice was made by this call, and coheriq says where it was

@@ -12,6 +12,7 @@ the dispatcher, and ``explain`` says so.
 from __future__ import annotations
 
 import asyncio
+import dis
 import functools
 import importlib
 import inspect
@@ -151,6 +152,49 @@ def test_every_state_runs_what_it_must(unique, order):
         assert scale(1) == (settled, 2)
     assert [(r.candidate, r.engine, r.count) for r in prof.rows] == [("scale", settled, 1)]
     assert scale(1) == (settled, 2)
+
+
+def specialized_calls(fn):
+    """The kinds of call instruction a fresh loop of ``fn(1)`` runs once warm (``dis``)."""
+    namespace = {"fn": fn}
+    exec("def loop(times):\n    for _ in times:\n        fn(1)\n", namespace)  # new bytecode
+    namespace["loop"](range(200))  # past the interpreter's warm-up counters
+    instructions = dis.get_instructions(namespace["loop"], adaptive=True)
+    return {i.opname for i in instructions if i.opname.startswith("CALL")}
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="CPython specializes calls from 3.11 on")
+@pytest.mark.skipif(
+    not getattr(sys, "_is_gil_enabled", lambda: True)(),
+    reason="the free-threaded CPython specializes no call (3.13) or has no compiled part",
+)
+def test_calls_of_the_marked_function_are_specialized_on_the_reference(unique):
+    """CPython specializes calls of the marked function on the reference as it does the
+    unmarked one's, also after it ran an engine in a block. (From 3.13 on, only with the
+    compiled part: see the performance guide.)"""
+    if sys.version_info >= (3, 13) and cq.proxy_implementation() != "compiled":
+        pytest.skip("without the compiled part, 3.13+ never specializes a swapped function")
+
+    def unmarked(x):
+        return x * 2
+
+    specialized = specialized_calls(unmarked)
+    assert "CALL_PY_EXACT_ARGS" in specialized  # what CPython does for the unmarked one
+    domain = cq.AccelerationDomain(unique())
+    double = domain.acceleration_candidate(unmarked, name="double")
+    domain.materialize()
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        def double(self, x):
+            return -x * 2
+
+    assert double(1) == 2  # settles on the reference
+    assert specialized_calls(double) == specialized
+    with cq.using_engine(domain, "fast"):
+        assert double(1) == -2
+        specialized_calls(double)  # calls in the block, whatever they run through
+    assert double(1) == 2
+    assert specialized_calls(double) == specialized  # its own code again
 
 
 def test_a_profile_sees_calls_made_on_the_reference_and_after_it(unique):

@@ -61,6 +61,8 @@ from .._stdlib import (
     carry_annotations,
     code_flags,
 )
+from .compiled import IMPLEMENTATION as _PROXY_IMPLEMENTATION
+from .compiled import compiled as _compiled
 from .generated import Method, on_one_line, parameter_lists
 from .swapped import Board, SwappedProxy, not_swappable
 
@@ -83,46 +85,6 @@ __all__ = [
 _freed: list[_Forget] = []
 
 
-def _load_compiled() -> tuple[Any, str]:
-    """The compiled proxy's module (or None), and why coheriq uses the proxy it does.
-
-    The compiled proxy (``coheriq/_cproxy.c``) is used wherever it was built,
-    unless ``COHERIQ_PURE_PYTHON=1``; the generated Python proxy is the reference
-    and the fallback.
-    """
-    setting = _environ.get("COHERIQ_PURE_PYTHON", "")
-    if setting not in ("", "0"):
-        if setting != "1":
-            import warnings  # only for a mistyped setting
-
-            warnings.warn(
-                f"COHERIQ_PURE_PYTHON={setting!r} is neither '1' (use the pure-Python proxy) "
-                "nor '0' (use the compiled proxy where it is built); coheriq uses the "
-                "pure-Python proxy. Set it to '1' or '0'.",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        return None, "python (COHERIQ_PURE_PYTHON is set)"
-    name = "coheriq._cproxy"  # built beside coheriq/__init__.py (hatch_build.py)
-    try:
-        __import__(name)  # not `from . import`: that says "circular import" when it is missing
-    except ModuleNotFoundError:  # an install without a compiler, a free-threaded CPython
-        return None, "python (the compiled proxy is not built here)"
-    except ImportError as error:  # built, but not loadable by this interpreter
-        return None, f"python (the compiled proxy could not be loaded: {error})"
-    _cproxy = sys.modules[name]
-    if getattr(_cproxy, "VERSION", None) != _COMPILED_VERSION:
-        # An editable install whose extension was built from older source.
-        return None, (
-            f"python (the compiled proxy at {_cproxy.__file__} was built from another "
-            "version of coheriq's source: reinstall coheriq to rebuild it)"
-        )
-    return _cproxy, "compiled"
-
-
-# The VERSION of coheriq/_cproxy.c that this module drives.
-_COMPILED_VERSION = 4
-
 # Whether a marked class's dispatching __call__ is the compiled proxy too. Measured
 # (benchmarks/proxies.py): it is the cheaper on 3.10 to 3.12; from 3.13 on, the
 # generated __call__ is, because inside a Python frame the interpreter specializes
@@ -130,8 +92,6 @@ _COMPILED_VERSION = 4
 # cannot have.
 _COMPILED_CONSTRUCTS = sys.version_info < (3, 13)
 
-
-_compiled, _PROXY_IMPLEMENTATION = _load_compiled()
 
 # Whether plain Python functions get code-swapped proxies (coheriq._call.swapped):
 # COHERIQ_SWAP_CODE=0 gives them the dispatcher every other candidate gets.
@@ -421,8 +381,16 @@ class Switchboard:
         """A code-swapped proxy for ``info``'s candidate, or None where one cannot stand."""
         if not _SWAP_CODE or not_swappable(info.reference) is not None:
             return None
+        dispatcher = None
+        if _compiled is not None:  # calls in a block or on an engine go through it
+            slot = self._slot(info.name)
+            self.namespace.setdefault(slot, None)
+            fn = info.reference
+            dispatcher = self._compiled_proxy(
+                info.name, slot, fn.__name__, fn.__qualname__, receiver=False
+            )
         try:
-            return SwappedProxy(info.reference, info.name, self._swap_board)
+            return SwappedProxy(info.reference, info.name, self._swap_board, dispatcher)
         except ValueError:  # free variables this Python cannot mirror
             return None
 

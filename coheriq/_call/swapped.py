@@ -34,12 +34,23 @@ cannot change either: a trampoline declares the same free variables as the
 candidate (a dead reference to each), since CPython takes a new code object
 only with as many.
 
+Where coheriq's compiled part runs (:mod:`coheriq._call.compiled`), a function
+that must not run its own code dispatches from C instead of through a trampoline
+frame: its code is a trampoline that calls the candidate's compiled proxy, and
+its vectorcall calls that proxy directly (``set_dispatcher``), so that a call on
+an engine or in a block costs what the compiled proxy's does and shows no frame
+of coheriq's. Not on CPython 3.11, whose interpreter runs a function's code
+whatever its vectorcall: there, and without the compiled part, the trampolines
+above run.
+
 A swap is one assignment to ``__code__``: a thread already running the old code
 finishes it, and the next call runs the new. On a free-threaded CPython every
 code a function ran stays referenced by its :class:`SwappedProxy`, since a call
-may read the old code while another thread replaces it. (From CPython 3.13 on,
-the interpreter stops specializing the calls of a function whose code was
-assigned, so there a call on the reference costs a little more than an
+may read the old code while another thread replaces it. From CPython 3.13 on,
+the interpreter never again specializes the calls of a function whose code was
+assigned; the compiled part's swap (``set_code``) gives the function its new
+code's version, as a ``def`` of that code would, so that they are specialized
+again. (Without the compiled part, a call there costs a little more than an
 unmarked one: see the performance guide.)
 Generator and coroutine functions keep the generated or compiled proxy: their
 calls return what the implementation's call returns, and a swap would change
@@ -57,6 +68,7 @@ from .._stdlib import (
     TYPE_CHECKING,
     FunctionType,
 )
+from .compiled import set_code, set_dispatcher
 from .generated import on_one_line, parameter_lists
 
 if TYPE_CHECKING:
@@ -149,6 +161,8 @@ class SwappedProxy:
         "_board",
         "_direct",
         "_direct_for",
+        "_dispatcher",
+        "_dispatching",
         "_freevars",
         "_kept",
         "_looking",
@@ -160,10 +174,13 @@ class SwappedProxy:
         "name",
     )
 
-    def __init__(self, reference: Any, name: str, board: Board) -> None:
+    def __init__(self, reference: Any, name: str, board: Board, dispatcher: Any = None) -> None:
         self.name = name
         self.cell = Cell()
         self._board = board
+        # The candidate's compiled proxy, which calls dispatch through where it is
+        # given (and set_dispatcher is there): see _dispatch.
+        self._dispatcher = dispatcher if set_dispatcher is not None else None
         self._kept: list[Any] = []
         self._running: tuple[Any, Any] | None = None
         self._looking: Any = None
@@ -187,7 +204,11 @@ class SwappedProxy:
 
         ``exact``: the trampoline with the candidate's own parameters, compiled
         the first time it is asked for; else one that takes ``*args, **kwargs``.
+        With a compiled dispatcher, calls dispatch through it instead.
         """
+        if self._dispatcher is not None:
+            self._dispatch()
+            return
         if not exact:
             self._install(self._trampoline(_BOARD, self._board, generic=True))
             return
@@ -199,6 +220,9 @@ class SwappedProxy:
         """Make each call run ``target`` without looking: as the function itself where it can."""
         if target is self._direct_for:
             self._install(self._direct)
+            return
+        if self._dispatcher is not None:  # its cell holds target too
+            self._dispatch()
             return
         running = self._running
         if running is None or running[0] is not target:
@@ -218,15 +242,15 @@ class SwappedProxy:
         if self._direct is None:
             return
         self._install(self._direct)
-        self._running = self._looking = None
+        self._running = self._looking = self._dispatching = None
         self._kept.clear()
 
     def retire(self) -> None:
         """Look for good, and keep no other trampoline: for a copy of the domain that a
         newer one replaced, whose board finds what to run through a finder that holds
         the copy weakly (what the installed code holds stays alive: see :meth:`release`)."""
-        self.look(exact=False)
-        self._running = self._looking = None
+        self._install(self._trampoline(_BOARD, self._board, generic=True))
+        self._running = self._looking = self._dispatching = None
         self._kept.clear()
 
     def take(self, reference: Any) -> None:
@@ -264,7 +288,7 @@ class SwappedProxy:
             name.strip("*").partition("=")[0] in self._freevars for name in exact[0].split(", ")
         )
         self._parameters = (_ANY, _ANY) if exact is None or clash else exact
-        self._running = self._looking = None
+        self._running = self._looking = self._dispatching = None
 
     def _trampoline(self, kind: str, obj: Any, generic: bool = False) -> Any:
         """A trampoline of ``kind`` (``_BOARD``: it looks; ``_TARGET``: it calls ``obj``).
@@ -292,7 +316,21 @@ class SwappedProxy:
     def _install(self, code: Any) -> None:
         if _FREE_THREADED:  # see the module doc
             self._kept.append(code)
-        self.function.__code__ = code
+        set_code(self.function, code)
+
+    def _dispatch(self) -> None:
+        """Make calls go through the compiled dispatcher, from C (:mod:`coheriq._call.compiled`).
+
+        The code installed is the trampoline that calls the dispatcher, which
+        runs only where a call reaches the code past the function; it holds the
+        dispatcher as its last constant, where the compiled part finds it.
+        """
+        assert set_dispatcher is not None and self._dispatcher is not None
+        code = self._dispatching
+        if code is None:
+            code = self._trampoline(_TARGET, self._dispatcher, generic=True)
+            code = self._dispatching = code.replace(co_consts=(*code.co_consts, self._dispatcher))
+        set_dispatcher(self.function, code)
 
 
 # The parameters of a trampoline that takes any arguments.
