@@ -303,6 +303,88 @@ def test_the_first_calls_race_the_settling_in_eight_threads(unique):
     assert scale.__code__ is scale.__wrapped__.__code__
 
 
+def test_every_way_of_calling_reaches_what_the_state_runs(unique):
+    """Positional, keyword, star-args, a method bound in a class body, functools.partial
+    and map reach the engine in a block and on the reference outside it, whatever the
+    function's calls go through (a trampoline, or the compiled proxy from C)."""
+    domain, scale = make_domain(unique())
+
+    class Number(int):
+        method = scale  # binds: Number(3).method() is scale(Number(3))
+
+    def ways():
+        return [
+            scale(3),
+            scale(3, by=2),
+            scale(*[3], **{"by": 2}),
+            functools.partial(scale, by=2)(3),
+            next(map(scale, [3])),
+            Number(3).method(),
+            Number.method(3),
+        ]
+
+    assert ways() == [("reference", 6)] * 7
+    with cq.using_engine(domain, "fast"):
+        assert ways() == [("fast", 6)] * 7
+        with pytest.raises(TypeError):
+            Number(3).method(4)  # one positional argument too many, as unmarked
+    assert ways() == [("reference", 6)] * 7
+
+
+def test_a_code_assigned_by_hand_runs_in_every_state(unique):
+    """A user who assigns the marked function's ``__code__`` gets that code's calls,
+    also while the domain would dispatch (the compiled part then runs it as CPython
+    would), until the domain's next swap (the adoption guide says so)."""
+    domain, scale = make_domain(unique())
+    assert scale(1) == ("reference", 2)
+
+    def replacement(x, *, by=2):
+        return ("by hand", x * by)
+
+    with cq.using_engine(domain, "fast"):
+        scale.__code__ = replacement.__code__
+        assert scale(1) == ("by hand", 2)
+        assert scale(1, by=3) == ("by hand", 3)
+    assert scale(1) == ("reference", 2)  # the block's end swapped the function's own code in
+
+
+def test_a_block_whose_swaps_an_interrupt_stopped_swaps_them_next_time(unique, monkeypatch):
+    """Ctrl-C between two functions' swaps as a block opens: the block does not open,
+    and the next one swaps every function, so each runs the block's engine."""
+    from coheriq._call import swapped
+
+    domain = cq.AccelerationDomain(unique())
+    names = ("one", "two", "three")
+    marked = {n: domain.acceleration_candidate(lambda x: ("reference", x), name=n) for n in names}
+    domain.materialize()
+    fast = {n: (lambda self, x: ("fast", x)) for n in names}
+    type(cq.engine_class(domain))("Fast", (cq.engine_class(domain),), fast, name="fast")
+    assert [f(1) for f in marked.values()] == [("reference", 1)] * 3  # settled
+
+    swaps = []
+
+    def interrupted(real):
+        def swap(function, code):
+            swaps.append(function)
+            if len(swaps) == 2:  # as a signal would, between the first and second
+                raise KeyboardInterrupt
+            real(function, code)
+
+        return swap
+
+    monkeypatch.setattr(swapped, "set_code", interrupted(swapped.set_code))
+    if swapped.set_dispatcher is not None:
+        monkeypatch.setattr(swapped, "set_dispatcher", interrupted(swapped.set_dispatcher))
+    with pytest.raises(KeyboardInterrupt):
+        with cq.using_engine(domain, "fast"):
+            pass
+    monkeypatch.undo()
+    assert [f(1) for f in marked.values()] == [("reference", 1)] * 3
+    with cq.using_engine(domain, "fast"):
+        assert [f(1) for f in marked.values()] == [("fast", 1)] * 3
+    assert [f(1) for f in marked.values()] == [("reference", 1)] * 3
+
+
 def test_candidates_that_are_not_plain_functions_keep_the_dispatcher(unique):
     domain = cq.AccelerationDomain(unique())
 
@@ -388,6 +470,30 @@ def test_pickling_finds_the_marked_function_by_reference(write_module, unique):
     assert pickle.loads(pickle.dumps(module.double)) is module.double
     module.double(1)  # on its own code now: the same object all the same
     assert pickle.loads(pickle.dumps(module.double)) is module.double
+
+
+def test_pickled_by_value_it_is_the_librarys_function_or_a_clear_error(write_module, unique):
+    """cloudpickle pickles a function of __main__ (or of a module registered with it) by
+    value: on the reference that is an unmarked copy of the library's function; in any
+    other state its code is coheriq's, and pickling says so (the adoption guide too)."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    name = unique("by_value")
+    write_module(name, PICKLED)
+    module = importlib.import_module(name)
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        with pytest.raises(TypeError, match="pickled by value"):
+            cloudpickle.dumps(module.double)  # before the domain settles, it looks
+        assert module.double(2) == 4  # settles on the reference
+        copy = pickle.loads(cloudpickle.dumps(module.double))
+        assert copy is not module.double and copy(3) == 6
+        with pytest.raises(cq.CoheriqError):
+            cq.explain(copy)  # a copy of the library's function: not a candidate
+        with cq.using_engine(module.domain, cq.REFERENCE):
+            with pytest.raises(TypeError, match="pickled by value"):
+                cloudpickle.dumps(module.double)
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
 
 
 MODULE_V1 = """

@@ -221,6 +221,12 @@ class CandidateInfo:
         """Whether the candidate is a class."""
         return isinstance(self.reference, type)
 
+    def __reduce__(self) -> tuple[type[None], tuple[()]]:
+        """Pickle as None: a marked function pickled by value (cloudpickle does so
+        for a function of ``__main__``) is a copy of the library's function, which
+        no domain marked; its ``__dict__`` carries this mark, which is not copied."""
+        return type(None), ()
+
     def __repr__(self) -> str:
         return f"<candidate {self.name!r} of domain {self.domain.name!r}>"
 
@@ -329,7 +335,7 @@ class Switchboard:
         # and finder they read; whether they run their slot without looking.
         self._swapped: dict[str, SwappedProxy] = {}
         self._swap_board = Board(current)
-        self.runs_directly = False
+        self.runs_directly: bool | None = False  # None: a swap of them all was stopped
         # Until the domain settles there is no implementation to call directly:
         # every call looks at the context, which settles the domain.
         self._write(self._scoped, True)
@@ -564,12 +570,15 @@ class Switchboard:
         """
         if self.retired or directly is self.runs_directly:
             return
-        self.runs_directly = directly
+        # Neither until every proxy is swapped: a swap that an exception stops (a
+        # KeyboardInterrupt between two proxies) is done again by the next call.
+        self.runs_directly = None
         for swapped in list(self._swapped.values()):
             if directly:
                 swapped.run(swapped.cell.value)
             else:
                 swapped.look()
+        self.runs_directly = directly
 
     def retire(self, current: Callable[[], Any]) -> None:
         """From now on, look at the context on every call, through ``current`` alone.

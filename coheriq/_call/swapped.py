@@ -101,6 +101,17 @@ _BOARD, _CELL, _TARGET = "\0coheriq board", "\0coheriq cell", "\0coheriq target"
 _NAME = "\0coheriq name"
 
 
+def _not_by_value(obj: object) -> Any:
+    """Refuse to pickle a trampoline's constant (a function pickled by value, with its code)."""
+    raise TypeError(
+        "A marked function's trampoline cannot be pickled: a marked function pickled "
+        "by value (cloudpickle does so for a function defined in __main__) carries its "
+        "code, which is the library's own only while its domain runs the reference "
+        "outside blocks, profiles and verifications. Pickle it there, or define it in "
+        "an importable module, which pickles it by reference."
+    )
+
+
 class Board:
     """What every looking trampoline of one copy of a domain reads: the flag and the finder.
 
@@ -116,6 +127,8 @@ class Board:
         self.scoped = True
         self.current = current
 
+    __reduce__ = _not_by_value
+
 
 class Cell:
     """A candidate's slot as its looking trampoline reads it: ``value``, what a call runs
@@ -125,6 +138,8 @@ class Cell:
 
     def __init__(self) -> None:
         self.value: Any = None
+
+    __reduce__ = _not_by_value
 
 
 def not_swappable(fn: object) -> str | None:
@@ -181,6 +196,10 @@ class SwappedProxy:
         # The candidate's compiled proxy, which calls dispatch through where it is
         # given (and set_dispatcher is there): see _dispatch.
         self._dispatcher = dispatcher if set_dispatcher is not None else None
+        if self._dispatcher is not None:
+            # Its code's constant: what pickling the function by value meets first.
+            # (Pickle reads __reduce_ex__ from the instance's __dict__ before its type.)
+            self._dispatcher.__reduce_ex__ = _not_by_value
         self._kept: list[Any] = []
         self._running: tuple[Any, Any] | None = None
         self._looking: Any = None
