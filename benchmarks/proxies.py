@@ -2,11 +2,13 @@
 
 Run ``python benchmarks/proxies.py PYTHON [PYTHON ...]``, each PYTHON an
 interpreter with coheriq installed (``pip install -e .`` builds the compiled proxy
-for it). For each, ``benchmarks/run.py --only dispatch`` runs three times: with
-plain functions on the code-swapped proxy (``swapped``: the default, classes on
-the compiled proxy), and with every candidate on the compiled proxy
-(``COHERIQ_SWAP_CODE=0``) and on the pure-Python one (also
-``COHERIQ_PURE_PYTHON=1``), each run pairing every statement with its baseline
+for it). For each, ``benchmarks/run.py --only dispatch`` runs four times: with
+plain functions on the code-swapped proxy, with the compiled part (``swapped``,
+column ``swap``: the default, classes on the compiled proxy) and without it
+(``swapped-pure``, ``swap-py``: ``COHERIQ_PURE_PYTHON=1``, what an install
+without a compiler runs), and with every candidate on the compiled proxy
+(``compiled``: ``COHERIQ_SWAP_CODE=0``) and on the pure-Python one (``python``:
+both settings), each run pairing every statement with its baseline
 in one process as run.py always does, in 15 rounds of 150,000 calls. ``--record DIR`` writes each
 run's figures to ``DIR/<python>-<proxy>/`` and the comparison to
 ``DIR/proxies.txt`` and ``DIR/proxies.json``, which the performance page shows;
@@ -51,7 +53,7 @@ CASES = [
 # Each kind's column label.
 LABELS = {"swapped": "swap", "swapped-pure": "swap-py", "compiled": "comp", "python": "pyth"}
 # Each run's plan: 15 rounds of 150,000 calls a case (run.py's own is 31 of 300,000),
-# so that the nine runs of three Pythons take minutes, not an hour.
+# so that the sixteen runs of four Pythons take minutes, not an hour.
 ROUNDS, NUMBER = 15, 150_000
 
 # Each kind: its settings, COHERIQ_SWAP_CODE and COHERIQ_PURE_PYTHON.
@@ -92,9 +94,16 @@ def measure(python: str, proxy: str, folder: Path, quick: bool) -> dict[str, dic
     return with_targets({row["case"]: row for row in run["rows"]})
 
 
+# An interpreter's version, with a "t" for a free-threaded build (as its command is named).
+VERSION = (
+    "import platform, sysconfig; free = sysconfig.get_config_var('Py_GIL_DISABLED'); "
+    "print(platform.python_version() + ('t' if free else ''))"
+)
+
+
 def version_of(python: str) -> str:
     return subprocess.run(
-        [python, "-c", "import platform; print(platform.python_version())"],
+        [python, "-c", VERSION],
         capture_output=True,
         text=True,
         check=True,
@@ -130,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def order(column: tuple[str, str]) -> tuple[list[int], int]:  # by version, then proxy
         version, proxy = column
-        return [int(part) for part in version.split(".")], list(PROXIES).index(proxy)
+        return [int(part.rstrip("t")) for part in version.split(".")], list(PROXIES).index(proxy)
 
     runs = {column: runs[column] for column in sorted(runs, key=order)}
     if not runs:
@@ -138,20 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     width = max(len(case) for case in CASES) + 2
     rule = max(len(targets.rule(case)) for case in CASES) + 4
     head = f"{'median ratio':<{width}}{'target':<{rule}}" + "".join(
-        f"{f'{v} {LABELS[p]}':>16}" for v, p in runs
+        f"{f'{v} {LABELS[p]}':>17}" for v, p in runs
     )
     lines = [head, "-" * len(head)]
     for case in CASES:
         cells = "".join(
-            f"{rows[case]['median']:>14.2f}x{'*' if rows[case]['verdict'] == 'MISSED' else ' '}"
+            f"{rows[case]['median']:>15.2f}x{'*' if rows[case]['verdict'] == 'MISSED' else ' '}"
             if case in rows
-            else f"{'-':>15} "  # recorded before the case existed
+            else f"{'-':>16} "  # recorded before the case existed
             for rows in runs.values()
         )
         target = f"<= {targets.rule(case)}" if targets.rule(case) else ""
         lines.append(f"{case:<{width}}{target:<{rule}}{cells}".rstrip())
     direct = "call, global engine, positional"
-    ns = "".join(f"{rows[direct]['baseline_ns']:>14.0f}ns" for rows in runs.values())
+    ns = "".join(f"{rows[direct]['baseline_ns']:>15.0f}ns" for rows in runs.values())
     lines.append(f"{'direct call of impl(1), ns':<{width}}{'':<{rule}}{ns}")
     lines.append(
         "floor: functools.partial(impl), in the same run; *: over its target"

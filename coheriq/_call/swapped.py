@@ -35,13 +35,15 @@ candidate (a dead reference to each), since CPython takes a new code object
 only with as many.
 
 Where coheriq's compiled part runs (:mod:`coheriq._call.compiled`), a function
-that must not run its own code dispatches from C instead of through a trampoline
-frame: its code is a trampoline that calls the candidate's compiled proxy, and
-its vectorcall calls that proxy directly (``set_dispatcher``), so that a call on
-an engine or in a block costs what the compiled proxy's does and shows no frame
-of coheriq's. Not on CPython 3.11, whose interpreter runs a function's code
-whatever its vectorcall: there, and without the compiled part, the trampolines
-above run.
+that must look dispatches from C instead of through the looking trampoline: its
+code is a trampoline that calls the candidate's compiled proxy, and its
+vectorcall calls that proxy directly (``set_dispatcher``), so that a call in a
+block costs about what the compiled proxy's does and shows no frame of
+coheriq's. On an engine it does so before CPython 3.11 only: from 3.11 on the
+engine trampoline is the cheaper, since the interpreter inlines its call of the
+engine's implementation. Not on CPython 3.11 at all, whose interpreter runs a
+function's code whatever its vectorcall: there, and without the compiled part,
+the trampolines above run.
 
 A swap is one assignment to ``__code__``: a thread already running the old code
 finishes it, and the next call runs the new. On a free-threaded CPython every
@@ -95,6 +97,13 @@ def _free_threaded() -> bool:
 # Where a call may read a function's old code while another thread assigns a new
 # one, every code a proxy ran stays alive (see SwappedProxy._install).
 _FREE_THREADED = _free_threaded()
+
+# Whether a function settled on an engine calls it through the compiled dispatcher (where
+# it has one) rather than through a trampoline. Measured (benchmarks/results/proxies):
+# before 3.11 a trampoline is a whole extra call, the cheaper in C; from 3.11 on the
+# interpreter inlines the trampoline's call of the engine's Python implementation, which
+# a call from C never is, and the trampoline is the cheaper (3.13: 1.89x against 2.24x).
+_ENGINE_THROUGH_DISPATCHER = sys.version_info < (3, 11)
 
 # Placeholders in the generated source, replaced by the objects they stand for.
 _BOARD, _CELL, _TARGET = "\0coheriq board", "\0coheriq cell", "\0coheriq target"
@@ -240,8 +249,8 @@ class SwappedProxy:
         if target is self._direct_for:
             self._install(self._direct)
             return
-        if self._dispatcher is not None:  # its cell holds target too
-            self._dispatch()
+        if self._dispatcher is not None and _ENGINE_THROUGH_DISPATCHER:
+            self._dispatch()  # its cell holds target too
             return
         running = self._running
         if running is None or running[0] is not target:

@@ -1,9 +1,10 @@
-"""coheriq's three proxies on each Python, from the recorded run.
+"""coheriq's proxies on each Python, from the recorded run.
 
 Reads ``benchmarks/results/proxies/proxies.json``, which ``benchmarks/proxies.py
 --record benchmarks/results/proxies PYTHON...`` writes. For four cases, the
-median ratio to a direct call on each proxy (the code-swapped function, the
-compiled proxy, the pure-Python proxy) and each Python, and across each
+median ratio to a direct call on each proxy (the code-swapped function with the
+compiled part and without it, the compiled proxy, the pure-Python proxy) and
+each Python, and across each
 Python's bars the case's target on that Python as a dashed line: for a call on
 the reference where no block ever opened, 1.05 times the unmarked function; for
 the others, a multiple of the floor of any callable written in C
@@ -24,6 +25,7 @@ from drawing import MUTED, OVER
 RECORDED = DOCS.parent / "benchmarks" / "results" / "proxies" / "proxies.json"
 PROXIES = {
     "swapped": ("#1b7f4b", "code-swapped function"),
+    "swapped-pure": ("#8fcfa8", "code-swapped function, no compiled part"),
     "compiled": ("#2e6da4", "compiled proxy"),
     "python": ("#b8c4d0", "pure-Python proxy"),
 }
@@ -39,11 +41,13 @@ FLOOR = "floor: functools.partial(impl)"
 def draw() -> None:
     runs = json.loads(RECORDED.read_text(encoding="utf-8"))
     versions = sorted(
-        {label.split()[0] for label in runs}, key=lambda v: tuple(map(int, v.split(".")))
+        {label.split()[0] for label in runs},
+        key=lambda v: tuple(int(part.rstrip("t")) for part in v.split(".")),  # 3.13.15t
     )
-    _, axes_row = plt.subplots(1, len(CASES), figsize=(13, 3.9), sharey=True)
-    width = 0.27
-    offsets = {"swapped": -width, "compiled": 0.0, "python": width}
+    _, axes_row = plt.subplots(1, len(CASES), figsize=(16, 4.2), sharey=True)
+    width = 0.21
+    offsets = {"swapped": -1.5 * width, "swapped-pure": -0.5 * width}
+    offsets |= {"compiled": 0.5 * width, "python": 1.5 * width}
     for axes, (case, title) in zip(axes_row, CASES, strict=True):
         rule = ""
         for x, version in enumerate(versions):
@@ -58,17 +62,17 @@ def draw() -> None:
                     f"{row['median']:.2f}",
                     ha="center",
                     va="bottom",
-                    fontsize=5.5,
+                    fontsize=5,
                     color=OVER if row["verdict"] == "MISSED" else "black",
                 )
             # The floor and the target of one run of this Python (the compiled
             # proxy's, as the pages' prose quotes them), across its bars.
-            order = ("compiled", "swapped", "python")
+            order = ("compiled", "swapped", "swapped-pure", "python")
             found = [runs[f"{version} {p}"] for p in order if f"{version} {p}" in runs]
             run = next((r for r in found if case in r), None)
             if run is None:
                 continue
-            span = [x - 1.5 * width, x + 1.5 * width]
+            span = [x - 2 * width, x + 2 * width]
             if case != CASES[0][0]:
                 axes.plot(span, [run[FLOOR]["median"]] * 2, color="black", linewidth=1.5)
             if run[case]["target"] is not None:
