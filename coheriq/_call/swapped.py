@@ -173,8 +173,9 @@ class SwappedProxy:
     What a code object holds is invisible to the garbage collector (code is not
     tracked), so what the installed code's constants hold stays alive, with
     whatever it reaches, as long as the code: the trampolines hold only the
-    board, the cell and the target, and :meth:`release` leaves the candidate's
-    own code, which holds nothing of the domain's.
+    board, the cell and the target (or ``dispatcher``, the candidate's compiled
+    proxy, through which calls then go from C), and :meth:`release` leaves the
+    candidate's own code, which holds nothing of the domain's.
 
     Raises:
         ValueError: (from the constructor) this Python cannot give a trampoline
@@ -202,8 +203,8 @@ class SwappedProxy:
         self.name = name
         self.cell = Cell()
         self._board = board
-        # The candidate's compiled proxy, which calls dispatch through where it is
-        # given (and set_dispatcher is there): see _dispatch.
+        # The candidate's compiled proxy, where the compiled part can send the
+        # function's calls through it (see _dispatch); else None.
         self._dispatcher = dispatcher if set_dispatcher is not None else None
         if self._dispatcher is not None:
             # Its code's constant: what pickling the function by value meets first.
