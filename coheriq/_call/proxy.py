@@ -63,6 +63,7 @@ from .._stdlib import (
 )
 from .compiled import IMPLEMENTATION as _PROXY_IMPLEMENTATION
 from .compiled import compiled as _compiled
+from .compiled import set_dispatcher as _set_dispatcher
 from .generated import Method, on_one_line, parameter_lists
 from .swapped import Board, SwappedProxy, not_swappable
 
@@ -388,7 +389,7 @@ class Switchboard:
         if not _SWAP_CODE or not_swappable(info.reference) is not None:
             return None
         dispatcher = None
-        if _compiled is not None:  # calls in a block or on an engine go through it
+        if _set_dispatcher is not None:  # calls that look go through it, from C
             slot = self._slot(info.name)
             self.namespace.setdefault(slot, None)
             fn = info.reference
