@@ -101,6 +101,14 @@ VERSION = (
 )
 
 
+def implementation_of(python: str) -> str:
+    """The first word of what ``python`` says of its proxy where it may use the compiled one."""
+    command = [python, "-c", "import coheriq; print(coheriq.proxy_implementation())"]
+    env = {**os.environ, "COHERIQ_PURE_PYTHON": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    return done.stdout.split()[0]
+
+
 def version_of(python: str) -> str:
     return subprocess.run(
         [python, "-c", VERSION],
@@ -131,7 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         runs.update({tuple(label.split(" ")): with_targets(rows) for label, rows in kept.items()})  # type: ignore[misc]
     for python in args.pythons:
         version = version_of(python)
+        compiled = implementation_of(python) == "compiled"
         for proxy in PROXIES:
+            if PROXIES[proxy]["COHERIQ_PURE_PYTHON"] == "0" and not compiled:
+                print(f"left out: {python}, {proxy}: no compiled part", file=sys.stderr)
+                continue
             print(f"Python {version}, {proxy} proxy ...", file=sys.stderr, flush=True)
             found = measure(python, proxy, base / f"{version}-{proxy}", args.quick)
             if found is not None:

@@ -7,6 +7,7 @@ runnable and hold the import promise, which is not a timing.
 import json
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 from conftest import LIBRARY, compiled_proxy_built, run_python
@@ -99,6 +100,8 @@ def test_the_proxies_comparison_runs_each_proxy_in_quick_mode(tmp_path):
         check=True,
     )
     version = ".".join(map(str, sys.version_info[:3]))
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        version += "t"  # as a free-threaded build's column is named
     table = (tmp_path / "proxies.txt").read_text(encoding="utf-8")
     assert table == done.stdout
     # A column for each proxy this Python runs, each a run on the proxy it names
