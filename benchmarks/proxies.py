@@ -94,28 +94,23 @@ def measure(python: str, proxy: str, folder: Path, quick: bool) -> dict[str, dic
     return with_targets({row["case"]: row for row in run["rows"]})
 
 
-# An interpreter's version, with a "t" for a free-threaded build (as its command is named).
-VERSION = (
-    "import platform, sysconfig; free = sysconfig.get_config_var('Py_GIL_DISABLED'); "
-    "print(platform.python_version() + ('t' if free else ''))"
+# What an interpreter is: its version, with a "t" for a free-threaded build (as its
+# command is named), and the first word of what it says of its proxy where it may use
+# the compiled one.
+DESCRIBE = (
+    "import platform, sysconfig, coheriq; free = sysconfig.get_config_var('Py_GIL_DISABLED'); "
+    "print(platform.python_version() + ('t' if free else ''), coheriq.proxy_implementation())"
 )
 
 
-def implementation_of(python: str) -> str:
-    """The first word of what ``python`` says of its proxy where it may use the compiled one."""
-    command = [python, "-c", "import coheriq; print(coheriq.proxy_implementation())"]
+def describe(python: str) -> tuple[str, bool]:
+    """``python``'s version, and whether it runs the compiled part."""
     env = {**os.environ, "COHERIQ_PURE_PYTHON": "0"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    return done.stdout.split()[0]
-
-
-def version_of(python: str) -> str:
-    return subprocess.run(
-        [python, "-c", VERSION],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    done = subprocess.run(
+        [python, "-c", DESCRIBE], capture_output=True, text=True, env=env, check=True
+    )
+    version, implementation = done.stdout.split()[:2]
+    return version, implementation == "compiled"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         kept = json.loads((base / "proxies.json").read_text(encoding="utf-8"))
         runs.update({tuple(label.split(" ")): with_targets(rows) for label, rows in kept.items()})  # type: ignore[misc]
     for python in args.pythons:
-        version = version_of(python)
-        compiled = implementation_of(python) == "compiled"
+        version, compiled = describe(python)
         for proxy in PROXIES:
             if PROXIES[proxy]["COHERIQ_PURE_PYTHON"] == "0" and not compiled:
                 print(f"left out: {python}, {proxy}: no compiled part", file=sys.stderr)

@@ -686,8 +686,9 @@ static PyTypeObject ProxyType = {
  * interpreter inlines only calls whose vectorcall is CPython's; the version guard
  * of a specialized call fails, since setting a vectorcall clears the version), so
  * the trampoline runs only if something calls the code past the function. 3.11
- * inlines every call of a function whatever its vectorcall: there the trampoline
- * runs, which is right, only slower; swapped.py does not ask for it there. */
+ * inlines every call of a function whatever its vectorcall, so the module has no
+ * set_dispatcher there, and swapped.py keeps its trampolines. */
+#define HAS_DISPATCHER (PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000)
 #if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x03100000
 #  define VERSION_BY_CODE 1
 #  if PY_VERSION_HEX >= 0x030E0000
@@ -762,18 +763,13 @@ set_code(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+#if HAS_DISPATCHER
 static PyObject *
 set_dispatcher(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (parse_swap("set_dispatcher", args, nargs) < 0) {
         return NULL;
     }
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    PyErr_SetString(PyExc_RuntimeError,
-                    "set_dispatcher() is not for CPython 3.11, which inlines every call "
-                    "of a Python function whatever its vectorcall.");
-    return NULL;
-#else
     PyFunctionObject *f = (PyFunctionObject *)args[0];
     PyObject *code = args[1];
     if (dispatcher_of(code) == NULL) {
@@ -788,15 +784,17 @@ set_dispatcher(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         set_function_vectorcall(f, dispatching_vectorcall);
     }
     Py_RETURN_NONE;
-#endif
 }
+#endif
 
 static PyMethodDef cproxy_functions[] = {
     {"set_code", (PyCFunction)(void (*)(void))set_code, METH_FASTCALL,
      "set_code(function, code): function.__code__ = code, and its calls specialize again."},
+#if HAS_DISPATCHER
     {"set_dispatcher", (PyCFunction)(void (*)(void))set_dispatcher, METH_FASTCALL,
      "set_dispatcher(function, code): function.__code__ = code, and its calls call the "
      "Proxy that is the code's last constant, from C."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -834,7 +832,7 @@ cproxy_exec(PyObject *module)
     }
     /* proxy.py uses this module only if it is the version it was written for: an
      * editable install whose extension was built from older source falls back. */
-    if (PyModule_AddIntConstant(module, "VERSION", 5) < 0) {
+    if (PyModule_AddIntConstant(module, "VERSION", 6) < 0) {
         return -1;
     }
     PyTypeObject *types[] = {&BoardType, &CellType, &ProxyType};

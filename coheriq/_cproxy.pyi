@@ -39,5 +39,6 @@ class Proxy:
 def set_code(function: Callable[..., Any], code: Any, /) -> None:
     """``function.__code__ = code``; on CPython 3.13+ its calls are specialized again."""
 
+# Not on CPython 3.11, whose interpreter runs a function's code whatever its vectorcall.
 def set_dispatcher(function: Callable[..., Any], code: Any, /) -> None:
     """``function.__code__ = code``; its calls then call the code's last constant, a Proxy."""

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # The VERSION of coheriq/_cproxy.c that this package drives.
-COMPILED_VERSION = 5
+COMPILED_VERSION = 6
 
 
 def load() -> tuple[Any, str]:
@@ -89,7 +89,7 @@ set_code: Callable[[FunctionType, CodeType], None] = (
 # set_dispatcher(function, code): function.__code__ = code, a trampoline to a compiled
 # proxy, its last constant, which calls of the function then call from C, with no frame
 # of the trampoline's. None without the compiled part, and on CPython 3.11, whose
-# interpreter runs a function's code whatever its vectorcall (see _cproxy.c).
-set_dispatcher: Callable[[FunctionType, CodeType], None] | None = (
-    compiled.set_dispatcher if compiled is not None and sys.version_info[:2] != (3, 11) else None
+# interpreter runs a function's code whatever its vectorcall (_cproxy.c leaves it out).
+set_dispatcher: Callable[[FunctionType, CodeType], None] | None = getattr(
+    compiled, "set_dispatcher", None
 )

@@ -203,13 +203,13 @@ class SwappedProxy:
         self.name = name
         self.cell = Cell()
         self._board = board
-        # The candidate's compiled proxy, where the compiled part can send the
-        # function's calls through it (see _dispatch); else None.
-        self._dispatcher = dispatcher if set_dispatcher is not None else None
-        if self._dispatcher is not None:
+        # The candidate's compiled proxy, given where the compiled part can send the
+        # function's calls through it (set_dispatcher; see _dispatch); else None.
+        self._dispatcher = dispatcher
+        if dispatcher is not None:
             # Its code's constant: what pickling the function by value meets first.
             # (Pickle reads __reduce_ex__ from the instance's __dict__ before its type.)
-            self._dispatcher.__reduce_ex__ = _not_by_value
+            dispatcher.__reduce_ex__ = _not_by_value
         self._kept: list[Any] = []
         self._running: tuple[Any, Any] | None = None
         self._looking: Any = None
