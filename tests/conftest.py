@@ -47,16 +47,21 @@ def compiled_proxy_built() -> bool:
 
 
 def swapped_functions_dispatch_in_c(compiled: bool | None = None) -> bool:
-    """Whether a code-swapped function that must dispatch (before its domain settles, on
-    an engine, in a block) does so from C, with no trampoline frame: wherever the compiled
-    part runs, except on CPython 3.11, whose interpreter runs a function's code whatever
-    its vectorcall. ``compiled``: whether the compiled part runs (default: in this process).
+    """Whether a code-swapped function that must look at the context (before its domain
+    settles, in a block) does so from C, with no trampoline frame: wherever the compiled
+    part runs and has ``set_dispatcher`` (not on CPython 3.11, whose interpreter runs a
+    function's code whatever its vectorcall). ``compiled``: whether the compiled part
+    runs (default: in this process).
     """
     from coheriq import proxy_implementation
 
     if compiled is None:
         compiled = proxy_implementation() == "compiled"
-    return compiled and sys.version_info[:2] != (3, 11)
+    if not compiled:
+        return False
+    from coheriq import _cproxy
+
+    return hasattr(_cproxy, "set_dispatcher")
 
 
 def functions_swapped() -> bool:
