@@ -22,9 +22,15 @@ the module as they would without coheriq.
 from __future__ import annotations
 
 import sys
-from importlib.abc import Loader
 
 from .._stdlib import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
+else:
+    # importlib.abc imports importlib.resources (about 20 ms, in every process that
+    # COHERIQ_ACCELERATE starts); the import system needs no base class, only exec_module.
+    Loader = object
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
