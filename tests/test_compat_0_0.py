@@ -585,3 +585,42 @@ def test_page_exception_tree_is_the_live_one():
     with redirect_stdout(printed):
         exec(compile(code, str(MIGRATING), "exec"), {"__name__": "migrating"})
     assert printed.getvalue() == drawn, "the live tree is:\n" + printed.getvalue()
+
+
+def test_the_modules_of_0_0_import_as_they_did(unique):
+    """0.0.x's own suite imports ``from coheriq import activation`` and the class modules."""
+    from coheriq import activation, domain, engine
+
+    name = unique("oldmods")
+    lib = domain.AccelerationDomain(name)
+
+    def f():
+        return 42
+
+    def g():
+        return 7
+
+    wrapped = lib.acceleration_candidate(f)
+    lib.materialize()
+    fast = engine.AccelerationEngine(name, "fast")
+    fast.override(name="f")(g)
+    fast.materialize()
+    assert activation.available_engines(name) == ("fast",)
+    activation.enable_engine(lib, "fast")
+    assert wrapped() == 7
+    assert activation.active_implementation(name) == "fast"
+    assert domain.REFERENCE == coheriq.REFERENCE == "reference"
+    # The same objects as coheriq's own names: isinstance and except clauses agree.
+    assert activation.enable_engine is coheriq.enable_engine
+    assert activation.resolve_impl is coheriq.resolve_impl
+    assert domain.AccelerationDomain is coheriq.AccelerationDomain
+    assert engine.AccelerationEngine is coheriq.AccelerationEngine
+
+
+def test_the_modules_of_0_0_are_not_imported_by_import_coheriq():
+    """Kept for old code only: a program that never names them does not load them."""
+    old_modules = ("coheriq.activation", "coheriq.domain", "coheriq.engine")
+    code = f"import sys, coheriq; print([m for m in {old_modules!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
