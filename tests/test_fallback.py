@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+import sys
 import threading
+import types
 
 import pytest
 
@@ -229,3 +232,84 @@ def test_an_explanation_with_no_engine_says_so_in_words(engines, monkeypatch):
     assert explained.engine is None
     assert "has no engine it can run yet" in str(explained)
     assert "engine None" not in str(explained)
+
+
+LATE_MODULE = """
+from {holder} import domain
+
+
+@domain.acceleration_candidate
+def fit(xs):
+    return ("reference", len(xs))
+"""
+
+
+@pytest.mark.parametrize("how", ["enable_engine", "using_engine", "variable"])
+def test_a_candidate_marked_after_a_list_was_chosen_follows_the_list(
+    unique, tmp_path, monkeypatch, how
+):
+    # A lazily imported module marks a declared candidate once the choice is made.
+    name = unique("latelib")
+    domain = cq.AccelerationDomain(name, env_prefix=name.upper())
+    monkeypatch.delenv(f"{name.upper()}_ENGINE", raising=False)
+
+    @domain.acceleration_candidate
+    def total(xs):
+        return ("reference", sum(xs))
+
+    domain.declare(f"{name}_late", functions=["fit"])
+    domain.materialize()
+    monkeypatch.setitem(sys.modules, f"{name}_holder", types.SimpleNamespace(domain=domain))
+    (tmp_path / f"{name}_late.py").write_text(LATE_MODULE.format(holder=f"{name}_holder"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def too_few(self, xs):
+        return "fewer than 3 values" if len(xs) < 3 else None
+
+    class Picky(cq.engine_class(name), name="picky"):
+        def total(self, xs):
+            return ("picky", sum(xs))
+
+        @cq.may_decline(when=too_few)
+        def fit(self, xs):
+            return ("picky", len(xs))
+
+    class Steady(cq.engine_class(name), name="steady"):
+        def fit(self, xs):
+            return ("steady", len(xs))
+
+    def import_and_fit():
+        assert total([1]) == ("picky", 1)  # the first call makes the choice
+        late = importlib.import_module(f"{name}_late")
+        return late.fit([1, 2, 3]), late.fit([1]), cq.explain(late.fit, [1]).answers
+
+    if how == "using_engine":
+        with cq.using_engine(name, ["picky", "steady"]):
+            found = import_and_fit()
+    else:
+        if how == "enable_engine":
+            cq.enable_engine(name, ["picky", "steady"])
+        else:
+            monkeypatch.setenv(f"{name.upper()}_ENGINE", "picky, steady")
+        found = import_and_fit()
+    monkeypatch.delitem(sys.modules, f"{name}_late")
+    assert found == (("picky", 3), ("steady", 1), "steady")
+
+
+def test_a_declared_submodule_of_an_outside_library_imports_under_a_list(tmp_path):
+    from test_outside import lay_out, ok, python
+
+    out = ok(
+        python(
+            lay_out(tmp_path),
+            """
+            import coheriq
+            coheriq.accelerate("shapes", "fast, reference")
+            import shapes, shapes_fast
+            print(shapes.area(shapes.Shape(3)))
+            import shapes.heavy
+            print(shapes.heavy.smooth([2.0]), shapes_fast.calls)
+            """,
+        )
+    )
+    assert out.splitlines() == ["9", "[1.0] ['area', 'smooth']"]

@@ -560,22 +560,27 @@ class Engines:
 
     def _members_then(self, cls: EngineMeta, then: tuple[Any, ...]) -> Mapping[str, Any]:
         """:meth:`members_of` ``cls``, whose declining calls go on to the engines ``then``."""
-        from .declines import Chain, chain_of  # imported with the first engine class (meta)
-
         key = (cls, then)
         members = self._then.get(key)
         if members is None:
-            members = dict(self.members_of(cls))
-            for name, member in members.items():
-                chain = chain_of(member)
-                if chain is not None and not chain.steps[-1].final:
-                    later = self._later(then, name, {step.owner for step in chain.steps})
-                    members[name] = Chain(
-                        self.state, name, chain.steps, chain.reference, later
-                    ).function
+            members = {
+                name: self._then_member(then, name, member)
+                for name, member in self.members_of(cls).items()
+            }
             with self.state.lock:
                 members = self._then.setdefault(key, members)
         return members
+
+    def _then_member(self, then: tuple[Any, ...], name: str, member: Any) -> Any:
+        """``member``, what a call of ``name`` runs on an engine, going on to the engines
+        ``then`` where all its implementations decline."""
+        from .declines import Chain, chain_of  # imported with the first engine class (meta)
+
+        chain = chain_of(member)
+        if chain is None or chain.steps[-1].final:
+            return member
+        later = self._later(then, name, {step.owner for step in chain.steps})
+        return Chain(self.state, name, chain.steps, chain.reference, later).function
 
     def _later(
         self, then: tuple[Any, ...], name: str, tried: set[Any]
@@ -676,6 +681,10 @@ class Engines:
             self._refresh_isinstance(name)
         for cls, instance in self._started.items():
             self._instances[cls][name] = self._member(cls, instance, name)
+        # And the members of each engine chosen from an ordered list, which choices
+        # and blocks hold (copies of the above, going on to the engines after it).
+        for (cls, then), members in self._then.items():
+            members[name] = self._then_member(then, name, self._instances[cls][name])
 
     def reinit_in_child(self) -> None:
         """In a forked child: forget the starts that threads of the parent had in flight."""
