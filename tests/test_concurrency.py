@@ -221,6 +221,7 @@ def test_many_tasks_and_threads_each_see_their_own_scope(lib, two_engines):
     assert lib.total([1]) == ("slow", 1)
 
 
+@pytest.mark.slow
 def test_a_million_scopes_leave_memory_flat(lib, two_engines):
     scope = cq.using_engine(lib.name, "fast")
     for _ in range(10_000):  # warm up: the engine instance, caches

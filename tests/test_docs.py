@@ -42,6 +42,7 @@ def _installed_ragbatch_engines() -> list[str] | None:
     return listed.stdout.split() if listed.returncode == 0 else None
 
 
+@pytest.mark.slow
 def test_included_examples_pass():
     engines = _installed_ragbatch_engines()
     if engines is None:
@@ -85,7 +86,9 @@ def test_the_readme_first_check_is_a_part_of_the_tests_that_ci_runs_whole():
     assert left_out and all((ROOT / path).is_file() for path in left_out), left_out
     assert "tests/test_docs_build.py" in left_out  # minutes, and a new venv
     assert "COHERIQ_EXPECT_PROXY=compiled" in first and "--forked" not in first
+    assert "-m 'not slow'" in first  # the tests marked slow: a download, a soak
     # The test command (what .ci/run reads, the line after "# the tests") leaves out nothing.
     whole = _readme_command_after("# the tests")
     assert "'.[test]'" in whole and "--forked" in whole
     assert "--ignore" not in whole and "--hypothesis-profile" not in whole
+    assert "not slow" not in whole  # the slow tests too

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -353,4 +354,4 @@ def env_var(domain):
     return f"{domain.upper()}_ENGINE"
 
 
-TestCoheriqModel = CoheriqModel.TestCase
+TestCoheriqModel = pytest.mark.slow(CoheriqModel.TestCase)

@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # needs Python 3.11; on 3.10 the newest there is.
 VERSION = "8.0.2" if sys.version_info >= (3, 11) else "7.3.3"
 TIMEOUT = 600
+# A download and a virtual environment the first time: the README's first check leaves
+# this file out.
+pytestmark = pytest.mark.slow
 HOME = Path(tempfile.gettempdir()) / (
     f"coheriq-cachetools-{VERSION}-py{sys.version_info[0]}.{sys.version_info[1]}"
 )
