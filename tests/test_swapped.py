@@ -562,3 +562,102 @@ def test_an_async_candidate_marked_again_is_still_a_coroutine_function(write_mod
         assert inspect.iscoroutinefunction(held)
     else:  # asyncio's marker; asyncio.iscoroutinefunction is deprecated from 3.14
         assert asyncio.iscoroutinefunction(held)
+
+
+ENGINE_MODULE = """
+import __main__
+import coheriq
+
+
+class Fast(coheriq.engine_class(__main__.domain), name="fast"):
+    def double(self, x):
+        return ("fast", 2 * x)
+"""
+
+BY_VALUE = """
+import pickle, sys
+sys.path.insert(0, {path!r})
+import cloudpickle
+import coheriq
+
+domain = coheriq.AccelerationDomain("by_value_main")
+
+
+@domain.acceleration_candidate
+def double(x):
+    return ("reference", 2 * x)
+
+
+domain.materialize()
+{engine}
+coheriq.enable_engine(domain, "fast")
+assert double(1) == ("fast", 2)
+
+
+def pickled():
+    try:
+        return pickle.loads(cloudpickle.dumps(double))(1)
+    except TypeError as error:
+        return str(error)
+
+
+print(repr(pickled()))
+with coheriq.using_engine(domain, "fast"):
+    print(repr(pickled()))
+"""
+
+ENGINE_IN_MAIN = """
+class Fast(coheriq.engine_class(domain), name="fast"):
+    def double(self, x):
+        return ("fast", 2 * x)
+"""
+
+
+@pytest.mark.parametrize("where", ["an importable module", "__main__"])
+def test_pickled_by_value_on_an_engine_it_is_refused_saying_why(tmp_path, unique, where):
+    """A marked function of __main__ (which cloudpickle pickles by value) on an engine
+    is refused with coheriq's TypeError, never copied with a private engine, wherever
+    the engine class is defined (a class of __main__ is pickled by value too)."""
+    pytest.importorskip("cloudpickle")
+    from conftest import run_python
+
+    module = unique("engine_module")
+    (tmp_path / f"{module}.py").write_text(ENGINE_MODULE)
+    engine = f"import {module}" if where == "an importable module" else ENGINE_IN_MAIN
+    done = run_python(BY_VALUE.format(path=str(tmp_path), engine=engine))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, done.stdout
+    for line in lines:
+        assert "pickled by value" in line, line
+
+
+def test_swapping_for_ever_keeps_each_code_once(unique, monkeypatch):
+    """On a free-threaded build a function keeps every code it ran (a thread may still
+    read the old one): each distinct code once, so that memory stays flat however many
+    times profiles swap the code. (The same bookkeeping, turned on here.)"""
+    import tracemalloc
+
+    from coheriq._call import swapped
+
+    monkeypatch.setattr(swapped, "_FREE_THREADED", True)
+    domain = cq.AccelerationDomain(unique())
+    marked = [domain.acceleration_candidate(halve, name=f"halve{i}") for i in range(20)]
+    domain.materialize()
+    assert [f(2) for f in marked] == [1] * 20  # settled: each on its own code
+
+    def profiles(times):
+        for _ in range(times):
+            with cq.profile():  # each swaps every function to looking, and back
+                pass
+
+    tracemalloc.start()
+    try:
+        profiles(50)
+        before = tracemalloc.get_traced_memory()[0]
+        profiles(1000)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 50_000  # 20 functions x 2 codes x 1000 profiles would be 320 kB
+    assert [f(2) for f in marked] == [1] * 20

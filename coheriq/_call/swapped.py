@@ -28,6 +28,11 @@ changes, with what the domain's calls must do (see :class:`SwappedProxy`):
                   return scope.members['normalize'](xs, eps=eps)
           return CELL.value(xs, eps=eps)
 
+A trampoline that calls a target holds a guard before it, which refuses to be
+pickled: a copy of the function made by pickling its code (cloudpickle, for a
+function of ``__main__``) is refused with a reason, never made with a private
+copy of an engine.
+
 The constants are what keep the trampolines free of the library's globals,
 which the function must keep (``__globals__`` cannot change). Its closure
 cannot change either: a trampoline declares the same free variables as the
@@ -48,7 +53,9 @@ the trampolines above run.
 A swap is one assignment to ``__code__``: a thread already running the old code
 finishes it, and the next call runs the new. On a free-threaded CPython every
 code a function ran stays referenced by its :class:`SwappedProxy`, since a call
-may read the old code while another thread replaces it. From CPython 3.13 on,
+may read the old code while another thread replaces it: each code once, as the
+few a function switches between (its own, the looking trampoline, one per
+engine it runs) are made once and swapped in again. From CPython 3.13 on,
 the interpreter never again specializes the calls of a function whose code was
 assigned; the compiled part's swap (``set_code``) gives the function its new
 code's version, as a ``def`` of that code would, so that they are specialized
@@ -107,7 +114,7 @@ _ENGINE_THROUGH_DISPATCHER = sys.version_info < (3, 11)
 
 # Placeholders in the generated source, replaced by the objects they stand for.
 _BOARD, _CELL, _TARGET = "\0coheriq board", "\0coheriq cell", "\0coheriq target"
-_NAME = "\0coheriq name"
+_NAME, _GUARD = "\0coheriq name", "\0coheriq guard"
 
 
 def _not_by_value(obj: object) -> Any:
@@ -119,6 +126,25 @@ def _not_by_value(obj: object) -> Any:
         "outside blocks, profiles and verifications. Pickle it there, or define it in "
         "an importable module, which pickles it by reference."
     )
+
+
+class _Guard:
+    """What a trampoline that calls a target holds before it: refuses to be pickled."""
+
+    __slots__ = ()
+    __reduce__ = _not_by_value
+
+
+_guard = _Guard()
+
+
+def _put(const: Any, objects: dict[str, Any]) -> Any:
+    """A template's constant with the objects its placeholders stand for (in a tuple too)."""
+    if type(const) is str:
+        return objects.get(const, const)
+    if type(const) is tuple:
+        return tuple(objects.get(c, c) if type(c) is str else c for c in const)
+    return const
 
 
 class Board:
@@ -210,8 +236,11 @@ class SwappedProxy:
             # Its code's constant: what pickling the function by value meets first.
             # (Pickle reads __reduce_ex__ from the instance's __dict__ before its type.)
             dispatcher.__reduce_ex__ = _not_by_value
-        self._kept: list[Any] = []
-        self._running: tuple[Any, Any] | None = None
+        # Every code installed, once each, by id (see _install).
+        self._kept: dict[int, Any] = {}
+        # The engine trampolines made, by their target's id (with the target, which
+        # keeps the id its own): switching back to an engine swaps in its code again.
+        self._running: dict[int, tuple[Any, Any]] = {}
         self._looking: Any = None
         self._freevars = reference.__code__.co_freevars
         self.function = FunctionType(
@@ -253,9 +282,9 @@ class SwappedProxy:
         if self._dispatcher is not None and _ENGINE_THROUGH_DISPATCHER:
             self._dispatch()  # its cell holds target too
             return
-        running = self._running
+        running = self._running.get(id(target))
         if running is None or running[0] is not target:
-            running = self._running = (target, self._trampoline(_TARGET, target))
+            running = self._running[id(target)] = (target, self._trampoline(_TARGET, target))
         self._install(running[1])
 
     def release(self) -> None:
@@ -271,7 +300,8 @@ class SwappedProxy:
         if self._direct is None:
             return
         self._install(self._direct)
-        self._running = self._looking = self._dispatching = None
+        self._running = {}
+        self._looking = self._dispatching = None
         self._kept.clear()
 
     def retire(self) -> None:
@@ -279,7 +309,8 @@ class SwappedProxy:
         newer one replaced, whose board finds what to run through a finder that holds
         the copy weakly (what the installed code holds stays alive: see :meth:`release`)."""
         self._install(self._trampoline(_BOARD, self._board, generic=True))
-        self._running = self._looking = self._dispatching = None
+        self._running = {}
+        self._looking = self._dispatching = None
         self._kept.clear()
 
     def take(self, reference: Any) -> None:
@@ -317,7 +348,8 @@ class SwappedProxy:
             name.strip("*").partition("=")[0] in self._freevars for name in exact[0].split(", ")
         )
         self._parameters = (_ANY, _ANY) if exact is None or clash else exact
-        self._running = self._looking = self._dispatching = None
+        self._running = {}
+        self._looking = self._dispatching = None
 
     def _trampoline(self, kind: str, obj: Any, generic: bool = False) -> Any:
         """A trampoline of ``kind`` (``_BOARD``: it looks; ``_TARGET``: it calls ``obj``).
@@ -327,13 +359,11 @@ class SwappedProxy:
         """
         params, args = (_ANY, _ANY) if generic else self._parameters
         template = _template(kind, params, args, self._freevars)
-        objects = {kind: obj, _CELL: self.cell, _NAME: self.name}
+        objects = {kind: obj, _CELL: self.cell, _NAME: self.name, _GUARD: _guard}
         reference = self._reference
         where = getattr(reference, "__code__", None)
         changes: dict[str, Any] = {
-            "co_consts": tuple(
-                objects.get(c, c) if type(c) is str else c for c in template.co_consts
-            ),
+            "co_consts": tuple(_put(c, objects) for c in template.co_consts),
             "co_name": self.function.__name__,
             "co_filename": getattr(where, "co_filename", f"<coheriq trampoline of {self.name}>"),
             "co_firstlineno": getattr(where, "co_firstlineno", 1),
@@ -344,7 +374,10 @@ class SwappedProxy:
 
     def _install(self, code: Any) -> None:
         if _FREE_THREADED:  # see the module doc
-            self._kept.append(code)
+            # Each code once, whatever the number of swaps: the codes a function
+            # switches between are made once and reused (by id: a code's hash and
+            # equality read its constants, which may be an engine's unhashable member).
+            self._kept.setdefault(id(code), code)
         set_code(self.function, code)
 
     def _dispatch(self) -> None:
@@ -382,7 +415,13 @@ def _template(kind: str, params: str, args: str, freevars: tuple[str, ...]) -> A
     if code is not None:
         return code
     if kind == _TARGET:
-        body = f"        _coheriq_target = {_TARGET!r}\n        return _coheriq_target({args})\n"
+        # The guard comes first among the constants, before the target, so that
+        # pickling the code (by value) meets the guard's refusal before it copies the
+        # target (an engine's member, with its engine): one constant, unpacked.
+        body = (
+            f"        _coheriq_guard, _coheriq_target = ({_GUARD!r}, {_TARGET!r})\n"
+            f"        return _coheriq_target({args})\n"
+        )
     else:
         body = (
             f"        if {_BOARD!r}.scoped:\n"
