@@ -764,3 +764,94 @@ def test_a_misspelled_engine_is_an_error_before_anything_is_imported(tmp_path):
     said, state = out.splitlines()
     assert "'fsat'" in said and "Did you mean 'fast'?" in said
     assert state == "False None"  # nothing imported, no engine named for child processes
+
+
+CIRCLES = {
+    "circles/__init__.py": """
+        def area(radius):
+            return 3 * radius * radius
+        """,
+    "circles_fast.py": """
+        import coheriq
+
+        class Fast(coheriq.engine_class("circles"), name="fast"):
+            def area(self, radius):
+                return "circles' engine"
+        """,
+}
+
+
+def lay_out_two_libraries(where: Path, shapes_prefix: str) -> Path:
+    """``shapes``, whose declaration gives ``env_prefix`` ``shapes_prefix``, and ``circles``:
+    two libraries declared from the outside, each with an engine named "fast"."""
+    lay_out(where, declaration={**DECLARATION, "env_prefix": shapes_prefix}, files=CIRCLES)
+    write_dist(where, "circles", "1.0")
+    circles = {
+        "coheriq_declaration": 1,
+        "library": "circles",
+        "distribution": "circles",
+        "modules": {"circles": {"functions": ["area"]}},
+    }
+    (where / "circles_fast.circles.json").write_text(json.dumps(circles))
+    write_dist(
+        where,
+        "circles_fast",
+        "1.0",
+        """
+        [coheriq.engines.circles]
+        fast = circles_fast
+
+        [coheriq.declarations.circles]
+        fast = circles_fast:circles_fast.circles.json
+        """,
+    )
+    return where
+
+
+def test_a_declaration_cannot_choose_an_engine_for_another_library(tmp_path):
+    # shapes' declaration names circles' variable: accelerating shapes on its engine
+    # "fast" must not choose circles' engine "fast", here or in a child process.
+    where = lay_out_two_libraries(tmp_path, "CIRCLES")
+    out = ok(
+        python(
+            where,
+            """
+            import os, coheriq
+            try:
+                coheriq.accelerate("shapes", "fast")
+            except coheriq.CoheriqDeclarationError as error:
+                print(error)
+            coheriq.accelerate("circles")  # marked, its engine not chosen
+            import circles
+            print(circles.area(1), os.environ.get("CIRCLES_ENGINE"))
+            """,
+        )
+    )
+    said, circles = out.splitlines()
+    assert circles == "3 None"
+    assert "'shapes_fast'" in said  # the distribution that ships the declaration
+    assert "library 'shapes'" in said and "'CIRCLES'" in said
+    assert "'SHAPES'" in said  # the fix: its own name in capitals, or no env_prefix
+    # The start-up variable says the same, and chooses nothing for circles.
+    started = python(
+        where,
+        "import circles, os; print(circles.area(1), os.environ.get('CIRCLES_ENGINE'))",
+        env={"COHERIQ_ACCELERATE": "shapes:fast,circles"},
+    )
+    if startup_hook_installed():
+        assert ok(started).strip() == "3 None"
+        assert "'shapes_fast'" in started.stderr and "'CIRCLES'" in started.stderr
+
+
+def test_a_declaration_may_spell_out_its_own_librarys_prefix(tmp_path):
+    where = lay_out_two_libraries(tmp_path, "SHAPES")
+    out = python(
+        where,
+        """
+        import os, coheriq
+        coheriq.accelerate("shapes", "fast")
+        import shapes
+        print(shapes.area(shapes.Shape(3)), os.environ.get("SHAPES_ENGINE"))
+        """,
+    )
+    assert ok(out).strip() == "9 fast"

@@ -20,8 +20,11 @@ against::
 ``library`` is the library's top-level import name, and the name of the domain
 made from the declaration. ``distribution`` is the name it is installed under
 (``null`` for a module of the standard library: ``versions`` then speaks of
-Python's version). ``env_prefix`` may give the prefix of the environment
-variable that names the engine (the library's name in capitals if not).
+Python's version). The engine is named by the variable ``<LIBRARY>_ENGINE``,
+the library's name in capitals: a declaration speaks for its own library only,
+so its ``env_prefix``, if given, can only spell that name out (any other prefix
+could be another library's, and choose an engine for a library the user never
+named).
 
 Several packages may each declare one library (two engines of it): the domain
 made for it has every candidate each declares. They must agree: a name declared
@@ -49,6 +52,7 @@ __all__ = [
     "LibraryDeclaration",
     "VersionRange",
     "declaration_of",
+    "own_prefix",
     "parse_declaration",
 ]
 
@@ -141,7 +145,7 @@ class LibraryDeclaration:
     ) -> None:
         self.library = library
         self.modules = {module: dict(names) for module, names in modules.items()}
-        self.env_prefix = env_prefix or re.sub(r"\W", "_", library).upper()
+        self.env_prefix = env_prefix or own_prefix(library)
         self.distribution = distribution
         self.ranges = list(ranges or [])
         self.sources = sources
@@ -243,8 +247,15 @@ def parse_declaration(data: object, *, source: str) -> LibraryDeclaration:
             raise wrong(f"module {module!r} is not a module of library {library!r}")
         modules[module] = _names_of(module, names, wrong)
     env_prefix = data.get("env_prefix")
-    if env_prefix is not None and not (isinstance(env_prefix, str) and env_prefix.isidentifier()):
-        raise wrong(f'its "env_prefix" is {env_prefix!r}, not a name')
+    if env_prefix is not None and env_prefix != own_prefix(library):
+        # Another prefix could be another library's: accelerating this one would choose
+        # an engine for that one, here and in every child process.
+        raise wrong(
+            f'its "env_prefix" is {env_prefix!r}, but a declaration chooses engines only '
+            f"for the library it declares, and the variables of library {library!r} start "
+            f"with {own_prefix(library)!r} ({own_prefix(library)}_ENGINE). Remove "
+            f'"env_prefix" from the file, or set it to {own_prefix(library)!r}'
+        )
     distribution = data.get("distribution")
     if distribution is not None and not (isinstance(distribution, str) and distribution.strip()):
         raise wrong(f'its "distribution" is {distribution!r}, neither a name nor null')
@@ -265,6 +276,11 @@ def parse_declaration(data: object, *, source: str) -> LibraryDeclaration:
         ranges=ranges,
         sources=(source,),
     )
+
+
+def own_prefix(library: str) -> str:
+    """The prefix of ``library``'s variables: its name in capitals (``"SHAPES"``)."""
+    return re.sub(r"\W", "_", library).upper()
 
 
 _FIELDS = {"coheriq_declaration", "library", "distribution", "versions", "env_prefix", "modules"}
@@ -295,20 +311,19 @@ def combine(declarations: list[LibraryDeclaration]) -> LibraryDeclaration:
 
     Raises:
         CoheriqDeclarationError: Two of them disagree about a candidate's module or
-            kind, or about the distribution or the environment variable's prefix.
+            kind, or about the distribution.
     """
     first = declarations[0]
     modules: dict[str, dict[str, bool]] = {}
     where: dict[str, tuple[str, bool, str]] = {}  # name -> module, kind, source
     for declaration in declarations:
         source = declaration.sources[0]
-        for setting in ("distribution", "env_prefix"):
-            if getattr(declaration, setting) != getattr(first, setting):
-                raise CoheriqDeclarationError(
-                    f"The declarations of library {first.library!r} disagree about its "
-                    f"{setting}: {getattr(first, setting)!r} ({first.sources[0]}) and "
-                    f"{getattr(declaration, setting)!r} ({source}). Their packages must agree."
-                )
+        if declaration.distribution != first.distribution:
+            raise CoheriqDeclarationError(
+                f"The declarations of library {first.library!r} disagree about its "
+                f"distribution: {first.distribution!r} ({first.sources[0]}) and "
+                f"{declaration.distribution!r} ({source}). Their packages must agree."
+            )
         for module, names in declaration.modules.items():
             for name, is_class in names.items():
                 earlier = where.get(name)
@@ -347,7 +362,9 @@ def declaration_of(library: str) -> LibraryDeclaration | None:
     found = []
     group = discovery.declaration_group_of(library)
     for name, ep in sorted(discovery.advertised_declarations(library).items()):
-        source = f"entry point {name!r} of {group} ({ep.value})"
+        dist = getattr(ep, "dist", None)
+        shipped = f", distribution {dist.name!r}" if dist is not None else ""
+        source = f"entry point {name!r} of {group} ({ep.value}{shipped})"
         try:
             module, path = discovery.split_value(ep.value)
             data = discovery.load_json(discovery.file_beside(module, path), path)
