@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 from . import discovery
 from ._api.engine_forms import engine_class
 from ._api.verbs import available_engines, import_domain
+from ._choice.ordered import parse_engine_list
 from ._engines.overrides import STRICT_ENV, bypassed_classes
 from ._library.domain import AccelerationDomain
 from ._library.late_candidates import import_declared, not_imported_note
@@ -38,6 +39,7 @@ from ._names import REFERENCE
 from ._tools.introspection import Coverage, coverage, explain
 from .exceptions import (
     CoheriqDeclarationWarning,
+    CoheriqDomainNotFoundError,
     CoheriqError,
     CoheriqSignatureWarning,
     did_you_mean,
@@ -719,25 +721,23 @@ def _verify_program(args: argparse.Namespace) -> tuple[bool, str, list[str]]:
             setattr(args, options[option], kind(value))
         except ValueError:
             raise UsageError(f"verify: {option} takes a number, not {value!r}.") from None
-    as_module, program, arguments = _program_of("verify", words)
-    return bool(as_module), program, arguments
+    return _program_of("verify", words)
 
 
-def _run_program(as_module: bool | None, program: str, arguments: list[str]) -> int:
-    """Run ``program`` as Python would run it; return its exit status.
+def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
+    """Run ``program`` in this process as Python would run it; return its exit status.
 
-    ``as_module``: True for ``-m MODULE``, False for a script, None for ``-c CODE``.
+    For ``verify``, whose report follows the program's output. ``as_module``:
+    True for ``-m MODULE``, False for a script.
     """
     import runpy
     import traceback
 
     saved_argv, saved_path = sys.argv, sys.path[0]
-    sys.argv = ["-c" if as_module is None else program, *arguments]
-    sys.path[0] = "" if as_module is not False else os.path.dirname(os.path.abspath(program))
+    sys.argv = [program, *arguments]
+    sys.path[0] = "" if as_module else os.path.dirname(os.path.abspath(program))
     try:
-        if as_module is None:
-            _run_code(program)
-        elif as_module:
+        if as_module:
             _check_runnable(program)  # found as runpy finds it, from the same sys.path
             runpy.run_module(program, run_name="__main__", alter_sys=True)
         else:
@@ -757,30 +757,19 @@ def _run_program(as_module: bool | None, program: str, arguments: list[str]) -> 
     return 0
 
 
-def _run_code(code: str) -> None:
-    """Run ``code`` as ``python -c`` does: as the module ``__main__``."""
-    import types
-
-    main = types.ModuleType("__main__")
-    saved = sys.modules.get("__main__")
-    sys.modules["__main__"] = main
-    try:
-        exec(compile(code, "<string>", "exec"), main.__dict__)
-    finally:
-        if saved is not None:
-            sys.modules["__main__"] = saved
-
-
 def _run(args: argparse.Namespace) -> int:
-    """Run a program with libraries accelerated (``--engine LIB[:ENGINE]``); its exit status.
+    """Run a program with libraries accelerated (``--engine LIB[:ENGINE]``), as ``python`` would.
 
-    A library that never adopted coheriq is accelerated from the outside, from the
-    installed declarations of it (:func:`coheriq.accelerate`); one that did gets
-    its engine enabled. Child processes the program starts inherit both (through
-    ``COHERIQ_ACCELERATE`` and the library's ``<PREFIX>_ENGINE``).
+    Checks what each ``--engine`` names, sets what the interpreter's start-up
+    file and the libraries read (``COHERIQ_ACCELERATE`` for a library that never
+    adopted coheriq, accelerated from the outside from the installed declarations
+    of it; the library's ``<PREFIX>_ENGINE``), then replaces this process with
+    the interpreter, given this one's options and the program's words as they
+    are: everything Python does for a program (its exception hook, ``__main__``,
+    signals, ``__file__``, ``sys.path[0]``, its messages) holds because Python
+    does it. Child processes the program starts inherit the variables. Returns
+    only on Windows, which has no ``exec``: the program's exit status.
     """
-    from ._outside.activation import accelerate_if_declared
-
     words, given = list(args.program), []
     while words and words[0].split("=")[0] == "--engine":
         _, equals, value = words.pop(0).partition("=")
@@ -797,37 +786,110 @@ def _run(args: argparse.Namespace) -> int:
         specs.append((library, engine or None))
     if not specs:
         raise UsageError("run needs --engine LIB[:ENGINE] (repeatable) before the program.")
-    as_module, program, arguments = _program_of("run", words, allow_code=True)
-    for library, engine in specs:
-        if accelerate_if_declared(library, engine):
-            continue
-        if engine is not None:  # a library that adopted coheriq
-            from ._api.verbs import enable_engine
+    if not words:
+        raise UsageError(
+            "run needs a program to run: SCRIPT [ARGS...], -m MODULE [ARGS...] or -c CODE "
+            "[ARGS...], as python takes it."
+        )
+    outside = [library for library, engine in specs if _name_in_environment(library, engine)]
+    if outside and not _startup_file_runs():
+        raise CoheriqError(
+            f"Library {outside[0]!r} is accelerated from the outside when Python starts, by "
+            "coheriq's start-up file coheriq-accelerate.pth, and this interpreter will not "
+            "read it (coheriq is imported from a source tree, or Python runs with -S). Install "
+            "coheriq (pip install coheriq, or pip install -e . in its source tree), or run "
+            "without -S."
+        )
+    command = [sys.executable, *_interpreter_options(), *words]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if sys.platform == "win32":  # no exec: os.execv would start the program and return
+        import signal
+        import subprocess
 
-            enable_engine(import_domain(library), engine)
-        else:
-            raise UsageError(
-                f"run: --engine {library} names no engine, and no installed package declares "
-                f"library {library!r}; give LIB:ENGINE."
-            )
-    return _run_program(as_module, program, arguments)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the program's to handle
+        return subprocess.call(command)
+    os.execv(sys.executable, command)
+    return 0  # never reached: the program ran instead
 
 
-def _program_of(
-    command: str, words: list[str], *, allow_code: bool = False
-) -> tuple[bool | None, str, list[str]]:
-    """(True: -m, False: a script, None: -c; the program; its arguments)."""
-    forms = "SCRIPT [ARGS...], -m MODULE [ARGS...]" + (
-        " or -c CODE [ARGS...]" if allow_code else ""
-    )
-    as_module: bool | None = False
-    if words[:1] == ["-m"]:
-        as_module, words = True, words[1:]
-    elif allow_code and words[:1] == ["-c"]:
-        as_module, words = None, words[1:]
+def _name_in_environment(library: str, engine: str | None) -> bool:
+    """Set the variables that accelerate ``library`` on ``engine`` in the program's interpreter.
+
+    Returns whether the library is accelerated from the outside (installed
+    packages declare it: ``COHERIQ_ACCELERATE`` names it, see
+    :func:`coheriq.accelerate`, which checks that the engine is advertised).
+    For a library that adopted coheriq, its domain's variable names the engine,
+    which must exist; it is started at the program's first call, as the
+    variable's engine always is.
+    """
+    from ._outside.activation import accelerate, accelerate_if_declared
+
+    if accelerate_if_declared(library, engine):
+        return True
+    try:
+        domain = _domain(argparse.Namespace(import_module=None, domain=library))
+    except CoheriqDomainNotFoundError:
+        # Installed but neither declared nor adopting coheriq (an engine package
+        # missing), or not installed (a misspelled name): COHERIQ_ACCELERATE's message.
+        accelerate(library, engine)  # raises: no installed package declares it
+        raise
+    if engine is None:
+        raise UsageError(
+            f"run: --engine {library} names no engine, and library {library!r} adopted "
+            f"coheriq (its domain is not accelerated from the outside): give {library}:ENGINE."
+        )
+    named_by = f" (named by run --engine {library}:{engine})"
+    for name in parse_engine_list(engine, named_by):
+        if name != REFERENCE and name not in domain.engines.names():
+            domain.engines.engine_class(name, named_by=named_by)  # raises: no such engine
+    if domain.env_var is None:
+        raise CoheriqError(
+            f"Domain {library!r} has no environment variable (its library creates it with "
+            "env_prefix=None), so run cannot choose its engine for the program. Call "
+            f"coheriq.enable_engine({library!r}, {engine!r}) in the program instead."
+        )
+    os.environ[domain.env_var] = engine
+    return False
+
+
+def _startup_file_runs() -> bool:
+    """Whether an interpreter started as this one was reads coheriq's start-up ``.pth`` file."""
+    import site
+
+    if sys.flags.no_site:
+        return False
+    places = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        places.append(site.getusersitepackages())
+    return any(os.path.isfile(os.path.join(p, "coheriq-accelerate.pth")) for p in places)
+
+
+def _interpreter_options() -> list[str]:
+    """The options this interpreter was started with (``-X dev``, ``-u``, ``-W error``).
+
+    Read from ``sys.orig_argv``, the command line as given: the words before
+    the one that named coheriq (``-m coheriq``, or the ``coheriq`` script). None
+    where coheriq was not started from a command line (``main`` called by a
+    program).
+    """
+    typed, argv = sys.orig_argv, sys.argv
+    start = len(typed) - len(argv)  # the word that named coheriq
+    if start < 1 or typed[start + 1 :] != argv[1:] or argv[0] == "-c":
+        return []
+    options = typed[1:start]
+    return options[:-1] if options[-1:] == ["-m"] else options
+
+
+def _program_of(command: str, words: list[str]) -> tuple[bool, str, list[str]]:
+    """(True: -m, False: a script; the program; its arguments)."""
+    forms = "SCRIPT [ARGS...] or -m MODULE [ARGS...]"
+    as_module = words[:1] == ["-m"]
+    if as_module:
+        words = words[1:]
     if not words:
         raise UsageError(f"{command} needs a program to run: {forms}.")
-    if as_module is False and not os.path.isfile(words[0]):
+    if not as_module and not os.path.isfile(words[0]):
         raise UsageError(f"{command}: there is no script {words[0]!r}; give a file, or {forms}.")
     return as_module, words[0], words[1:]
 
