@@ -9,12 +9,15 @@ for a library that adopted coheriq, from the same machinery:
   module, with every declared candidate declared
   (:meth:`~coheriq.AccelerationDomain.declare`) and the reference class made, so
   engines can be checked and started before a module is imported.
-* **A module imported after activation is marked as it executes.** Its body
-  runs in the module's own globals with a local namespace that writes through
-  to them (:class:`MarkingNamespace`): each time the body binds a declared name
-  (``def mean``, ``class NormalDist``), the candidate is bound instead, at
-  that moment, as a decorator would have done it. Classes defined later in the
-  module subclass the marked class; aliases made later hold the candidate.
+* **A module imported after activation is marked as it executes.** Where its
+  loader runs modules from source as the standard file loaders do, the import
+  system runs, in the module's own globals and through importlib's own frames,
+  the module's source compiled with a call after each statement that binds a
+  declared name (``def mean``, ``class NormalDist``, ``from _c import mean``):
+  the call binds the candidate instead, at that moment, as a decorator would
+  have done it (see :func:`marking_code`). Classes defined later in the module
+  subclass the marked class; aliases made later hold the candidate. A module run
+  with ``python -m`` runs the same code, and is marked too.
 * **A module imported before** (or one whose loader runs it its own way: a C
   extension, Cython) is marked in place: each declared name of the module is
   rebound to the candidate. Names that other modules bound to the unmarked
@@ -31,7 +34,6 @@ from __future__ import annotations
 import _thread
 import sys
 import warnings
-from collections.abc import MutableMapping
 
 from .._call.proxy import candidate_of
 from .._library import registry
@@ -40,73 +42,19 @@ from .._stdlib import INFO, TYPE_CHECKING, log
 from ..exceptions import CoheriqDeclarationError, CoheriqDeclarationWarning, CoheriqError, listing
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    import ast
     from types import CodeType, ModuleType
     from typing import Any
 
     from .declarations import LibraryDeclaration
 
-__all__ = ["Adapter", "MarkingNamespace"]
+__all__ = ["Adapter", "marking_code", "runs_from_source"]
 
 # Run in the library's top-level module's globals, with locals of its own (the
 # module's namespace gets no new name).
 _CREATE_DOMAIN = compile(
     "domain = AccelerationDomain(library, env_prefix=env_prefix)", "<coheriq adapter>", "exec"
 )
-
-
-class MarkingNamespace(MutableMapping["str", "Any"]):
-    """The local namespace a declared module's body runs in: bindings of declared names are marked.
-
-    Every read and write goes to the module's globals (the functions the body
-    defines see one namespace, as usual); only a binding of a declared name
-    passes through ``mark(name, value)`` first.
-    """
-
-    __slots__ = ("_globals", "_mark", "_names")
-
-    def __init__(
-        self, namespace: dict[str, Any], names: Any, mark: Callable[[str, Any], Any]
-    ) -> None:
-        self._globals = namespace
-        self._names = names
-        self._mark = mark
-
-    def __getitem__(self, name: str) -> Any:
-        return self._globals[name]
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        if name in self._names:
-            value = self._mark(name, value)
-        self._globals[name] = value
-
-    def __delitem__(self, name: str) -> None:
-        del self._globals[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._globals
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._globals)
-
-    def __len__(self) -> int:
-        return len(self._globals)
-
-    def keys(self) -> Any:
-        """The module's names (what ``dir()`` in the module's body lists)."""
-        return self._globals.keys()
-
-    def items(self) -> Any:
-        """The module's names and values."""
-        return self._globals.items()
-
-    def values(self) -> Any:
-        """The module's values."""
-        return self._globals.values()
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """The value bound to ``name`` in the module, else ``default``."""
-        return self._globals.get(name, default)
 
 
 class Adapter:
@@ -131,6 +79,7 @@ class Adapter:
         self._copies: Any = None  # the registry's copies of the domain this adapter made
         # A later run of the top-level module's body is a reload: the domain is made again.
         self.created: ModuleType | None = None
+        self._unmatched: set[str] = set()  # modules whose code cannot define what is declared
         self._lock = _thread.RLock()
 
     def __repr__(self) -> str:
@@ -141,6 +90,13 @@ class Adapter:
 
     def make_domain(self, top: ModuleType) -> None:
         """Make the library's domain for this run of its top-level module ``top``.
+
+        See :meth:`make_domain_in`.
+        """
+        self.make_domain_in(vars(top))
+
+    def make_domain_in(self, top: dict[str, Any]) -> None:
+        """Make the library's domain for this run of its top-level module, in its globals ``top``.
 
         As a library that adopted coheriq makes its domain when its top module
         runs, so each run of it (a reload, a fresh import in a test suite) makes a
@@ -168,7 +124,7 @@ class Adapter:
                 "library": library,
                 "env_prefix": self.declaration.env_prefix,
             }
-            exec(_CREATE_DOMAIN, vars(top), scratch)
+            exec(_CREATE_DOMAIN, top, scratch)
             domain: AccelerationDomain = scratch["domain"]
             # Ours from now on, even if what follows is interrupted (Ctrl-C): the
             # next import carries it on (a retry) instead of taking it for the library's.
@@ -184,8 +140,8 @@ class Adapter:
                 )
             domain.materialize()
 
-    def domain_for(self, module: ModuleType) -> AccelerationDomain | None:
-        """The domain that marks ``module`` (None where the library marks its own).
+    def domain_for(self) -> AccelerationDomain | None:
+        """The domain that marks the library's modules (None where the library marks its own).
 
         The library's top-level module makes it as it is created (see
         :class:`~coheriq._outside.finder.MarkingLoader`), before any other
@@ -210,42 +166,77 @@ class Adapter:
     # -- marking -----------------------------------------------------------------------
 
     def execute(self, module: ModuleType, loader: Any) -> None:
-        """Run ``module``'s body with ``loader``, marking its declared names.
+        """Run ``module`` with ``loader``, which runs it its own way; then mark it in place.
 
-        ``module`` is a declared module, or the library's top-level module
-        (whose run makes the domain: see :meth:`make_domain`).
+        For the loaders that do not run modules from source as the standard file
+        loaders do (a C extension's, a zip file's, one that compiles its own code);
+        the others run :func:`marking_code` instead.
         """
         if module.__name__ == self.declaration.library and self.created is not module:
             self.make_domain(module)  # its body runs again: a reload
         self.created = None
-        domain = self.domain_for(module)
-        names = self.declaration.modules.get(module.__name__, {})
-        code = _code_of(loader, module.__name__) if domain is not None and names else None
-        if domain is None or code is None:  # stepped back, or a loader that runs it itself
-            loader.exec_module(module)
-            if domain is not None and names:
-                self.mark_in_place(module, imported_before=False)
-            return
-        missing = [name for name in names if name not in _names_in(code)]
-        if missing:  # certainly not defined: the module is left as it is
-            self._not_matching(module.__name__, missing)
-            exec(code, module.__dict__)
-            return
-        marked: dict[str, tuple[Any, Any]] = {}  # name -> (its function, the candidate)
+        domain = self.domain_for()
+        loader.exec_module(module)
+        if domain is not None and module.__name__ in self.declaration.modules:
+            self.mark_in_place(module, imported_before=False)
 
-        def mark(name: str, value: Any) -> Any:
-            earlier = marked.get(name)
-            if earlier is not None and value is not earlier[1]:
-                _unalias(module.__dict__, name, *earlier)  # bound again: see _unalias
-            # The run is the module body's frame, as for a decorator in it.
-            candidate = self._mark_one(domain, module.__name__, name, value, registry.caller_run())
-            if not isinstance(value, type):
-                marked[name] = (value, candidate)
-            return candidate
+    def marking_code(self, loader: Any, name: str) -> CodeType:
+        """The code that marks declared module ``name`` as it runs (see :func:`marking_code`).
 
-        exec(code, module.__dict__, MarkingNamespace(module.__dict__, names, mark))
-        # Bound another way (globals()[name] = ..., a global statement): marked now.
-        self.mark_in_place(module, imported_before=False)
+        ``loader`` runs modules from source as the standard file loaders do (see
+        :func:`runs_from_source`). A module that cannot define every name declared
+        for it runs unmarked, with a :class:`~coheriq.CoheriqDeclarationWarning`.
+        """
+        import ast
+
+        names = self.declaration.modules.get(name, {})
+        plain = loader.get_code(name)  # from its cache, usually: what the names are read from
+        missing = [n for n in names if n not in _names_in(plain)] if names else []
+        if missing:  # certainly not defined: the module runs as it is
+            self._not_matching(name, missing)
+        with self._lock:
+            self._unmatched.discard(name)
+            if missing:
+                self._unmatched.add(name)
+            _MARKING[name] = self
+        path = loader.get_filename(name)
+        # Compiled as SourceLoader.source_to_code compiles the source, into a tree first.
+        tree = ast.parse(loader.get_data(path), path)
+        marked = _with_hooks(tree, name, () if missing else names)
+        code: CodeType = compile(marked, path, "exec", dont_inherit=True)
+        return code
+
+    def begin(self, name: str, namespace: dict[str, Any]) -> None:
+        """Declared module ``name`` starts to run in ``namespace``: make ready to mark it.
+
+        The module's ``__loader__`` and ``__spec__.loader`` are the real loader
+        again; a run of the library's top-level module that did not create it (a
+        reload) makes the domain again (see :meth:`make_domain`).
+        """
+        loader: Any = namespace.get("__loader__")
+        if getattr(type(loader), "_coheriq_marking", False):
+            namespace["__loader__"] = loader.loader
+        spec: Any = namespace.get("__spec__")
+        loader = getattr(spec, "loader", None)
+        if getattr(type(loader), "_coheriq_marking", False):
+            spec.loader = loader.loader
+        as_main = namespace.get("__name__") != name
+        if name == self.declaration.library:
+            if as_main:  # python -m on the library's own top-level module
+                self._problem(
+                    f"Module {name!r} runs as the main module (python -m {name}): it is the top-"
+                    f"level module of library {name!r}, which makes the library's domain when "
+                    f"it is imported, and it runs unmarked. Import {name!r} from a script, or "
+                    "run a module of the library's package with -m."
+                )
+                return
+            created, self.created = self.created, None
+            if created is None or vars(created) is not namespace:
+                self.make_domain_in(namespace)  # its body runs again: a reload
+        domain = self.domain_for()
+        names = {} if name in self._unmatched else self.declaration.modules.get(name, {})
+        if domain is not None and names:
+            _RUNS[id(namespace)] = _Run(self, domain, name)
 
     def mark_in_place(self, module: ModuleType, *, imported_before: bool) -> None:
         """Rebind each declared name of ``module`` (executed already) to its candidate.
@@ -257,17 +248,22 @@ class Adapter:
             CoheriqDeclarationError: With ``imported_before``, the module does not
                 define every name its declaration gives; nothing is changed.
         """
+        if self.stepped_back is None and imported_before:
+            self.check_defines(module)
+        self._mark_namespace(module.__name__, vars(module), imported_before=imported_before)
+
+    def _mark_namespace(
+        self, module: str, namespace: dict[str, Any], *, imported_before: bool
+    ) -> None:
+        """:meth:`mark_in_place` for declared module ``module``, run in ``namespace``."""
         domain = self.domain if self.stepped_back is None else None
         if domain is None:
             return
-        if imported_before:
-            self.check_defines(module)
-        names = self.declaration.modules[module.__name__]
-        namespace = vars(module)
+        names = self.declaration.modules[module]
         missing = [name for name in names if name not in namespace]
         if missing:  # named in its code, yet not bound by its body: defined later, if ever
             self._problem(
-                self._mismatch(module.__name__, missing).replace(
+                self._mismatch(module, missing).replace(
                     "does not define", "has not defined, when its body has run,"
                 )
                 + f" {listing(missing)} stay unmarked, also if defined later (by a module "
@@ -283,18 +279,18 @@ class Adapter:
                 why = _why_not_in_place(value)
                 if why is not None:
                     self._problem(
-                        f"Class {module.__name__}.{name} was imported before the library was "
+                        f"Class {module}.{name} was imported before the library was "
                         f"accelerated, and {why}: it stays unmarked. Accelerate before "
                         f"importing {self.declaration.library!r} (the runner, "
                         "COHERIQ_ACCELERATE, or coheriq.accelerate first)."
                     )
                     continue
-            marked = self._mark_one(domain, module.__name__, name, value, run=None)
+            marked = self._mark_one(domain, module, name, value, run=None)
             if marked is not value:
                 namespace[name] = marked
                 originals[name] = value
         if imported_before and originals:
-            self._find_bound_before(module, originals)
+            self._find_bound_before(originals)
 
     def _mark_one(
         self, domain: AccelerationDomain, module: str, name: str, value: Any, run: Any
@@ -311,7 +307,7 @@ class Adapter:
             )
             return value
 
-    def _find_bound_before(self, module: ModuleType, originals: dict[str, Any]) -> None:
+    def _find_bound_before(self, originals: dict[str, Any]) -> None:
         """Record where the unmarked objects of ``originals`` are bound still.
 
         In the domain's state (``bound_before``), which :func:`coheriq.explain`
@@ -388,23 +384,210 @@ def _unalias(namespace: dict[str, Any], name: str, function: Any, candidate: Any
             namespace[other] = function
 
 
-def _code_of(loader: Any, name: str) -> CodeType | None:
-    """The module's code where ``loader`` runs modules as the standard file loaders do, else None.
+# -- the code that marks a module as it runs ------------------------------------------------
 
-    Those (``SourceFileLoader``, ``SourcelessFileLoader`` and subclasses that keep
-    their ``exec_module``) run ``exec(loader.get_code(name), module.__dict__)``:
-    the same code, run with a marking namespace, is the same import. Any other
-    loader (an extension module's, a zip file's, pytest's assertion rewriter)
-    runs the module itself, and the module is marked when it has run.
+# Adapter of each declared module whose marking code was made; its runs now marking.
+_MARKING: dict[str, Adapter] = {}
+_RUNS: dict[int, _Run] = {}  # id of the globals a declared module runs in -> its run
+
+
+class _Run:
+    """One run of a declared module's body: marks each declared name as it is bound."""
+
+    __slots__ = ("adapter", "domain", "marked", "module")
+
+    def __init__(self, adapter: Adapter, domain: AccelerationDomain, module: str) -> None:
+        self.adapter = adapter
+        self.domain = domain
+        self.module = module
+        self.marked: dict[str, tuple[Any, Any]] = {}  # name -> (its function, the candidate)
+
+    def mark(self, namespace: dict[str, Any], name: str) -> None:
+        """Bind the candidate for what the module's body has just bound to declared ``name``."""
+        value = namespace[name]
+        earlier = self.marked.get(name)
+        if earlier is not None and value is not earlier[1]:
+            _unalias(namespace, name, *earlier)  # bound again: see _unalias
+        # The run is the module body's frame, as for a decorator in it.
+        run = registry.caller_run()
+        candidate = self.adapter._mark_one(self.domain, self.module, name, value, run)
+        if not isinstance(value, type):
+            self.marked[name] = (value, candidate)
+        namespace[name] = candidate
+
+
+def _begin(module: str) -> None:
+    """Called first by the marking code of declared ``module`` (see :func:`marking_code`)."""
+    _MARKING[module].begin(module, sys._getframe(1).f_globals)
+
+
+def _bound(module: str, *names: str) -> None:
+    """Called by the marking code of ``module`` after a statement that binds declared ``names``."""
+    namespace = sys._getframe(1).f_globals
+    run = _RUNS.get(id(namespace))
+    if run is not None:
+        for name in names:
+            if name in namespace:  # a star import, a conditional walrus may not bind it
+                run.mark(namespace, name)
+
+
+def _end(module: str) -> None:
+    """Called last by the marking code of ``module``, when its body has run to the end."""
+    namespace = sys._getframe(1).f_globals
+    run = _RUNS.pop(id(namespace), None)
+    if run is not None:  # bound another way (globals()[name] = ..., a global statement)
+        run.adapter._mark_namespace(module, namespace, imported_before=False)
+
+
+def runs_from_source(loader: Any) -> bool:
+    """Whether ``loader`` runs modules as the standard file loaders do, from source.
+
+    That is ``SourceFileLoader`` and the subclasses that keep its ``exec_module``,
+    ``get_code`` and ``source_to_code``: each runs ``exec(compile(source),
+    module.__dict__)``, and :func:`marking_code` compiles the same source.
     """
-    from importlib.machinery import SourceFileLoader
+    import _frozen_importlib_external as external
 
-    if getattr(type(loader), "exec_module", None) is not SourceFileLoader.exec_module:
-        return None
-    code: CodeType | None = loader.get_code(name)
-    if code is None:
-        raise ImportError(f"cannot load module {name!r} when get_code() returns None", name=name)
-    return code
+    kind = type(loader)
+    return (
+        getattr(kind, "exec_module", None) is external._LoaderBasics.exec_module
+        and getattr(kind, "get_code", None) is external.SourceLoader.get_code
+        and getattr(kind, "source_to_code", None) is external.SourceLoader.source_to_code
+        and hasattr(loader, "get_filename")
+    )
+
+
+def marking_code(adapter: Adapter, loader: Any, name: str) -> CodeType:
+    """The code of declared module ``name``, which marks its declared names as they are bound.
+
+    ``loader`` runs modules from source (see :func:`runs_from_source`). The
+    module's source, compiled as its loader compiles it, with a call after each
+    statement that binds a declared name (in the module's scope, ``if`` and
+    ``try`` blocks included) that binds the candidate in its place: where a
+    decorator would have run. The import system runs it as it runs the loader's
+    own code: in the module's globals, through importlib's frames, which
+    tracebacks and warnings leave out. Names bound another way are marked when
+    the body has run. Line numbers are the source's.
+    """
+    return adapter.marking_code(loader, name)
+
+
+def _with_hooks(tree: ast.Module, module: str, names: Any) -> ast.Module:
+    """``tree`` with the calls of :func:`marking_code` (``_begin``, ``_bound``, ``_end``)."""
+    import ast
+
+    body = tree.body
+    start = 0  # after the docstring and the __future__ imports, which must come first
+    while start < len(body) and (
+        (start == 0 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant))
+        or (isinstance(body[start], ast.ImportFrom) and body[start].module == "__future__")  # type: ignore[attr-defined]
+    ):
+        start += 1
+    first = body[start] if start < len(body) else (body[-1] if body else None)
+    last = body[-1] if body else None
+    tree.body = [
+        *body[:start],
+        _hook("_begin", (module,), first),
+        *_marked_statements(body[start:], module, frozenset(names)),
+        _hook("_end", (module,), last),
+    ]
+    return tree
+
+
+def _marked_statements(body: list[ast.stmt], module: str, names: frozenset[str]) -> list[Any]:
+    """``body``, run in the module's scope, with a ``_bound`` call after each binding."""
+    import ast
+
+    marked: list[Any] = []
+    for statement in body:
+        marked.append(statement)
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound = {statement.name} & names
+        elif isinstance(getattr(statement, "body", None), list):  # if, for, while, with, try
+            _mark_blocks(statement, module, names)
+            continue
+        elif isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
+            bound = set(names)
+        else:
+            bound = _bound_by(statement) & names
+        if bound:
+            marked.append(_hook("_bound", (module, *sorted(bound)), statement))
+    return marked
+
+
+def _mark_blocks(statement: ast.stmt, module: str, names: frozenset[str]) -> None:
+    """Mark the blocks of compound ``statement``; a loop's or with's target as each block starts."""
+    import ast
+
+    for field, value in ast.iter_fields(statement):
+        if not isinstance(value, list) or not value:
+            continue
+        if isinstance(value[0], ast.stmt):
+            block = _marked_statements(value, module, names)
+            targets = (
+                getattr(statement, "target", None),
+                *(item.optional_vars for item in getattr(statement, "items", ())),
+            )
+            bound = set().union(*(_bound_by(t) for t in targets if t is not None)) & names
+            if field == "body" and bound:
+                block.insert(0, _hook("_bound", (module, *sorted(bound)), statement))
+            setattr(statement, field, block)
+        else:  # except handlers, match cases: blocks of their own
+            for part in value:
+                if isinstance(getattr(part, "body", None), list):
+                    bound = _bound_by(getattr(part, "pattern", None)) & names
+                    part.body = _marked_statements(part.body, module, names)
+                    if bound:
+                        part.body.insert(0, _hook("_bound", (module, *sorted(bound)), part.body[0]))
+
+
+def _bound_by(node: Any) -> set[str]:
+    """The names ``node`` binds (nested functions and classes left out)."""
+    import ast
+
+    if node is None:
+        return set()
+    found: set[str] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, ast.Name) and isinstance(current.ctx, ast.Store):
+            found.add(current.id)
+        elif isinstance(current, ast.alias):
+            found.add(current.asname or current.name.partition(".")[0])
+        elif isinstance(current, (ast.MatchAs, ast.MatchStar)) and current.name:
+            found.add(current.name)
+        elif isinstance(current, ast.MatchMapping) and current.rest:
+            found.add(current.rest)
+        if current is node or not isinstance(current, (ast.Lambda, ast.stmt)):
+            pending.extend(ast.iter_child_nodes(current))
+    return found
+
+
+def _hook(function: str, arguments: tuple[str, ...], at: Any) -> ast.stmt:
+    """``__import__("coheriq._outside.adapter", None, None, "function").function(*arguments)``.
+
+    At ``at``'s line and column, the statement it follows: no new line is traced.
+
+    Reached through ``__import__`` so that the module's namespace gets no new name.
+    """
+    import ast
+
+    adapter = ast.Call(
+        ast.Name("__import__", ast.Load()),
+        [ast.Constant(__name__), ast.Constant(None), ast.Constant(None), ast.Constant(function)],
+        [],
+    )
+    call = ast.Call(
+        ast.Attribute(adapter, function, ast.Load()), [ast.Constant(a) for a in arguments], []
+    )
+    statement = ast.Expr(call)
+    line = 1 if at is None else at.lineno
+    column = 0 if at is None else at.col_offset
+    for node in ast.walk(statement):
+        node.lineno = node.end_lineno = line  # type: ignore[attr-defined]
+        node.col_offset = node.end_col_offset = column  # type: ignore[attr-defined]
+    return statement
 
 
 def _why_not_in_place(cls: type) -> str | None:

@@ -6,9 +6,10 @@ and the import goes on as if it were not there. For a declared module it asks
 the finders after it for the module's spec (so the same file is found, by the
 same finder, as without coheriq) and gives the spec a :class:`MarkingLoader`
 around the real loader: the real loader creates the module, and, where it runs
-modules as the standard file loaders do, its code is run with a marking
-namespace (see :mod:`coheriq._outside.adapter`); any other loader runs the module
-itself, and it is marked when it has run.
+modules from source as the standard file loaders do
+(:class:`SourceMarkingLoader`), the import system runs the module's marking
+code as it would run the loader's own (see :func:`~coheriq._outside.adapter.marking_code`);
+any other loader runs the module itself, and it is marked when it has run.
 
 A finder, rather than replacing ``builtins.__import__`` or setting attributes
 on the library's modules, because it sees every import: ``importlib.import_module``,
@@ -22,8 +23,10 @@ the module as they would without coheriq.
 from __future__ import annotations
 
 import sys
+from _frozen_importlib_external import _LoaderBasics
 
 from .._stdlib import TYPE_CHECKING
+from .adapter import marking_code, runs_from_source
 
 if TYPE_CHECKING:
     from importlib.abc import Loader
@@ -35,12 +38,12 @@ else:
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from importlib.machinery import ModuleSpec
-    from types import ModuleType
+    from types import CodeType, ModuleType
     from typing import Any
 
     from .adapter import Adapter
 
-__all__ = ["DeclaredModules", "MarkingLoader", "installed_finder"]
+__all__ = ["DeclaredModules", "MarkingLoader", "SourceMarkingLoader", "installed_finder"]
 
 
 class DeclaredModules:
@@ -68,7 +71,8 @@ class DeclaredModules:
         spec = self._spec_from_the_others(fullname, path, target)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec  # a namespace package, or a loader of the old protocol: left alone
-        spec.loader = MarkingLoader(spec.loader, adapter)
+        marking = SourceMarkingLoader if runs_from_source(spec.loader) else MarkingLoader
+        spec.loader = marking(spec.loader, adapter)
         return spec
 
     def _spec_from_the_others(
@@ -93,9 +97,13 @@ class DeclaredModules:
 class MarkingLoader(Loader):
     """A declared module's real loader, whose modules are marked as they execute.
 
-    Everything but ``exec_module`` is the real loader's (``get_source``,
-    ``get_resource_reader``, ``is_package``, ...).
+    Everything but ``exec_module`` (and, for :class:`SourceMarkingLoader`,
+    ``get_code``) is the real loader's (``get_source``, ``get_resource_reader``,
+    ``is_package``, ...). This class is for a loader that runs modules its own way
+    (a C extension's, a zip file's): the module is marked when it has run.
     """
+
+    _coheriq_marking = True  # how the marking code tells this loader from the real one
 
     def __init__(self, loader: Any, adapter: Adapter) -> None:
         self.loader = loader
@@ -131,6 +139,27 @@ class MarkingLoader(Loader):
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = self.loader
         self.adapter.execute(module, self.loader)
+
+
+class SourceMarkingLoader(MarkingLoader):
+    """The marking loader around a loader that runs modules from source, as the standard ones do.
+
+    Its ``get_code`` is the module's marking code
+    (:func:`~coheriq._outside.adapter.marking_code`), and its ``exec_module`` the
+    standard loaders' own: the import system runs that code as it runs the real
+    loader's, in the module's globals and through importlib's frames, which
+    tracebacks and warnings leave out. ``runpy`` (``python -m``) runs the same
+    code, from ``get_code``.
+    """
+
+    exec_module = _LoaderBasics.exec_module
+
+    def get_code(self, fullname: str) -> CodeType:
+        """The code of declared module ``fullname`` that marks its declared names as it runs."""
+        if self.adapter.stepped_back is not None:  # the library marks its own
+            code: CodeType = self.loader.get_code(fullname)
+            return code
+        return marking_code(self.adapter, self.loader, fullname)
 
 
 _finder: DeclaredModules | None = None

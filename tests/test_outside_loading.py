@@ -1,0 +1,101 @@
+"""How a library accelerated from the outside is loaded (docs/outside.rst: What happens at import).
+
+A declared module must run as its real loader runs it: in its own globals as
+its locals, with importlib's frames removed from its tracebacks and warnings, and
+marked however it is run (an import, ``python -m``). Each test lays out the fake
+library ``shapes`` of ``test_outside`` with the engine of ``test_outside_hostile``
+that tells it ran, and compares a fresh interpreter's behaviour with and without
+acceleration.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from test_outside import SHAPES, ok, python
+from test_outside_hostile import ACCELERATED, telling
+
+HEAVY = textwrap.dedent(SHAPES["shapes/heavy.py"])
+
+
+# -- item 11: a module body runs with its globals as its locals ------------------------------
+
+# What zope.interface's moduleProvides checks, as any code that must run at module scope.
+AT_MODULE_SCOPE = """
+import sys as _sys
+
+_frame = _sys._getframe()
+if _frame.f_locals is not _frame.f_globals or "__name__" not in _frame.f_locals:
+    raise TypeError("moduleProvides can only be used from a module definition.")
+del _frame
+"""
+
+
+def test_a_declared_module_runs_with_its_globals_as_its_locals(tmp_path):
+    where = telling(tmp_path, {"shapes/heavy.py": AT_MODULE_SCOPE + HEAVY})
+    program = """
+        import os, coheriq
+        if os.environ.get("HOSTILE") == "accelerated":
+            coheriq.accelerate("shapes")
+        import shapes.heavy
+        print(shapes.heavy.smooth([2]), coheriq.explain(shapes.heavy.smooth).engine)
+        """
+    assert ok(python(where, program, env=ACCELERATED)).strip() == "[1.0] reference"
+    with_engine = program.replace('accelerate("shapes")', 'accelerate("shapes", "fast")')
+    assert ok(python(where, with_engine, env=ACCELERATED)).strip() == "['fast'] fast"
+
+
+# -- item 12: tracebacks and warnings as without coheriq -------------------------------------
+
+
+def _both(where, program: str) -> tuple[str, str]:
+    """stderr of ``program`` importing the library unmarked, then accelerated with no engine."""
+    plain = python(where, program).stderr
+    accelerated = python(where, "import coheriq; coheriq.accelerate('shapes')\n" + program).stderr
+    return plain, accelerated
+
+
+def test_an_exception_in_a_declared_module_body_has_the_traceback_of_an_unmarked_one(tmp_path):
+    where = telling(tmp_path, {"shapes/heavy.py": HEAVY + "\nraise ValueError('broken')\n"})
+    plain, accelerated = _both(where, "import shapes.heavy")
+    assert "ValueError: broken" in plain and "importlib" not in plain
+    # The program's code differs by its first line only (the accelerate call).
+    assert accelerated.replace("line 2,", "line 1,") == plain
+    assert "coheriq" not in accelerated
+
+
+def test_an_import_time_warning_of_a_declared_module_names_the_importing_line(tmp_path):
+    warns = (
+        "import warnings\n"
+        "warnings.warn('shapes.heavy is deprecated', DeprecationWarning, stacklevel=2)\n"
+    )
+    where = telling(tmp_path, {"shapes/heavy.py": warns + HEAVY})
+    plain, accelerated = _both(where, "import shapes.heavy")
+    # Shown by the default filters: the warning is the importing __main__'s.
+    assert "<string>:1: DeprecationWarning: shapes.heavy is deprecated" in plain
+    assert accelerated.replace("<string>:2:", "<string>:1:") == plain
+
+
+# -- item 13: a declared module run with python -m ---------------------------------------------
+
+RUN_AS_MAIN = HEAVY + textwrap.dedent(
+    """
+    def main():
+        return smooth([2])
+
+    if __name__ == "__main__":
+        import os, coheriq
+        accelerated = os.environ.get("COHERIQ_ACCELERATE")
+        print(main(), coheriq.explain(smooth).engine if accelerated else "unmarked")
+    """
+)
+
+
+def test_a_declared_module_run_with_python_m_is_marked_and_runs_the_engine(tmp_path):
+    where = telling(tmp_path, {"shapes/heavy.py": RUN_AS_MAIN})
+    plain = python(where, "", "-m", "shapes.heavy")
+    assert ok(plain).strip() == "[1.0] unmarked"
+    done = python(where, "", "-m", "shapes.heavy", env={"COHERIQ_ACCELERATE": "shapes:fast"})
+    assert ok(done).strip() == "['fast'] fast"
+    reference = python(where, "", "-m", "shapes.heavy", env={"COHERIQ_ACCELERATE": "shapes"})
+    assert ok(reference).strip() == "[1.0] reference"
