@@ -13,13 +13,16 @@ rule, written once here (:class:`Chain`), is:
    along its own MRO the same way;
 3. the reference, which never declines.
 
-An implementation that is not marked ends the chain where it stands: it answers.
-An implementation reached through ``super()`` from an engine's own code goes on
-along the MRO to the reference, since that code has run already
-(:class:`DecliningMethod`). Each decline is recorded (:func:`record`): counted
-per candidate, engine and reason, logged once per such triple, shown to the
-watchers (a profile), and turned into an error where the program asks
-(``COHERIQ_FAIL_ON_DECLINE=1``, ``<PREFIX>_FAIL_ON_DECLINE=1``).
+An implementation that is not marked ends the chain where it stands: it answers,
+and a ``Decline`` raised in it is an error, also where a marked implementation
+called it (:func:`note_implementation`). An implementation reached through
+``self`` or ``super()`` from an engine's own code goes on along the MRO to the
+reference, since that code has run already (:class:`DecliningMethod`). Each
+decline is recorded (:func:`record`): counted per candidate, engine and reason,
+logged once per such triple, shown to the watchers (a profile), and turned into
+an error where the program asks (``COHERIQ_FAIL_ON_DECLINE=1``,
+``<PREFIX>_FAIL_ON_DECLINE=1``, or another spelling of yes:
+:func:`environment_flag`).
 
 Nothing here is on the path of a call that no marked implementation answers:
 an engine's members are its bound methods, as ever, except the marked ones.
@@ -29,11 +32,22 @@ from __future__ import annotations
 
 import _thread
 from _contextvars import ContextVar
+from _weakrefset import WeakSet
 from functools import partial
 from os import environ as _environ
+from types import FunctionType, MethodType
 
 from .._names import REFERENCE
-from .._stdlib import INFO, TYPE_CHECKING, after_fork_in_child, log
+from .._stdlib import (
+    CO_ASYNC_GENERATOR,
+    CO_COROUTINE,
+    CO_GENERATOR,
+    INFO,
+    TYPE_CHECKING,
+    after_fork_in_child,
+    code_flags,
+    log,
+)
 from ..exceptions import CoheriqDeclineError, CoheriqTypeError, ended
 
 if TYPE_CHECKING:
@@ -49,15 +63,19 @@ __all__ = [
     "DecliningMethod",
     "Step",
     "answered",
+    "bound_chain",
     "chain_of",
     "check_of",
+    "environment_flag",
     "may_decline",
+    "note_implementation",
     "record",
     "watchers",
 ]
 
 FAIL_ON_DECLINE = "COHERIQ_FAIL_ON_DECLINE"
-"""The environment variable that makes every decline an error (``1``), for CI."""
+"""The environment variable that makes every decline an error (``1``, or another
+spelling of yes: see :func:`environment_flag`), for CI."""
 
 _MARK = "__coheriq_may_decline__"  # on a marked implementation: True, or its check
 _NOTHING = object()  # what a staticmethod's check gets before the call's arguments: nothing
@@ -67,6 +85,13 @@ watchers: list[Callable[[DomainState, str, str, str], None]] = []
 # Guards the counts of declines; re-entrant, so that a signal handler whose call is
 # declined while its thread counts another decline does not deadlock.
 _lock = _thread.RLock()
+
+# The code of each implementation that cannot decline (not marked), so that a
+# Decline raised in it is not taken for the decline of a marked implementation
+# that called it (see note_implementation); and of each marked one, which may share its
+# code with one that is not (a factory's). Weak: they hold no engine's code alive.
+_answering: WeakSet[Any] = WeakSet()
+_declining: WeakSet[Any] = WeakSet()
 
 # Set when a call that was declined returns: the engine that answered it in the end
 # (a verification reads it to say which implementation it compared).
@@ -114,7 +139,16 @@ def may_decline(
     class first). Keep a reason the same from call to call (no sizes in it):
     declines are counted, and logged once, per reason.
 
+    An ``async def`` or generator implementation runs its body only when the
+    call is awaited or iterated, after the call has returned: too late to pass
+    it on. It declines by its check alone, and a bare mark on it is refused.
+
     Returns the implementation itself, marked.
+
+    Raises:
+        CoheriqTypeError: ``when`` is not callable, the target is neither a
+            function nor a class, or it is an ``async def`` or generator function
+            marked without ``when``.
     """
     if when is not None and not callable(when):
         raise CoheriqTypeError(
@@ -128,10 +162,35 @@ def may_decline(
                 f"coheriq.may_decline marks an engine's function or class, not "
                 f"{type(target).__name__} {target!r}."
             )
+        if when is None:
+            _check_runs_when_called(target)
         setattr(target, _MARK, when if when is not None else True)
         return target
 
     return mark if implementation is None else mark(implementation)
+
+
+def _check_runs_when_called(target: Any) -> None:
+    """Refuse a bare mark on a function whose body runs after its call returns."""
+    function = target.__func__ if isinstance(target, (staticmethod, classmethod)) else target
+    flags = code_flags(function)
+    kind = (
+        "an async generator"
+        if flags & CO_ASYNC_GENERATOR
+        else "an async def"
+        if flags & CO_COROUTINE
+        else "a generator"
+        if flags & CO_GENERATOR
+        else None
+    )
+    if kind is not None:
+        name = getattr(function, "__qualname__", repr(function))
+        raise CoheriqTypeError(
+            f"coheriq.may_decline cannot mark {kind} function {name} bare: its body runs "
+            "only when the call is awaited or iterated, after the call has returned, so a "
+            "Decline raised there is too late to pass the call on. Give it a check instead, "
+            "may_decline(when=check), which coheriq asks when the call is made."
+        )
 
 
 def check_of(implementation: Any) -> Callable[..., str | None] | bool:
@@ -147,10 +206,11 @@ def check_of(implementation: Any) -> Callable[..., str | None] | bool:
 class Step:
     """One implementation a declining call may run: whose, and how to call it."""
 
-    __slots__ = ("ask", "call", "check", "engine", "final", "owner")
+    __slots__ = ("ask", "call", "check", "engine", "final", "name", "owner")
 
-    def __init__(self, owner: Any, call: Any, check: Any, subject: Any) -> None:
+    def __init__(self, owner: Any, name: str, call: Any, check: Any, subject: Any) -> None:
         self.owner = owner  # the class whose body defines it
+        self.name = name  # the candidate it implements
         self.engine = _label(owner)  # its engine's name (a mixin's class name)
         self.call = call  # the implementation, bound to the engine's instance
         self.check = check  # its when= check, True (it may raise Decline), or False
@@ -168,13 +228,19 @@ class Step:
         return self.checked(self.ask(*args, **kwargs))
 
     def checked(self, reason: Any) -> str | None:
-        """``reason``, what the check returned, if it is one (None, or "": run it)."""
-        if reason is not None and not isinstance(reason, str):
-            raise CoheriqTypeError(
-                f"The decline check of engine {self.engine!r} returned {reason!r}: it must "
-                "return the reason to decline (a string), or None to run."
-            )
-        return reason or None
+        """``reason``, what the check returned, if it is one: None runs, a non-blank
+        string declines; anything else is refused, wherever the check is asked.
+
+        Raises:
+            CoheriqTypeError: The check returned something else (``False``, ``""``).
+        """
+        if reason is None or (isinstance(reason, str) and reason.strip()):
+            return reason
+        raise CoheriqTypeError(
+            f"The decline check of engine {self.engine!r} for candidate {self.name!r} "
+            f"returned {reason!r}: it must return the reason to decline (a non-empty "
+            "string), or None to run. Return None where the implementation should run."
+        )
 
     def attempt(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
         """``(True, result)`` if it answers the call, ``(False, reason)`` if it declines."""
@@ -184,7 +250,7 @@ class Step:
         try:
             return True, self.call(*args, **kwargs)
         except Decline as decline:
-            if self.final:  # not marked: a Decline is its error, not a signal
+            if self.final or raised_by_answering(decline):  # an error, not a signal
                 raise
             return False, decline.reason
 
@@ -220,11 +286,11 @@ class Chain:
 
         def declining(*args: Any, **kwargs: Any) -> Any:
             reason = None if ask is None else ask(*args, **kwargs)
-            if not reason:
+            if reason is None:
                 try:
                     return call(*args, **kwargs)
                 except Decline as decline:
-                    if final:  # not marked: a Decline is its error, not a signal
+                    if final or raised_by_answering(decline):  # an error, not a signal
                         raise
                     reason = decline.reason
             return chain.after_decline(first.checked(reason), args, kwargs)
@@ -241,7 +307,7 @@ class Chain:
     def after_decline(
         self, reason: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        """The first step declined for ``reason``: record it, and run the next ones."""
+        """The first step declined for ``reason`` (what :meth:`Step.checked` passed)."""
         record(self.state, self.name, self.steps[0].engine, reason or "")
         for step in self.all_steps(after_first=True):
             answers, value = step.attempt(args, kwargs)
@@ -304,7 +370,7 @@ def steps_of(engine_class: Any, instance: Any, name: str, start: Any = None) -> 
             subject = {staticmethod: _NOTHING, classmethod: engine_class}.get(
                 type(implementation), instance
             )
-        steps.append(Step(klass, call, check, subject))
+        steps.append(Step(klass, name, call, check, subject))
         if check is False:
             break
     return steps
@@ -313,19 +379,21 @@ def steps_of(engine_class: Any, instance: Any, name: str, start: Any = None) -> 
 class DecliningMethod:
     """A marked implementation in its engine class's dict, as ``self`` and ``super()`` reach it.
 
-    Called from an engine's own code, it goes on along the MRO past the
-    implementations that decline, to the reference: that code has run already.
-    (A call a proxy dispatches runs the engine's :class:`Chain` instead, which
-    may go on to the engines later in the user's list.) Read as ``self.name``,
-    the chain is kept in the instance's ``__dict__``, as
-    ``functools.cached_property`` keeps its value, so that the next read
-    finds it at once; the reference at its end is looked up when it runs.
+    Read from an instance, it is a bound method, as any method is: nothing is
+    kept on the instance, which pickles and copies as it would without coheriq.
+    Called, it runs the implementation (after its check), and only once that
+    declines does it build the rest of the chain: along the MRO of the
+    instance's class, past the implementations that decline, to the reference.
+    That code has run already, on this engine. (A call a proxy dispatches runs
+    the engine's :class:`Chain` instead, which may go on to the engines later in
+    the user's list: see :func:`bound_chain`.)
     """
 
-    __slots__ = ("function", "name", "owner")
+    __slots__ = ("function", "method", "name", "owner")
 
     def __init__(self, function: Any, owner: Any, name: str) -> None:
         self.function, self.owner, self.name = function, owner, name
+        self.method = self._as_method()
 
     @property
     def __wrapped__(self) -> Any:
@@ -334,6 +402,10 @@ class DecliningMethod:
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:
             return self.function.__get__(None, owner)
+        return MethodType(self.method, instance)
+
+    def chain(self, instance: Any) -> Chain:
+        """The chain of this implementation and those after it along ``instance``'s MRO."""
         engine_class, name = type(instance), self.name
         steps = steps_of(engine_class, instance, name, start=self.owner)
         last = steps[-1]
@@ -342,21 +414,101 @@ class DecliningMethod:
             return getattr(super(last.owner, instance), name)(*args, **kwargs)
 
         state = engine_class.__coheriq_domain__.state
-        function = Chain(state, name, steps, None if last.final else reference).function
-        if _first_supplier(engine_class, name) is self.owner:  # what self.name reads
-            try:
-                instance.__dict__[name] = function
-            except AttributeError:  # an engine with __slots__: built on each read
-                pass
-        return function
+        return Chain(state, name, steps, None if last.final else reference)
+
+    def _as_method(self) -> Callable[..., Any]:
+        """The function a read from an instance binds: the implementation first, after
+        its check, taking the instance first (what ``Chain.function`` is, unbound)."""
+        function, kind, descriptor = self.function, type(self.function), self
+        check = check_of(function)
+        ask = check if callable(check) else None
+
+        def declining(instance: Any, *args: Any, **kwargs: Any) -> Any:
+            reason = None
+            if ask is not None:
+                if kind is staticmethod:
+                    reason = ask(*args, **kwargs)
+                else:
+                    subject = type(instance) if kind is classmethod else instance
+                    reason = ask(subject, *args, **kwargs)
+            if reason is None:
+                try:
+                    if kind is FunctionType:
+                        return function(instance, *args, **kwargs)
+                    return function.__get__(instance, type(instance))(*args, **kwargs)
+                except Decline as decline:
+                    if raised_by_answering(decline):  # an error, not a signal
+                        raise
+                    reason = decline.reason
+            chain = descriptor.chain(instance)
+            return chain.after_decline(chain.steps[0].checked(reason), args, kwargs)
+
+        underlying = function.__func__ if kind in (staticmethod, classmethod) else function
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            if hasattr(underlying, attribute):
+                setattr(declining, attribute, getattr(underlying, attribute))
+        declining.__wrapped__ = underlying  # type: ignore[attr-defined]
+        declining.__coheriq_declining__ = descriptor  # type: ignore[attr-defined]
+        return declining
 
     def __repr__(self) -> str:
         return f"<{self.owner.__qualname__}.{self.name}, which may decline>"
 
 
-def _first_supplier(engine_class: Any, name: str) -> Any:
-    """The class along ``engine_class``'s MRO whose body implements candidate ``name``."""
-    return next(k for k in engine_class.__mro__ if name in getattr(k, "__coheriq_overrides__", ()))
+def bound_chain(member: Any) -> Any:
+    """What a proxy's call of a candidate runs, given ``member``, read from an engine's instance.
+
+    For a method that may decline (read through a :class:`DecliningMethod`), its
+    :class:`Chain`'s function, bound to the instance, which the registry may
+    extend to the engines later in the user's list; else ``member`` itself.
+    """
+    if isinstance(member, MethodType):
+        descriptor = getattr(member.__func__, "__coheriq_declining__", None)
+        if isinstance(descriptor, DecliningMethod):
+            return descriptor.chain(member.__self__).function
+    return member
+
+
+def note_implementation(implementation: Any, *, marked: bool) -> None:
+    """Note ``implementation``, an engine's, as the engine class is made.
+
+    One that is not ``marked`` cannot decline: a ``Decline`` raised in it is its
+    error, and reaches the caller even through a marked implementation that
+    called it (:func:`raised_by_answering`). A marked one's code never counts as
+    such, where a factory made both from one ``def``.
+
+    For a class, its own ``__new__`` and ``__init__``. The innermost function of
+    a decorated one counts (its body raises), not the decorator's wrapper, whose
+    code other functions share.
+    """
+    if isinstance(implementation, type):
+        found = [vars(implementation).get(m) for m in ("__new__", "__init__")]
+    else:
+        found = [implementation]
+    codes = _declining if marked else _answering
+    for function in found:
+        if isinstance(function, (staticmethod, classmethod)):
+            function = function.__func__
+        for _ in range(100):  # __wrapped__ chains are short; a loop of them is not followed
+            inner = getattr(function, "__wrapped__", None)
+            if inner is None or isinstance(inner, type):
+                break
+            function = inner
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            codes.add(code)
+
+
+def raised_by_answering(decline: Decline) -> bool:
+    """Whether ``decline`` came out of an implementation that cannot decline (see
+    :func:`note_implementation`), called by the one that caught it: then it is an error."""
+    traceback = decline.__traceback__
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        if code in _answering and code not in _declining:
+            return True
+        traceback = traceback.tb_next
+    return False
 
 
 def _label(klass: Any) -> str:
@@ -370,19 +522,23 @@ def record(state: DomainState, candidate: str, engine: str, reason: str) -> None
 
     Raises:
         CoheriqDeclineError: Declines are errors here (``COHERIQ_FAIL_ON_DECLINE=1``
-            or ``<PREFIX>_FAIL_ON_DECLINE=1``).
+            or ``<PREFIX>_FAIL_ON_DECLINE=1``, or another spelling of yes).
+        CoheriqTypeError: One of those variables says neither yes nor no; nothing
+            is counted.
     """
+    strict = [v for v in _strict_variables(state) if environment_flag(v, _DECLINES_ARE_ERRORS)]
     key = (candidate, engine, reason)
     with _lock:
         count = state.declines.get(key, 0)
         state.declines[key] = count + 1
-    for variable in _strict_variables(state):
-        if _environ.get(variable, "").strip() == "1":
-            raise CoheriqDeclineError(
-                f"Engine {engine!r} of domain {state.name!r} declined a call of {candidate!r}: "
-                f"{ended(reason)} Declines are errors here ({variable}=1); unset it to let the "
-                "next implementation run, or call with arguments the engine takes."
-            )
+    if strict:
+        variable = strict[0]
+        raise CoheriqDeclineError(
+            f"Engine {engine!r} of domain {state.name!r} declined a call of {candidate!r}: "
+            f"{ended(reason)} Declines are errors here "
+            f"({variable}={_environ.get(variable, '').strip()}); unset it to let the next "
+            "implementation run, or call with arguments the engine takes."
+        )
     if count == 0:
         log(
             INFO,
@@ -394,6 +550,34 @@ def record(state: DomainState, candidate: str, engine: str, reason: str) -> None
         )
     for watcher in list(watchers):
         watcher(state, candidate, engine, reason)
+
+
+# What yes and no mean for the variables that make declines errors (environment_flag).
+_DECLINES_ARE_ERRORS = (
+    "to make every decline an error",
+    "to let the next implementation run a declined call",
+)
+_YES = frozenset({"1", "true", "yes", "on"})
+_NO = frozenset({"", "0", "false", "no", "off"})
+
+
+def environment_flag(variable: str, meaning: tuple[str, str]) -> bool:
+    """Whether the environment variable ``variable`` says yes: ``1``, ``true``, ``yes``
+    or ``on``, in any case, spaces around ignored; no is ``0``, ``false``, ``no``,
+    ``off``, empty or unset. ``meaning``: what yes does and what no does, for the message.
+
+    Raises:
+        CoheriqTypeError: Its value is neither; the message says what to set.
+    """
+    value = _environ.get(variable, "").strip().lower()
+    if value in _YES:
+        return True
+    if value in _NO:
+        return False
+    raise CoheriqTypeError(
+        f"The environment variable {variable} is {value!r}; set it to 1, true, yes or on "
+        f"{meaning[0]}, or to 0, false, no, off or nothing {meaning[1]}."
+    )
 
 
 def _strict_variables(state: DomainState) -> tuple[str, ...]:

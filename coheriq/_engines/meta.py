@@ -194,12 +194,16 @@ def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
     :class:`DecliningMethod`, so that one reached through ``super()`` from the
     engine's own code goes on along the MRO when it declines (a class, a class
     candidate's implementation, stays as it is: only its construction can decline).
+    An implementation that is not marked is noted, so that a ``Decline`` it
+    raises is its error even where a marked one called it.
     """
-    from .declines import DecliningMethod, check_of  # only for an engine class
+    from .declines import DecliningMethod, check_of, note_implementation  # only for an engine class
 
     for candidate in overrides:
         value = cls.__dict__[candidate]
-        if not isinstance(value, type) and check_of(value) is not False:
+        marked = check_of(value) is not False
+        note_implementation(value, marked=marked)
+        if marked and not isinstance(value, type):
             type.__setattr__(cls, candidate, DecliningMethod(value, cls, candidate))
     # Inherited: a base's candidate that may decline still may where the MRO takes
     # it from a class that marks it (not where cls, or a base before it, overrides it).

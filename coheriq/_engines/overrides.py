@@ -20,7 +20,6 @@ signature cannot be read (some built-ins) are accepted.
 
 from __future__ import annotations
 
-import os
 import sys
 from functools import partial, partialmethod
 
@@ -39,11 +38,10 @@ from .._stdlib import (
 from ..exceptions import (
     CoheriqEngineError,
     CoheriqSignatureWarning,
-    CoheriqTypeError,
     did_you_mean,
     listing,
 )
-from .declines import DecliningMethod
+from .declines import DecliningMethod, environment_flag
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -338,10 +336,6 @@ def _method_incompatibilities(theirs: Any, ours: Any) -> list[str]:
     return receiving + incompatibilities(wanted, given)
 
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"", "0", "false", "no", "off"})
-
-
 def strict_from_environment() -> bool:
     """Whether ``COHERIQ_STRICT`` asks for strict checks (``1``/``true``/``yes``/``on``).
 
@@ -349,15 +343,8 @@ def strict_from_environment() -> bool:
         CoheriqTypeError: Its value is none of those, nor ``0``/``false``/``no``/``off``
             or empty.
     """
-    value = os.environ.get(STRICT_ENV, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise CoheriqTypeError(
-        f"The environment variable {STRICT_ENV} is {value!r}; set it to 1, true, yes or on "
-        "for strict signature checks, or to 0, false, no, off or nothing for warnings."
-    )
+    # One reading of yes and no for coheriq's switches (COHERIQ_FAIL_ON_DECLINE too).
+    return environment_flag(STRICT_ENV, ("for strict signature checks", "for warnings"))
 
 
 def _same_parameters(reference: Any, override: Any, *, skip: bool) -> bool:

@@ -633,8 +633,12 @@ class Engines:
                 f"AttributeError: {exc}. Each candidate must be an attribute of the engine's "
                 "instance."
             ) from exc
-        if info.construct is None:
-            return member  # a function's: a bound method, or a Chain that may decline
+        if info.construct is None:  # a function's: a bound method, or one that may decline
+            if name in getattr(cls, "__coheriq_declining__", ()):
+                from .declines import bound_chain  # imported when cls was defined
+
+                return bound_chain(member)  # its Chain, which a list may extend
+            return member
         from .own_class import LibraryClass  # imported with the class
 
         if member is info.reference or (isinstance(member, LibraryClass) and member.info is info):
