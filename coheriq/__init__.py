@@ -9,6 +9,11 @@ The tools for looking at a program (:func:`explain`, :func:`coverage`,
 :func:`profile`, :func:`snapshot`), and what an engine declines a call with
 (:class:`Decline`, :func:`may_decline`), are imported on first use, so that
 importing an accelerated library does not pay for them.
+
+PYTEST_DONT_REWRITE: pytest rewrites the asserts of a test plugin's package,
+coheriq, and warns where it was imported before pytest started (by
+``COHERIQ_ACCELERATE`` or ``python -m coheriq run``): an error in projects that
+set ``filterwarnings = error``. Library code needs no rewritten asserts.
 """
 
 from os import environ as _environ

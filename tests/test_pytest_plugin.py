@@ -1,5 +1,6 @@
 """The pytest plugin, driven through pytester in a separate pytest process."""
 
+import os
 import textwrap
 
 import pytest
@@ -532,3 +533,74 @@ def test_the_summary_lists_the_calls_engines_declined(project):
     result.stdout.fnmatch_lines(
         ["*- coheriq declines -*", "plugdom.which: picky declined 2 calls (not today)"]
     )
+
+
+# A declaration of a module of the standard library: COHERIQ_ACCELERATE naming it
+# accelerates it as the interpreter starts (coheriq is imported then), not later.
+COLORSYS = {
+    "coheriq_declaration": 1,
+    "library": "colorsys",
+    "distribution": None,
+    "versions": ">=3.10",
+    "modules": {"colorsys": {"functions": ["rgb_to_hsv"]}},
+}
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["COHERIQ_ACCELERATE=colorsys", "COHERIQ_ACCELERATE=shapes", "run", "--coheriq-engine"],
+)
+def test_a_project_that_makes_warnings_errors_starts_accelerated(tmp_path, how):
+    # pytest marks the packages of every distribution with a pytest11 entry point
+    # for assertion rewriting (coheriq, from a wheel's RECORD) and warns of one
+    # imported before: an error where the project sets filterwarnings = error.
+    # An editable install lists no package files, so the metadata of coheriq as a
+    # wheel installs it is laid out beside the project.
+    import json
+    import subprocess
+    import sys
+
+    import test_outside
+
+    where = test_outside.lay_out(tmp_path)
+    (where / "colorsys_probe.json").write_text(json.dumps(COLORSYS))
+    declares = "[coheriq.declarations.colorsys]\nprobe = colorsys_probe:colorsys_probe.json\n"
+    test_outside.write_dist(where, "colorsys_probe", "1.0", declares)
+    (where / "colorsys_probe.py").write_text("")
+    installed = where / "coheriq_as_installed-1.0.dist-info"
+    installed.mkdir()
+    (installed / "METADATA").write_text("Metadata-Version: 2.1\nName: coheriq-as-installed\n")
+    (installed / "entry_points.txt").write_text("[pytest11]\ncoheriq = coheriq.pytest_plugin\n")
+    (installed / "RECORD").write_text("coheriq/__init__.py,,\ncoheriq/pytest_plugin.py,,\n")
+    (where / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    (where / "test_it.py").write_text(
+        "import colorsys, shapes, coheriq\n"
+        "def test_marked():\n"
+        "    assert coheriq.explain(shapes.area).engine == 'fast'\n"
+        if how != "COHERIQ_ACCELERATE=colorsys"
+        else "import colorsys, coheriq\n"
+        "def test_marked():\n"
+        "    assert coheriq.explain(colorsys.rgb_to_hsv).engine == 'reference'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "COHERIQ_ACCELERATE" and "SHAPES" not in k}
+    env["PYTHONPATH"] = os.pathsep.join([str(where), str(test_outside.ROOT)])
+    pytest_run = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_it.py"]
+    if how.startswith("COHERIQ_ACCELERATE="):
+        env["COHERIQ_ACCELERATE"] = how.partition("=")[2]
+        env["SHAPES_ENGINE"] = "fast"
+        command = pytest_run
+    elif how == "run":
+        command = ["-m", "coheriq", "run", "--engine", "shapes:fast", *pytest_run]
+    else:
+        command = [*pytest_run, "--coheriq-engine=shapes:fast"]
+    done = subprocess.run(
+        [sys.executable, *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=where,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert "Warning" not in done.stdout + done.stderr
