@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 
-from test_outside import SHAPES, ok, python
+from test_outside import SHAPES, lay_out, ok, python
 from test_outside_hostile import ACCELERATED, telling
 
 HEAVY = textwrap.dedent(SHAPES["shapes/heavy.py"])
@@ -99,3 +99,47 @@ def test_a_declared_module_run_with_python_m_is_marked_and_runs_the_engine(tmp_p
     assert ok(done).strip() == "['fast'] fast"
     reference = python(where, "", "-m", "shapes.heavy", env={"COHERIQ_ACCELERATE": "shapes"})
     assert ok(reference).strip() == "[1.0] reference"
+
+
+# -- item 15: a library that calls its own candidates at import ------------------------------
+
+CALLS_AT_IMPORT = {
+    "shapes/core.py": SHAPES["shapes/core.py"].replace(
+        "        class Square(Shape):",
+        "        ONE = area(Shape(1))  # a call of a candidate while the library imports\n\n"
+        "        class Square(Shape):",
+    )
+}
+
+# An engine that subclasses a library class at its module level, as engines do.
+SUBCLASSING = '''
+    import coheriq
+    import shapes.core
+
+    class FastSquare(shapes.core.Square):
+        """Needs the whole library."""
+
+    class Fast(coheriq.engine_class("shapes"), name="fast"):
+        def area(self, shape):
+            return -shape.side
+    '''
+
+
+def test_a_call_while_the_library_imports_runs_the_reference_and_chooses_nothing(tmp_path):
+    where = lay_out(tmp_path, engine=SUBCLASSING, files=CALLS_AT_IMPORT)
+    program = """
+        import coheriq
+        coheriq.accelerate("shapes", "fast")
+        import shapes.core as core
+        print(core.ONE, core.area(core.Shape(3)), coheriq.explain(core.area).engine)
+        """
+    assert ok(python(where, program)).strip() == "1 -3 fast"
+    later = """
+        import coheriq
+        coheriq.accelerate("shapes")
+        import shapes.core as core
+        assert not coheriq.explain("shapes").settled
+        coheriq.enable_engine("shapes", "fast")
+        print(core.ONE, core.area(core.Shape(3)))
+        """
+    assert ok(python(where, later)).strip() == "1 -3"

@@ -23,7 +23,7 @@ from .ordered import Tried, after_chosen, describe_tried, first_that_starts, par
 from .records import Unsettled
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from .._engines.meta import EngineMeta
@@ -101,6 +101,10 @@ class GlobalChoice:
         self.state = state
         self.settled: Settlement | None = None
         self.unsettled = Unsettled(state)
+        # Where set (a library accelerated from the outside, which cannot be changed
+        # to stop calling its candidates at import): whether the library is being
+        # imported now. A call meanwhile runs the reference and chooses nothing.
+        self.importing: Callable[[], bool] | None = None
 
     def settle(self, action: str = "call its candidates") -> Settlement:
         """Return the global choice, making it now if it is not made yet.
@@ -133,7 +137,15 @@ class GlobalChoice:
         return self.settle_on(cls, f"environment variable {variable}={value!r}")
 
     def member(self, name: str) -> Any:
-        """What a call of candidate ``name`` runs under the global choice, made now if need be."""
+        """What a call of candidate ``name`` runs under the global choice, made now if need be.
+
+        Not made while :attr:`importing` says the library is being imported: the
+        call runs the reference, and no engine is imported into a library half made.
+        """
+        importing = self.importing
+        if importing is not None and self.settled is None and importing():
+            reference = self.state.engines.require_reference(f"call candidate {name!r}")
+            return self.state.engines.members_of(reference)[name]
         return self.settle(f"call candidate {name!r}").members[name]
 
     def settle_on(

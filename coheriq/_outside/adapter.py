@@ -130,6 +130,8 @@ class Adapter:
             # next import carries it on (a retry) instead of taking it for the library's.
             self._copies = registry.copies_of(library)
             self.domain = domain
+            # The library's own calls at import choose nothing (see GlobalChoice.member).
+            domain.choice.importing = self.importing
             if domain.materialized:  # the module reloaded: the domain carries on, as declared
                 return
             for module, names in self.declaration.modules.items():
@@ -153,6 +155,21 @@ class Adapter:
             if self.domain is None and self.stepped_back is None:
                 self.make_domain(sys.modules[self.declaration.library])
             return self.domain if self.stepped_back is None else None
+
+    def importing(self) -> bool:
+        """Whether this thread is running the body of one of the library's modules (importing it).
+
+        Another thread's import does not count: its calls are the program's.
+        """
+        library, package = self.declaration.library, self.declaration.library + "."
+        frame: Any = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_name == "<module>":
+                name = frame.f_globals.get("__name__")
+                if isinstance(name, str) and (name == library or name.startswith(package)):
+                    return True
+            frame = frame.f_back
+        return False
 
     def _step_back(self, why: str) -> None:
         self.stepped_back = (
