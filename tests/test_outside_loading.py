@@ -143,3 +143,34 @@ def test_a_call_while_the_library_imports_runs_the_reference_and_chooses_nothing
         print(core.ONE, core.area(core.Shape(3)))
         """
     assert ok(python(where, later)).strip() == "1 -3"
+
+
+# -- item 16: a class imported before is never marked in place --------------------------------
+
+NO_SUBCLASS = {
+    "shapes/core.py": SHAPES["shapes/core.py"]
+    .replace("class Square(Shape):", "class Square:")
+    .replace("super().__init__(side)", "self.side = side")
+}
+
+
+def test_a_class_imported_before_stays_unmarked_and_its_objects_keep_working(tmp_path):
+    out = ok(
+        python(
+            telling(tmp_path, NO_SUBCLASS),
+            """
+            import warnings
+            import coheriq, shapes.core as core
+            old = core.Shape(2)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                coheriq.accelerate("shapes", "fast")
+            # Objects made before are still the class's objects, and equal to new ones.
+            assert isinstance(old, core.Shape) and core.Shape(2) == old
+            assert core.area(old) == -2  # the functions are marked in place all the same
+            print(" ".join(str(w.message) for w in caught))
+            """,
+        )
+    )
+    assert "Class shapes.core.Shape was imported before the library was accelerated" in out
+    assert "stays unmarked" in out and "Accelerate before importing 'shapes'" in out

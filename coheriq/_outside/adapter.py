@@ -19,10 +19,12 @@ for a library that adopted coheriq, from the same machinery:
   subclass the marked class; aliases made later hold the candidate. A module run
   with ``python -m`` runs the same code, and is marked too.
 * **A module imported before** (or one whose loader runs it its own way: a C
-  extension, Cython) is marked in place: each declared name of the module is
-  rebound to the candidate. Names that other modules bound to the unmarked
-  objects before stay so; they are reported (the domain's ``bound_before``, which
-  :func:`coheriq.explain` shows), never rebound behind their owner's back.
+  extension, Cython) is marked in place: each declared function of the module is
+  rebound to the candidate. A declared class is not: rebuilt, it would disown the
+  objects made before; it stays unmarked, with a warning. Names that other
+  modules bound to the unmarked objects before stay so; they are reported (the
+  domain's ``bound_before``, which :func:`coheriq.explain` shows), never rebound
+  behind their owner's back.
 
 A declaration that names what a module's code cannot define leaves that module
 unmarked, as if undeclared, with a :class:`~coheriq.CoheriqDeclarationWarning`.
@@ -292,22 +294,43 @@ class Adapter:
             value = namespace[name]
             if candidate_of(value) is not None:
                 continue  # marked as it executed, or by the library itself
-            if imported_before and isinstance(value, type):
-                why = _why_not_in_place(value)
-                if why is not None:
-                    self._problem(
-                        f"Class {module}.{name} was imported before the library was "
-                        f"accelerated, and {why}: it stays unmarked. Accelerate before "
-                        f"importing {self.declaration.library!r} (the runner, "
-                        "COHERIQ_ACCELERATE, or coheriq.accelerate first)."
-                    )
-                    continue
+            if isinstance(value, type):
+                # Marking rebuilds a class: objects made before, and classes derived
+                # before, would no longer be its own, and nothing can tell there are none.
+                self._class_not_in_place(module, name, value, imported_before)
+                continue
             marked = self._mark_one(domain, module, name, value, run=None)
             if marked is not value:
                 namespace[name] = marked
                 originals[name] = value
         if imported_before and originals:
             self._find_bound_before(originals)
+
+    def _class_not_in_place(self, module: str, name: str, cls: type, imported_before: bool) -> None:
+        """Say loudly that class ``cls``, bound to declared ``name``, stays unmarked, and why."""
+        derived: list[type] = cls.__subclasses__()
+        before = (
+            " and classes derived from it already"
+            f" ({listing(c.__qualname__ for c in derived)})" * bool(derived)
+        )
+        if imported_before:
+            what = "was imported before the library was accelerated"
+            fix = (
+                f"Accelerate before importing {self.declaration.library!r} (the runner, "
+                "COHERIQ_ACCELERATE, or coheriq.accelerate first)."
+            )
+        else:
+            what = (
+                "was not bound by its module's body as it ran from source (its loader runs "
+                "it its own way, or the body bound it through globals())"
+            )
+            fix = "Declare the module that defines the class with a class statement."
+        self._problem(
+            f"Class {module}.{name} {what}: it stays unmarked, since marking it now would "
+            f"rebuild it, and objects made before{before} would no longer be its own "
+            f"(isinstance would fail). Its calls run the library's own class on every "
+            f"engine. {fix}"
+        )
 
     def _mark_one(
         self, domain: AccelerationDomain, module: str, name: str, value: Any, run: Any
@@ -605,20 +628,3 @@ def _hook(function: str, arguments: tuple[str, ...], at: Any) -> ast.stmt:
         node.lineno = node.end_lineno = line  # type: ignore[attr-defined]
         node.col_offset = node.end_col_offset = column  # type: ignore[attr-defined]
     return statement
-
-
-def _why_not_in_place(cls: type) -> str | None:
-    """Why class ``cls``, imported already, cannot be marked in place; None if it can.
-
-    Marking rebuilds a class and points its methods' ``__class__`` cells (zero-
-    argument ``super()``) at the rebuilt one: objects made before, and classes
-    derived before, would then fail there.
-    """
-    subclasses: list[type] = cls.__subclasses__()
-    if subclasses:
-        return f"classes derive from it already ({listing(c.__qualname__ for c in subclasses)})"
-    for value in vars(cls).values():
-        function = getattr(value, "__func__", value)
-        if "__class__" in getattr(getattr(function, "__code__", None), "co_freevars", ()):
-            return "its methods use super(), which objects made before would break"
-    return None
