@@ -16,8 +16,6 @@ coheriq, and warns where it was imported before pytest started (by
 set ``filterwarnings = error``. Library code needs no rewritten asserts.
 """
 
-from os import environ as _environ
-
 # The module whose name pickles of users' subclasses of marked classes carry: it
 # must be imported for cloudpickle to pickle them by that name (it pickles by value
 # a class whose module is not imported). It imports nothing until it is read.
@@ -34,6 +32,7 @@ from ._api.verbs import (
 )
 from ._call.proxy import proxy_implementation
 from ._engines.meta import EngineMeta
+from ._library import observing as _observing
 from ._library.domain import AccelerationDomain
 from ._names import REFERENCE
 from ._stdlib import TYPE_CHECKING
@@ -74,7 +73,7 @@ if TYPE_CHECKING:
         Mismatch,
         VerificationRow,
     )
-    from ._tools.verification import Verification, verify
+    from ._tools.verification import Verification, register_comparison, verify
     from .statements import EngineStatement, engine_statements
 
 _ON_FIRST_USE = {
@@ -98,6 +97,7 @@ _ON_FIRST_USE = {
     "Mismatch": "_tools.verdicts",
     "Verification": "_tools.verification",
     "VerificationRow": "_tools.verdicts",
+    "register_comparison": "_tools.verification",
     "verify": "_tools.verification",
 }
 
@@ -154,6 +154,7 @@ __all__ = [
     "may_decline",
     "profile",
     "proxy_implementation",
+    "register_comparison",
     "resolve_impl",
     "snapshot",
     "using_engine",
@@ -162,10 +163,17 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-if any(name.endswith("_VERIFY") for name in _environ):
-    # A library's <PREFIX>_VERIFY may be set: the verification hooks in before any
-    # domain is materialized.
-    from ._tools import verification as _verification  # noqa: F401
+
+def _verify_from_environment(domain: AccelerationDomain) -> None:
+    """``domain``'s own ``<PREFIX>_VERIFY`` is set: verify it (the module is imported now)."""
+    from ._tools.verification import from_environment
+
+    from_environment(domain)
+
+
+# Only a domain whose own variable is set, at its materialization, imports the
+# verification: another program's variable (GIT_SSL_NO_VERIFY) costs nothing.
+_observing.on_materialized.append(_verify_from_environment)
 
 
 def __getattr__(name: str) -> object:

@@ -93,9 +93,12 @@ _lock = _thread.RLock()
 _answering: WeakSet[Any] = WeakSet()
 _declining: WeakSet[Any] = WeakSet()
 
-# Set when a call that was declined returns: the engine that answered it in the end
-# (a verification reads it to say which implementation it compared).
-answered: ContextVar[str | None] = ContextVar("coheriq: who answered a declined call", default=None)
+# Set when a call that was declined returns: its chain, and the engine that answered it
+# in the end (a verification reads it to say which implementation it compared; the
+# chain tells the verified call's own decline from one of a call made inside it).
+answered: ContextVar[tuple[Chain, str] | None] = ContextVar(
+    "coheriq: who answered a declined call", default=None
+)
 
 
 class Decline(Exception):  # noqa: N818 - it is a signal, not an error
@@ -312,11 +315,11 @@ class Chain:
         for step in self.all_steps(after_first=True):
             answers, value = step.attempt(args, kwargs)
             if answers:
-                answered.set(step.engine)
+                answered.set((self, step.engine))
                 return value
             record(self.state, self.name, step.engine, value)
         result = self.reference(*args, **kwargs)
-        answered.set(REFERENCE)
+        answered.set((self, REFERENCE))
         return result
 
     def all_steps(self, after_first: bool = False) -> Iterator[Step]:

@@ -24,7 +24,7 @@ from .._stdlib import TYPE_CHECKING
 from ..exceptions import CoheriqTypeError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import Any
 
 __all__ = ["DEFAULT_RTOL", "ComparisonRule", "Comparisons"]
@@ -233,6 +233,8 @@ class Comparisons:
         rule = mine_rule or other_rule
         if rule is not None and rule.compare is not None:
             return _verdict(rule.compare(mine, other), where, mine, other)
+        if isinstance(mine, range) and isinstance(other, range):
+            return _equality(mine, other, where)  # by start, stop and step: no items made
         if depth < _MAX_DEPTH:
             if _is_number(mine) and _is_number(other):
                 return _numbers_differ(mine, other, where, *tolerances)
@@ -253,8 +255,8 @@ class Comparisons:
 
     def _items_differ(
         self,
-        mine: list[Any] | dict[Any, Any],
-        other: list[Any] | dict[Any, Any],
+        mine: Sequence[Any] | dict[Any, Any],
+        other: Sequence[Any] | dict[Any, Any],
         where: str,
         tolerances: tuple[float, float],
         depth: int,
@@ -328,12 +330,16 @@ def _numbers_differ(mine: Any, other: Any, where: str, rtol: float, atol: float)
     )
 
 
-def _items(value: Any) -> list[Any] | dict[Any, Any] | None:
-    """``value``'s items to compare one by one, where it is a container; else None."""
+def _items(value: Any) -> Sequence[Any] | dict[Any, Any] | None:
+    """``value``'s items to compare one by one, where it is a container; else None.
+
+    Never a new list of what the value only describes (a ``range``): comparing
+    must not make what the call did not.
+    """
     if isinstance(value, (str, bytes, bytearray)):
         return None
     if isinstance(value, (list, tuple, range)):
-        return list(value)
+        return value
     if isinstance(value, dict):
         return value
     tolist = getattr(value, "tolist", None)  # NumPy, JAX, array.array

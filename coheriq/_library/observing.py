@@ -19,10 +19,10 @@ is True, or a function ``(domain, found) -> what the call finds instead``: the
 other implementation's run sets one that stops it at a candidate with side
 effects, so that no such candidate runs twice.
 
-A domain whose ``<PREFIX>_VERIFY`` variable is set calls :func:`materialized`
-once it is materialized; :mod:`coheriq._tools.verification` (imported by ``import
-coheriq`` where such a variable is set) hooks in there and turns verification
-on for the whole process.
+A domain whose own ``<PREFIX>_VERIFY`` variable is set calls :func:`materialized`
+once it is materialized; ``import coheriq`` hooks in there a function that
+imports :mod:`coheriq._tools.verification` then, and no sooner, to turn
+verification on for the whole process.
 """
 
 from __future__ import annotations
@@ -145,6 +145,15 @@ class View:
     def member(self, name: str) -> Any:
         """What the call of candidate ``name`` would run without this watcher."""
         found = self.found
+        if found is not None:
+            return found.members[name]
+        return self.domain.choice.member(name)
+
+    def unwatched(self, name: str) -> Any:
+        """What the call of candidate ``name`` would run without any watcher at all."""
+        found = self.found
+        while isinstance(found, View):
+            found = found.found
         if found is not None:
             return found.members[name]
         return self.domain.choice.member(name)

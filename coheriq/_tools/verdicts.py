@@ -73,6 +73,12 @@ class VerificationRow:
         against: The implementation it was compared with.
         calls: Calls made on the engine while the verification was on.
         compared: Calls run on both sides and compared.
+        not_comparable: Calls run on both sides whose results (or a part of
+            them: an iterator, a function, an object without ``__eq__``)
+            compare by identity only, and were not compared: neither agreed
+            nor differed (see ``notes``). Not counted in ``compared``; a
+            comparison registered for the type
+            (:func:`coheriq.register_comparison`) makes them compared.
         mismatches: Compared calls whose results differed.
         one_sided: Compared calls on which only one side raised, or the two
             raised different exceptions (counted in ``mismatches`` too).
@@ -80,7 +86,8 @@ class VerificationRow:
             past the time ``budget``, a candidate with side effects (or one
             whose run on the other side reached one, and was stopped there), or
             arguments that could not be copied (see ``notes``).
-        engine_time: Seconds the engine took on the compared calls.
+        engine_time: Seconds the engine took on the calls run on both sides
+            (compared, or not comparable).
         other_time: Seconds the other implementation took on them.
         examples: The first few mismatches.
         notes: Why calls were not compared, once each.
@@ -100,6 +107,7 @@ class VerificationRow:
         "engine_time",
         "examples",
         "mismatches",
+        "not_comparable",
         "not_compared",
         "notes",
         "one_sided",
@@ -109,6 +117,7 @@ class VerificationRow:
     def __init__(self, domain: str, candidate: str, engine: str, against: str) -> None:
         self.domain, self.candidate, self.engine, self.against = domain, candidate, engine, against
         self.calls = self.compared = self.mismatches = self.one_sided = self.not_compared = 0
+        self.not_comparable = 0
         self.engine_time = self.other_time = 0.0
         self.examples: list[Mismatch] = []
         self.notes: list[str] = []
@@ -134,7 +143,16 @@ def table(title: str, engine: str, rows: list[VerificationRow]) -> str:
     """The report as text: ``title``, a line per row, then each mismatch and note kept."""
     if not rows:
         return f"{title}: no calls of its candidates on {engine!r} were made"
-    header = ["candidate", "calls", "compared", "mismatches", "one-sided", "engine", "other"]
+    header = [
+        "candidate",
+        "calls",
+        "compared",
+        "mismatches",
+        "one-sided",
+        "not comparable",
+        "engine",
+        "other",
+    ]
     cells = [header] + [
         [
             f"{r.domain}.{r.candidate}",
@@ -142,6 +160,7 @@ def table(title: str, engine: str, rows: list[VerificationRow]) -> str:
             str(r.compared),
             str(r.mismatches),
             str(r.one_sided),
+            str(r.not_comparable),
             _milliseconds(r.engine_time),
             _milliseconds(r.other_time),
         ]

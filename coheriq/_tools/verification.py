@@ -1,12 +1,13 @@
 """Running an engine and another implementation side by side: :func:`verify`.
 
 While a verification is on for a context, every call of a function candidate
-that the program makes there on the verified engine runs that engine's
-implementation (whose result, or exception, the program gets) and then the
-other implementation (the reference, by default) on its own copy of the
-arguments, inside a ``using_engine`` block of it; the two results are compared
-by the library's rules (:mod:`coheriq._library.comparing`), and the outcome is recorded
-in the :class:`Verification`. Calls made inside a verified call (the engine's
+that the program makes there on the verified engine, where the engine and the
+other implementation (the reference, by default) run different code, runs that
+engine's implementation (whose result, or exception, the program gets) and then
+the other implementation on its own copy of the arguments, inside a
+``using_engine`` block of it; the two results are compared by the library's
+rules (:mod:`coheriq._library.comparing`), and the outcome is recorded in the
+:class:`Verification`. Calls made inside a verified call (the engine's
 code calling the library, say) are part of it and are not verified on their
 own; where the other side's run reaches a candidate with side effects, it is
 stopped there and the call is not compared, so that no such candidate runs
@@ -34,6 +35,7 @@ from time import perf_counter_ns
 from .._api.verbs import resolve_engine, using_engine
 from .._call.proxy import code_flags_behind
 from .._engines import declines
+from .._engines.meta import supplier
 from .._library import observing, registry
 from .._library.comparing import summarize
 from .._library.domain import AccelerationDomain, lookup_domain
@@ -68,7 +70,7 @@ if TYPE_CHECKING:
     F = TypeVar("F", bound=Callable[..., Any])
     OnMismatch = Literal["warn", "record", "raise"]
 
-__all__ = ["Verification", "verify"]
+__all__ = ["Verification", "register_comparison", "verify"]
 
 # The verifications open in this context, outermost first.
 _active: ContextVar[tuple[Verification, ...]] = ContextVar("coheriq verifications", default=())
@@ -116,8 +118,8 @@ class Verification:
         self._rows: dict[str, VerificationRow] = {}
         self._lock = _thread.RLock()
         self._spent_ns = 0  # the time the other side and comparing took, for budget
-        # The copy of the domain last called through, and its other implementation.
-        self._other: tuple[AccelerationDomain, EngineMeta] | None = None
+        # The copy of the domain last called through, its engine and its other implementation.
+        self._other: tuple[AccelerationDomain, EngineMeta, EngineMeta] | None = None
         self._blocks: list[using_engine] = []  # the using_engine blocks entered, innermost last
 
     def __repr__(self) -> str:
@@ -182,8 +184,13 @@ class Verification:
         value = f"{self._engine_name}:{self._against_name or REFERENCE}"
         return {f"{found.env_prefix}_VERIFY": value}
 
-    def _resolve(self, found: AccelerationDomain) -> tuple[AccelerationDomain, EngineMeta]:
-        """Check both sides in ``found`` (a copy of the domain); start the other one."""
+    def _resolve(
+        self, found: AccelerationDomain
+    ) -> tuple[AccelerationDomain, EngineMeta, EngineMeta]:
+        """Check both sides in ``found`` (a copy of the domain); start the other one.
+
+        Returns the copy, the engine's class and the other implementation's.
+        """
         other = self._other
         if other is not None and other[0] is found:
             return other
@@ -198,8 +205,19 @@ class Verification:
                 "against= (the reference, by default)."
             )
         found.engines.members_of(other_cls)  # starts it now, not in the first call
-        self._other = (found, other_cls)
-        return found, other_cls
+        self._other = (found, engine_cls, other_cls)
+        return self._other
+
+    def _two_implementations(self, domain: AccelerationDomain, name: str) -> bool:
+        """Whether the engine and the other side run different code for candidate ``name``.
+
+        Not where neither overrides it (both run the reference), nor where one
+        engine takes the other's implementation by deriving from it: running one
+        implementation twice compares nothing, and results that embed copies of
+        the arguments (a composed function) would differ for no fault of either.
+        """
+        _, engine_cls, other_cls = self._resolve(domain)
+        return supplier(engine_cls, name) is not supplier(other_cls, name)
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this verification."""
@@ -288,29 +306,27 @@ class Verification:
         member: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        chain: declines.Chain | None = None,
     ) -> Any:
-        """Run ``member`` (the engine's) for the program, and the other side to compare."""
+        """Run ``member`` (the engine's) for the program, and the other side to compare.
+
+        ``chain``: the engine's :class:`~coheriq._engines.declines.Chain` that
+        ``member`` runs, where its implementation may decline.
+        """
         prepared = self._prepare(domain, name, args, kwargs)
         if prepared is None:
             return member(*args, **kwargs)
-        token, started = _inside.set(_inside.get() | {domain.name}), perf_counter_ns()
-        who = declines.answered.set(None)
         try:
-            try:
+            with self._engine_side(domain, prepared, chain) as engine:
                 result = member(*args, **kwargs)
-            finally:
-                engine_ns = perf_counter_ns() - started
-                _inside.reset(token)
-                self._answered(prepared.row, declines.answered.get())
-                declines.answered.reset(who)
         except Exception as error:
             with self._other_side(domain, guarded=True) as (members, guard):
                 other = _outcome(members[name], prepared.theirs, guard)
-            self._judge(domain, name, prepared, engine_ns, other, error=error)
+            self._judge(domain, name, prepared, engine.nanoseconds, other, error=error)
             raise
         with self._other_side(domain, guarded=True) as (members, guard):
             other = _outcome(members[name], prepared.theirs, guard)
-        self._judge(domain, name, prepared, engine_ns, other, result=result)
+        self._judge(domain, name, prepared, engine.nanoseconds, other, result=result)
         return result
 
     async def call_async(
@@ -320,27 +336,50 @@ class Verification:
         member: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        chain: declines.Chain | None = None,
     ) -> Any:
         """:meth:`call` for an ``async def`` candidate: each side's coroutine is awaited."""
         prepared = self._prepare(domain, name, args, kwargs)
         if prepared is None:
             return await member(*args, **kwargs)
-        token, started = _inside.set(_inside.get() | {domain.name}), perf_counter_ns()
         try:
-            try:
+            with self._engine_side(domain, prepared, chain) as engine:
                 result = await member(*args, **kwargs)
-            finally:
-                engine_ns = perf_counter_ns() - started
-                _inside.reset(token)
         except Exception as error:
             with self._other_side(domain, guarded=True) as (members, guard):
                 other = await _outcome_async(members[name], prepared.theirs, guard)
-            self._judge(domain, name, prepared, engine_ns, other, error=error)
+            self._judge(domain, name, prepared, engine.nanoseconds, other, error=error)
             raise
         with self._other_side(domain, guarded=True) as (members, guard):
             other = await _outcome_async(members[name], prepared.theirs, guard)
-        self._judge(domain, name, prepared, engine_ns, other, result=result)
+        self._judge(domain, name, prepared, engine.nanoseconds, other, result=result)
         return result
+
+    @contextmanager
+    def _engine_side(
+        self, domain: AccelerationDomain, prepared: _Prepared, chain: declines.Chain | None
+    ) -> Iterator[_EngineRun]:
+        """The engine's run of a verified call: :meth:`call`'s and :meth:`call_async`'s.
+
+        The calls made inside it are part of it; it is timed; and where the
+        call's own chain declined it, who answered is counted (a decline of a
+        call made inside it, which sets the same variable, is not).
+        """
+        run = _EngineRun()
+        inside = _inside.set(_inside.get() | {domain.name})
+        who = declines.answered.set(None)
+        started = perf_counter_ns()
+        try:
+            yield run
+        finally:
+            run.nanoseconds = perf_counter_ns() - started
+            _inside.reset(inside)
+            answered = declines.answered.get()
+            declines.answered.reset(who)
+            if answered is not None and chain is not None and answered[0] is chain:
+                with self._lock:
+                    row = prepared.row
+                    row.answered[answered[1]] = row.answered.get(answered[1], 0) + 1
 
     def _prepare(
         self, domain: AccelerationDomain, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -381,7 +420,7 @@ class Verification:
         domain, stop the run instead (see :class:`_Guard`); the engine's run made
         them, or the program did not ask for them.
         """
-        found, other_cls = self._resolve(domain)
+        found, _, other_cls = self._resolve(domain)
         guard = _Guard()
         quiet = observing.quiet.set(guard if guarded else True)
         scope = found.scopes.enter(other_cls)
@@ -417,7 +456,7 @@ class Verification:
         started = perf_counter_ns()
         quiet = observing.quiet.set(True)
         try:
-            difference, one_sided = self._difference(
+            difference, one_sided, opaque = self._difference(
                 domain, name, result, error, other.result, other.error
             )
             if difference is None and error is None:
@@ -427,7 +466,12 @@ class Verification:
         self._spend(perf_counter_ns() - started + other.nanoseconds)
         row, mismatch = prepared.row, None
         with self._lock:
-            row.compared += 1
+            # A result that compares by identity only, in whole or in part, with no
+            # difference found elsewhere: both sides ran, nothing was compared.
+            if difference is None and opaque:
+                row.not_comparable += 1
+            else:
+                row.compared += 1
             row.engine_time += engine_ns / 1e9
             row.other_time += other.nanoseconds / 1e9
             if difference is not None:
@@ -456,22 +500,24 @@ class Verification:
         error: BaseException | None,
         other: Any,
         other_error: BaseException | None,
-    ) -> tuple[str | None, bool]:
-        """How the two outcomes differ (None where they agree), and whether by an exception."""
+    ) -> tuple[str | None, bool, bool]:
+        """How the two outcomes differ (None where they agree), whether by an exception,
+        and whether the results held values that compare by identity only (not compared)."""
         against = self._against_name
         if error is not None or other_error is not None:
             if error is not None and other_error is not None:
                 if type(error) is type(other_error):
-                    return None, False
+                    return None, False, False
                 return (
                     f"the engine raised {_exception(error)}, {against} raised "
                     f"{_exception(other_error)}",
                     True,
+                    False,
                 )
             if error is not None:
-                return f"only the engine raised: {_exception(error)}", True
+                return f"only the engine raised: {_exception(error)}", True, False
             assert other_error is not None
-            return f"only {against} raised: {_exception(other_error)}", True
+            return f"only {against} raised: {_exception(other_error)}", True, False
         skipped: list[str] = []
         try:
             found = domain.comparisons.difference(
@@ -481,13 +527,14 @@ class Verification:
                 self._note(
                     self._row(domain, name),
                     f"results of type {skipped[0]!r} compare by identity only and were not "
-                    "compared: the library can register a comparison for the type",
+                    "compared (counted as not comparable): the library, or the engine's "
+                    "author, can register a comparison for the type",
                 )
         except CoheriqTypeError:
             raise
         except Exception as failure:
             found = f"comparing the results raised {_exception(failure)}"
-        return found, False
+        return found, False, bool(skipped)
 
     def _arguments_difference(self, domain: AccelerationDomain, prepared: _Prepared) -> str | None:
         """How the two sides' arguments differ after the call (None where they agree).
@@ -504,12 +551,6 @@ class Verification:
             raise  # a library's compare that answered something else: see _verdict
         except Exception as failure:
             return f"comparing the arguments after the call raised {_exception(failure)}"
-
-    def _answered(self, row: VerificationRow, engine: str | None) -> None:
-        """Count who answered a call the engine verified declined (None: not declined)."""
-        if engine is not None:
-            with self._lock:
-                row.answered[engine] = row.answered.get(engine, 0) + 1
 
     def _note(self, row: VerificationRow, note: str) -> None:
         """Keep ``note`` in ``row``, once per kind (what it says before its first colon)."""
@@ -580,9 +621,11 @@ def verify(
     Inside the block (or each call of a function it decorates) the domain's
     calls run on ``engine``, as in ``using_engine(domain, engine)``; the program
     gets the engine's results. Each call of a function candidate made there on
-    ``engine`` also runs ``against``'s implementation, on its own copy of the
-    arguments (taken before the engine runs, so that neither side sees what the
-    other changes), inside a ``using_engine`` block of ``against``, and the
+    ``engine``, where ``engine`` implements it otherwise than ``against`` does
+    (a candidate neither overrides runs once, and has no row), also runs
+    ``against``'s implementation, on its own copy of the arguments (taken
+    before the engine runs, so that neither side sees what the other
+    changes), inside a ``using_engine`` block of ``against``, and the
     results are compared as the library says (see
     :meth:`~coheriq.AccelerationDomain.register_comparison`): by default numbers
     within ``rtol``, containers item by item, anything else with ``==``. An
@@ -593,6 +636,11 @@ def verify(
     and constructing the library's classes are not compared. What agrees: a
     list and a tuple of the same items, ``1`` and ``1.0``, ``True`` and ``1``;
     an infinity agrees only with itself, and ``None`` only with ``None``.
+    Results that compare by identity only (an iterator, a function) are
+    counted as :attr:`~VerificationRow.not_comparable`, apart from the
+    compared ones; :func:`coheriq.register_comparison` says how to compare
+    them. Comparing never builds what the call did not (a ``range`` is
+    compared by its bounds, an iterator is not read).
 
     Like :class:`~coheriq.using_engine`, the block covers its own thread or task
     and the tasks created inside it; :func:`coheriq.snapshot` carries it into
@@ -640,6 +688,48 @@ def verify(
     )
 
 
+def register_comparison(
+    domain: AccelerationDomain | str,
+    target: type | Callable[..., Any] | str,
+    *,
+    convert: Callable[[Any], Any] | None = None,
+    compare: Callable[[Any, Any], bool | str] | None = None,
+    copy: Callable[[Any], Any] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> None:
+    """Say how a verification compares ``domain``'s values: for an engine's author.
+
+    The same rule, with the same options, as
+    :meth:`AccelerationDomain.register_comparison <coheriq.AccelerationDomain.register_comparison>`,
+    for whoever does not hold the domain object: the author of an engine for a
+    library accelerated from the outside (which registers nothing itself)
+    calls it from the engine's module, which runs before the engine's first
+    call, verified or not::
+
+        coheriq.register_comparison("toolz", toolz.functoolz.Compose,
+                                    convert=lambda c: (c.first, c.funcs))
+
+    Args:
+        domain: The domain, or its name (the library's import name for a
+            library accelerated from the outside).
+        target: A type (the rule covers every value of it, in results and
+            arguments), or a candidate (its proxy or its name: the rule covers
+            its results).
+        convert, compare, copy, rtol, atol: As for
+            :meth:`~coheriq.AccelerationDomain.register_comparison`.
+
+    Raises:
+        CoheriqDomainNotFoundError: No domain of that name exists (yet): its
+            library is not imported, or not accelerated.
+        CoheriqTypeError: As for
+            :meth:`~coheriq.AccelerationDomain.register_comparison`.
+    """
+    lookup_domain(domain).register_comparison(
+        target, convert=convert, compare=compare, copy=copy, rtol=rtol, atol=atol
+    )
+
+
 def carried() -> tuple[Verification, ...]:
     """The verifications that cover this context, outermost first (for snapshots)."""
     return _active.get()
@@ -668,6 +758,15 @@ class _Prepared:
     ) -> None:
         self.row, self.number, self.mine, self.theirs = row, number, mine, theirs
         self.arguments = arguments  # as the call was made, before either side ran
+
+
+class _EngineRun:
+    """How long the engine's run of a verified call took (set when it ends)."""
+
+    __slots__ = ("nanoseconds",)
+
+    def __init__(self) -> None:
+        self.nanoseconds = 0
 
 
 class _Outcome:
@@ -778,20 +877,50 @@ class _Checked(observing.View):
         verification = self.verification
         info = domain.state.candidates.get(name)
         engine = _running_engine(domain, found)
-        if info is None or info.is_class or engine != verification._engine_name:
+        if (
+            info is None
+            or info.is_class
+            or engine != verification._engine_name
+            or not verification._two_implementations(domain, name)
+        ):
             return member
+        # The chain that says whether this call was declined (a profile's timer, a
+        # watcher's wrapper, may stand between).
+        chain = declines.chain_of(self.unwatched(name))
 
         if code_flags(info.reference) & CO_COROUTINE:
 
             async def verified_coroutine(*args: Any, **kwargs: Any) -> Any:
-                return await verification.call_async(domain, name, member, args, kwargs)
+                return await verification.call_async(domain, name, member, args, kwargs, chain)
 
             return verified_coroutine
 
         def verified(*args: Any, **kwargs: Any) -> Any:
-            return verification.call(domain, name, member, args, kwargs)
+            return verification.call(domain, name, member, args, kwargs, chain)
 
         return verified
+
+
+class _Nested(observing.View):
+    """What a call made inside a verified call of its domain finds: part of that call.
+
+    Not verified on its own; a decline of it is not the verified call's (a
+    recursive candidate's inner calls run the very chain the verified call runs).
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        member: Callable[..., Any] = self.member(name)
+
+        def nested(*args: Any, **kwargs: Any) -> Any:
+            token = declines.answered.set(None)
+            try:
+                return member(*args, **kwargs)
+            finally:
+                declines.answered.reset(token)
+
+        return nested
 
 
 def _running_engine(domain: AccelerationDomain, found: Any) -> str | None:
@@ -814,7 +943,7 @@ def _verifying(domain: AccelerationDomain) -> Callable[[Any], Any]:
 
     def wrap(found: Any) -> Any:
         if domain.name in _inside.get():
-            return found
+            return _Nested(domain, found)
         verification = active_verification(domain)
         return found if verification is None else _Checked(domain, found, verification)
 
@@ -853,8 +982,13 @@ def _exception(error: BaseException) -> str:
 # -- <PREFIX>_VERIFY ------------------------------------------------------------------
 
 
-def _from_environment(domain: AccelerationDomain) -> None:
-    """Turn on the verification ``<PREFIX>_VERIFY`` names, for the whole process."""
+def from_environment(domain: AccelerationDomain) -> None:
+    """Turn on the verification ``<PREFIX>_VERIFY`` names, for the whole process.
+
+    Called by ``import coheriq``'s hook (:data:`observing.on_materialized`) once
+    ``domain``, whose own variable is set, is materialized: this module is
+    imported then, and only then.
+    """
     variable = f"{domain.env_prefix}_VERIFY"
     value = os.environ.get(variable, "").strip()
     if domain.name in _environment or not value:
@@ -994,12 +1128,6 @@ def _in_main_process() -> bool:
     return multiprocessing is None or multiprocessing.parent_process() is None
 
 
-def environment_verification(domain: AccelerationDomain | str) -> Verification | None:
-    """The verification that ``<PREFIX>_VERIFY`` turned on for ``domain``, if any."""
-    name = domain if isinstance(domain, str) else domain.name
-    return _environment.get(name)
-
-
 def _describe(domain: AccelerationDomain) -> str | None:
     """For explain: what verification does to ``domain``'s calls in this context."""
     verification = active_verification(domain)
@@ -1016,5 +1144,4 @@ def _describe(domain: AccelerationDomain) -> str | None:
     )
 
 
-observing.on_materialized.append(_from_environment)
 observing.describers["verification"] = _describe
