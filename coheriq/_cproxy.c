@@ -202,6 +202,11 @@ typedef struct {
     PyObject *annotate;     /* 3.14+: what computes them (PEP 649); NULL for none */
     PyObject *dict;         /* __dict__: __wrapped__, a library's own attributes */
     PyObject *weakreflist;
+    /* For the proxy a code-swapped function dispatches through (set_dispatcher): the
+     * defaults its candidate fills in itself, a tuple and a dict copy (NULL for none),
+     * set by _coheriq_expect_defaults. */
+    PyObject *defaults;
+    PyObject *kwdefaults;
 } ProxyObject;
 
 static PyObject *str_members;   /* "members" */
@@ -388,6 +393,7 @@ proxy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->module = Py_NewRef(Py_None);
     self->doc = Py_NewRef(Py_None);
     self->annotations = self->annotate = NULL;
+    self->defaults = self->kwdefaults = NULL;
     PyObject_GC_Track(self);
     if (set_state(self, board, cell, candidate, receiver) < 0) {
         Py_DECREF(self);
@@ -406,6 +412,8 @@ proxy_traverse(ProxyObject *self, visitproc visit, void *arg)
     Py_VISIT(self->annotations);
     Py_VISIT(self->annotate);
     Py_VISIT(self->dict);
+    Py_VISIT(self->defaults);
+    Py_VISIT(self->kwdefaults);
     return 0;
 }
 
@@ -413,6 +421,8 @@ static int
 proxy_clear(ProxyObject *self)
 {
     Py_CLEAR(self->dict);
+    Py_CLEAR(self->defaults);
+    Py_CLEAR(self->kwdefaults);
     Py_CLEAR(self->annotations);
     Py_CLEAR(self->annotate);
     Py_SETREF(self->module, Py_NewRef(Py_None));
@@ -611,6 +621,28 @@ proxy_take_over(ProxyObject *self, PyObject *other)
     Py_XSETREF(self->annotations,
                from->annotations != NULL ? PyDict_Copy(from->annotations) : NULL);
     Py_XSETREF(self->annotate, Py_XNewRef(from->annotate));
+    Py_XSETREF(self->defaults, Py_XNewRef(from->defaults));
+    Py_XSETREF(self->kwdefaults, Py_XNewRef(from->kwdefaults));
+    Py_RETURN_NONE;
+}
+
+/* _coheriq_expect_defaults(defaults, kwdefaults): the defaults the candidate fills in
+ * itself (see dispatching_vectorcall). */
+static PyObject *
+proxy_expect_defaults(ProxyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || (args[0] != Py_None && !PyTuple_Check(args[0]))
+        || (args[1] != Py_None && !PyDict_Check(args[1]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_coheriq_expect_defaults() takes a tuple or None and a dict or None.");
+        return NULL;
+    }
+    PyObject *kwdefaults = NULL;
+    if (args[1] != Py_None && (kwdefaults = PyDict_Copy(args[1])) == NULL) {
+        return NULL;
+    }
+    Py_XSETREF(self->defaults, args[0] != Py_None ? Py_NewRef(args[0]) : NULL);
+    Py_XSETREF(self->kwdefaults, kwdefaults);
     Py_RETURN_NONE;
 }
 
@@ -619,6 +651,10 @@ static PyMethodDef proxy_methods[] = {
      "Pickle by reference: the proxy's __module__ and __qualname__."},
     {"_coheriq_take_over", (PyCFunction)proxy_take_over, METH_O,
      "Dispatch as another proxy does, in place (a module marked its candidate again)."},
+    {"_coheriq_expect_defaults", (PyCFunction)(void (*)(void))proxy_expect_defaults,
+     METH_FASTCALL,
+     "The defaults a code-swapped function dispatching through this proxy must have for "
+     "its calls to go through the proxy directly."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -685,7 +721,10 @@ static PyTypeObject ProxyType = {
  * run its vectorcall wherever it is not CPython's own (3.10, and 3.12 on: the
  * interpreter inlines only calls whose vectorcall is CPython's; the version guard
  * of a specialized call fails, since setting a vectorcall clears the version), so
- * the trampoline runs only if something calls the code past the function. 3.11
+ * the trampoline runs only if something calls the code past the function, or when
+ * the function's defaults are no longer its candidate's (the proxy passes a call on
+ * as it is, leaving the implementation to fill in its own): the trampoline then fills
+ * in the function's, as a call of it unmarked would. 3.11
  * inlines every call of a function whatever its vectorcall, so the module has no
  * set_dispatcher there, and swapped.py keeps its trampolines. */
 #define HAS_DISPATCHER (PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000)
@@ -720,11 +759,50 @@ dispatcher_of(PyObject *code)
     return last != NULL && Py_IS_TYPE(last, &ProxyType) ? last : NULL;
 }
 
+/* Whether the function's defaults are the ones its candidate fills in itself: the
+ * same objects (a dict's values by key), whatever tuple or dict holds them. */
+static int
+defaults_unchanged(PyFunctionObject *f, ProxyObject *proxy)
+{
+    PyObject *now = f->func_defaults, *was = proxy->defaults;
+    if (now != was) {
+        Py_ssize_t n = now != NULL ? PyTuple_GET_SIZE(now) : 0;
+        if (n != (was != NULL ? PyTuple_GET_SIZE(was) : 0)) {
+            return 0;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (PyTuple_GET_ITEM(now, i) != PyTuple_GET_ITEM(was, i)) {
+                return 0;
+            }
+        }
+    }
+    now = f->func_kwdefaults;
+    was = proxy->kwdefaults;
+    Py_ssize_t n = now != NULL ? PyDict_GET_SIZE(now) : 0;
+    if (n != (was != NULL ? PyDict_GET_SIZE(was) : 0)) {
+        return 0;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (n > 0 && PyDict_Next(was, &pos, &key, &value)) {
+        /* A lookup that fails (a key of the user's whose __eq__ raises) counts as a
+         * change: the trampoline then binds the call as CPython does. */
+        if (PyDict_GetItemWithError(now, key) != value) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static PyObject *
 dispatching_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PyObject *proxy = dispatcher_of(PyFunction_GET_CODE(func));
-    if (proxy == NULL) {  /* another code was assigned since: run it, as CPython would */
+    /* Another code was assigned since, or the function's defaults are not its
+     * candidate's (which the proxy passes calls on to without them): run the code, a
+     * trampoline that fills them in, as CPython would. */
+    if (proxy == NULL || !defaults_unchanged((PyFunctionObject *)func, (ProxyObject *)proxy)) {
         return function_vectorcall(func, args, nargsf, kwnames);
     }
     return ((ProxyObject *)proxy)->vectorcall(proxy, args, nargsf, kwnames);
@@ -832,7 +910,7 @@ cproxy_exec(PyObject *module)
     }
     /* proxy.py uses this module only if it is the version it was written for: an
      * editable install whose extension was built from older source falls back. */
-    if (PyModule_AddIntConstant(module, "VERSION", 6) < 0) {
+    if (PyModule_AddIntConstant(module, "VERSION", 7) < 0) {
         return -1;
     }
     PyTypeObject *types[] = {&BoardType, &CellType, &ProxyType};

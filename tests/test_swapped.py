@@ -564,6 +564,75 @@ def test_an_async_candidate_marked_again_is_still_a_coroutine_function(write_mod
         assert asyncio.iscoroutinefunction(held)
 
 
+def make_powers(name):
+    """A domain whose plain-function candidate has positional and keyword-only defaults."""
+    domain = cq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def power(x, n=2, *, scale=1):
+        return ("reference", x**n * scale)
+
+    domain.materialize()
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        def power(self, x, n=2, *, scale=1):
+            return ("fast", x**n * scale)
+
+    return domain, power
+
+
+def new_defaults(power, how):
+    """Change ``power``'s defaults as a user may: n=3 and scale=10, in ``how``'s way."""
+    if how == "assigned":
+        power.__defaults__ = (3,)
+        power.__kwdefaults__ = {"scale": 10}
+    else:  # the tuple can only be assigned; the dict can be changed in place
+        power.__defaults__ = (3,)
+        power.__kwdefaults__["scale"] = 10
+
+
+@pytest.mark.parametrize("how", ["assigned", "changed in place"])
+@pytest.mark.parametrize("settled", ["reference", "fast"])
+def test_calls_follow_the_defaults_the_function_has_now(unique, how, settled):
+    """As for an unmarked function, the function's current ``__defaults__`` and
+    ``__kwdefaults__`` fill what a call leaves out: on the first call, on its own code,
+    on an engine, in a block, in a profile (whatever the calls go through there)."""
+    domain, power = make_powers(unique())
+    if settled == "fast":
+        cq.enable_engine(domain, "fast")
+    new_defaults(power, how)
+    assert power(2) == (settled, 80)  # the first call, which settles the domain
+    assert power(2) == (settled, 80)
+    assert power(2, 1) == (settled, 20) and power(2, scale=1) == (settled, 8)
+    for _ in range(10):  # past the blocks after which the function keeps looking
+        with cq.using_engine(domain, "fast"):
+            assert power(2) == ("fast", 80)
+        with cq.using_engine(domain, cq.REFERENCE):
+            assert power(2) == ("reference", 80)
+        assert power(2) == (settled, 80)
+    with cq.profile():
+        assert power(2) == (settled, 80)
+
+
+def test_defaults_changed_in_a_block_fill_its_next_calls(unique):
+    domain, power = make_powers(unique())
+    assert power(2) == ("reference", 4)
+    with cq.using_engine(domain, "fast"):
+        assert power(2) == ("fast", 4)
+        power.__defaults__ = (3,)
+        assert power(2) == ("fast", 8)
+        power.__defaults__ = None  # n is required now, as it would be unmarked
+        with pytest.raises(TypeError, match="missing"):
+            power(2)
+        assert power(2, 2) == ("fast", 4)
+        power.__defaults__ = (2,)  # an equal tuple: as before
+        assert power(2) == ("fast", 4)
+    with pytest.raises(TypeError, match="missing"):
+        power.__kwdefaults__ = None
+        power(2)
+    assert power(2, scale=1) == ("reference", 4)
+
+
 ENGINE_MODULE = """
 import __main__
 import coheriq

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # The VERSION of coheriq/_cproxy.c that this package drives.
-COMPILED_VERSION = 6
+COMPILED_VERSION = 7
 
 
 def load() -> tuple[Any, str]:

@@ -28,6 +28,14 @@ changes, with what the domain's calls must do (see :class:`SwappedProxy`):
                   return scope.members['normalize'](xs, eps=eps)
           return CELL.value(xs, eps=eps)
 
+A call that a trampoline taking any arguments (or the compiled dispatcher)
+passes on as it is leaves the implementation to fill in its own defaults, the
+candidate's: right while the function's ``__defaults__`` and ``__kwdefaults__``
+are the candidate's. A user may change them, as on any function; then such a
+call goes through the looking trampoline with the candidate's parameters, made
+into a function with the function's defaults, so that they fill the call, as
+the unmarked function's would (see :class:`Defaults`).
+
 A trampoline that calls a target holds a guard before it, which refuses to be
 pickled: a copy of the function made by pickling its code (cloudpickle, for a
 function of ``__main__``) is refused with a reason, never made with a private
@@ -69,6 +77,7 @@ what ``inspect`` says the function is.
 from __future__ import annotations
 
 import sys
+from weakref import ref as weak
 
 from .._stdlib import (
     CO_ASYNC_GENERATOR,
@@ -84,7 +93,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["Board", "Cell", "SwappedProxy", "not_swappable"]
+__all__ = ["Board", "Cell", "Defaults", "SwappedProxy", "not_swappable"]
 
 # A generator (or coroutine) made by an old-style @types.coroutine function.
 _CO_ITERABLE_COROUTINE = 0x100
@@ -115,6 +124,7 @@ _ENGINE_THROUGH_DISPATCHER = sys.version_info < (3, 11)
 # Placeholders in the generated source, replaced by the objects they stand for.
 _BOARD, _CELL, _TARGET = "\0coheriq board", "\0coheriq cell", "\0coheriq target"
 _NAME, _GUARD = "\0coheriq name", "\0coheriq guard"
+_DEFAULTS, _ID, _MAP = "\0coheriq defaults", "\0coheriq id", "\0coheriq map"
 
 
 def _not_by_value(obj: object) -> Any:
@@ -177,6 +187,86 @@ class Cell:
     __reduce__ = _not_by_value
 
 
+if TYPE_CHECKING:
+    # What a looking trampoline with the candidate's parameters is made of (see _make):
+    # the board, the parameters, the free variables, the cell, the name, the candidate.
+    _Parts = tuple[Board, tuple[str, str], tuple[str, ...], Cell, str, Any]
+
+
+class Defaults:
+    """Whether the function's defaults are still its candidate's: asked first by a
+    trampoline that takes any arguments, which passes a call on as it is.
+
+    An implementation fills in its own defaults (the candidate's, which an engine's
+    override repeats), and the compiled dispatcher (``set_dispatcher``) passes calls on
+    as they are too: right while the function's ``__defaults__`` and
+    ``__kwdefaults__`` hold the candidate's. Once a user changed them, a call must be
+    bound with them, as the unmarked function's would: calling returns a function
+    made of the looking trampoline with the candidate's parameters and the function's
+    defaults, through which the trampoline sends the call (:meth:`exact`; None where
+    the defaults are unchanged, or that trampoline cannot be made).
+
+    It holds the function weakly, and nothing that holds it (a code's constant is
+    never collected).
+    """
+
+    __slots__ = ("__defaults__", "__kwdefaults__", "_code", "_parts", "function", "ids", "none")
+
+    def __init__(self, function: Any, reference: Any, parts: _Parts | None) -> None:
+        self.function = weak(function)
+        # The candidate's, which its implementations fill in (a copy of the dict: the
+        # reference's own may be changed in place, as the function's may). Named as a
+        # function's: where the function is being freed (a finalizer of the garbage it
+        # is part of calls it), its weak reference is dead, and this stands for it.
+        self.__defaults__: tuple[Any, ...] | None = reference.__defaults__
+        kwdefaults = reference.__kwdefaults__
+        self.__kwdefaults__ = dict(kwdefaults) if kwdefaults else None
+        # What the trampoline compares first: the ids of the defaults, the keyword-only
+        # ones' names and values, in order (this holds them, so the ids stay theirs).
+        # Different ids need not be different defaults: exact() then compares them.
+        self.none: dict[str, Any] = {}
+        kw = self.__kwdefaults__ or self.none
+        self.ids = [id(self.__defaults__), *map(id, kw), *map(id, kw.values())]
+        # What the looking trampoline with the candidate's parameters is made of
+        # (see _make): made the first time a call needs it.
+        self._parts = parts
+        self._code: Any = None
+
+    def exact(self) -> Any:
+        """A function to send the call through, with the function's defaults, or None."""
+        function = self.function()
+        if function is None or self._parts is None or self.unchanged(function):
+            return None
+        code = self._code
+        if code is None:
+            code = self._code = _make(_BOARD, *self._parts, function.__name__)
+        bound = FunctionType(
+            code,
+            function.__globals__,
+            function.__name__,
+            function.__defaults__,
+            function.__closure__,
+        )
+        bound.__kwdefaults__ = function.__kwdefaults__
+        return bound
+
+    def unchanged(self, function: Any) -> bool:
+        """Whether ``function``'s defaults are the candidate's: the same objects."""
+        now, was = function.__defaults__ or (), self.__defaults__ or ()
+        if now is not was and (len(now) != len(was) or any(map(_not_same, now, was))):
+            return False
+        kw_now, kw_was = function.__kwdefaults__ or {}, self.__kwdefaults__ or {}
+        return len(kw_now) == len(kw_was) and all(
+            kw_now.get(key, _NEVER) is value for key, value in kw_was.items()
+        )
+
+    __reduce__ = _not_by_value
+
+
+def _not_same(a: object, b: object) -> bool:
+    return a is not b
+
+
 def not_swappable(fn: object) -> str | None:
     """Why ``fn`` cannot be stood for by a code-swapped proxy, or None when it can."""
     if type(fn) is not FunctionType:
@@ -210,6 +300,7 @@ class SwappedProxy:
 
     __slots__ = (
         "_board",
+        "_defaults",
         "_direct",
         "_direct_for",
         "_dispatcher",
@@ -350,27 +441,29 @@ class SwappedProxy:
         self._parameters = (_ANY, _ANY) if exact is None or clash else exact
         self._running = {}
         self._looking = self._dispatching = None
+        parts = None
+        if self._parameters[0] is not _ANY:
+            parts = (self._board, self._parameters, self._freevars, self.cell, self.name, reference)
+        self._defaults = Defaults(function, reference, parts)
+        if self._dispatcher is not None:  # it passes calls on while these are the function's
+            self._dispatcher._coheriq_expect_defaults(
+                self._defaults.__defaults__, self._defaults.__kwdefaults__
+            )
 
     def _trampoline(self, kind: str, obj: Any, generic: bool = False) -> Any:
-        """A trampoline of ``kind`` (``_BOARD``: it looks; ``_TARGET``: it calls ``obj``).
-
-        Made from the template of its kind, parameters and free variables, with
-        this candidate's objects, name and place (its file and first line).
-        """
-        params, args = (_ANY, _ANY) if generic else self._parameters
-        template = _template(kind, params, args, self._freevars)
-        objects = {kind: obj, _CELL: self.cell, _NAME: self.name, _GUARD: _guard}
-        reference = self._reference
-        where = getattr(reference, "__code__", None)
-        changes: dict[str, Any] = {
-            "co_consts": tuple(_put(c, objects) for c in template.co_consts),
-            "co_name": self.function.__name__,
-            "co_filename": getattr(where, "co_filename", f"<coheriq trampoline of {self.name}>"),
-            "co_firstlineno": getattr(where, "co_firstlineno", 1),
-        }
-        if sys.version_info >= (3, 11):
-            changes["co_qualname"] = getattr(reference, "__qualname__", self.name)
-        return template.replace(**changes)
+        """A trampoline of ``kind`` (``_BOARD``: it looks; ``_TARGET``: it calls ``obj``)."""
+        parameters = (_ANY, _ANY) if generic else self._parameters
+        return _make(
+            kind,
+            obj,
+            parameters,
+            self._freevars,
+            self.cell,
+            self.name,
+            self._reference,
+            self.function.__name__,
+            self._defaults,
+        )
 
     def _install(self, code: Any) -> None:
         if _FREE_THREADED:  # see the module doc
@@ -395,6 +488,44 @@ class SwappedProxy:
         set_dispatcher(self.function, code)
 
 
+def _make(
+    kind: str,
+    obj: Any,
+    parameters: tuple[str, str],
+    freevars: tuple[str, ...],
+    cell: Cell,
+    name: str,
+    reference: Any,
+    defname: str,
+    defaults: Defaults | None = None,
+) -> Any:
+    """A trampoline of ``kind`` for candidate ``name``, from the template of its kind,
+    parameters and free variables, with the candidate's objects, name and place (its
+    file and first line). ``defaults``: what one that takes any arguments asks first.
+    """
+    params, args = parameters
+    template = _template(kind, params, args, freevars)
+    objects = {
+        kind: obj,
+        _CELL: cell,
+        _NAME: name,
+        _GUARD: _guard,
+        _DEFAULTS: defaults,
+        _ID: id,
+        _MAP: map,
+    }
+    where = getattr(reference, "__code__", None)
+    changes: dict[str, Any] = {
+        "co_consts": tuple(_put(c, objects) for c in template.co_consts),
+        "co_name": defname,
+        "co_filename": getattr(where, "co_filename", f"<coheriq trampoline of {name}>"),
+        "co_firstlineno": getattr(where, "co_firstlineno", 1),
+    }
+    if sys.version_info >= (3, 11):
+        changes["co_qualname"] = getattr(reference, "__qualname__", name)
+    return template.replace(**changes)
+
+
 # The parameters of a trampoline that takes any arguments.
 _ANY = "*_coheriq_args, **_coheriq_kwargs"
 
@@ -414,16 +545,34 @@ def _template(kind: str, params: str, args: str, freevars: tuple[str, ...]) -> A
     code = _templates.get(key)
     if code is not None:
         return code
+    # One that takes any arguments binds none: where the function's defaults may no
+    # longer be its candidate's, it asks whether to send the call through one that does
+    # (see Defaults). The question is asked with builtins only, whose calls run no
+    # code of coheriq's: the ids of the function's defaults against the candidate's.
+    bind = (
+        f"        _coheriq_exact = {_DEFAULTS!r}.function() or {_DEFAULTS!r}\n"
+        f"        _coheriq_kw = _coheriq_exact.__kwdefaults__ or {_DEFAULTS!r}.none\n"
+        f"        _coheriq_id, _coheriq_map = ({_ID!r}, {_MAP!r})\n"
+        f"        if [_coheriq_id(_coheriq_exact.__defaults__),"
+        f" *_coheriq_map(_coheriq_id, _coheriq_kw),"
+        f" *_coheriq_map(_coheriq_id, _coheriq_kw.values())] != {_DEFAULTS!r}.ids:\n"
+        f"            _coheriq_exact = {_DEFAULTS!r}.exact()\n"
+        f"            if _coheriq_exact is not None:\n"
+        f"                return _coheriq_exact({args})\n"
+        if params == _ANY
+        else ""
+    )
     if kind == _TARGET:
         # The guard comes first among the constants, before the target, so that
         # pickling the code (by value) meets the guard's refusal before it copies the
         # target (an engine's member, with its engine): one constant, unpacked.
         body = (
             f"        _coheriq_guard, _coheriq_target = ({_GUARD!r}, {_TARGET!r})\n"
-            f"        return _coheriq_target({args})\n"
+            + bind
+            + f"        return _coheriq_target({args})\n"
         )
     else:
-        body = (
+        body = bind + (
             f"        if {_BOARD!r}.scoped:\n"
             f"            _coheriq_scope = {_BOARD!r}.current()\n"
             f"            if _coheriq_scope is not None:\n"
