@@ -10,9 +10,11 @@ acceleration.
 
 from __future__ import annotations
 
+import json
 import textwrap
 
-from test_outside import SHAPES, lay_out, ok, python
+import pytest
+from test_outside import SHAPES, lay_out, ok, python, write_dist
 from test_outside_hostile import ACCELERATED, telling
 
 HEAVY = textwrap.dedent(SHAPES["shapes/heavy.py"])
@@ -174,3 +176,83 @@ def test_a_class_imported_before_stays_unmarked_and_its_objects_keep_working(tmp
     )
     assert "Class shapes.core.Shape was imported before the library was accelerated" in out
     assert "stays unmarked" in out and "Accelerate before importing 'shapes'" in out
+
+
+# -- item 19: NumPy's __array_function__ protocol keeps seeing the library's functions --------
+
+NUMPY_DECLARATION = {
+    "coheriq_declaration": 1,
+    "library": "numpy",
+    "distribution": "numpy",
+    "versions": ">=1.25",
+    "modules": {"numpy.linalg._linalg": {"functions": ["det"]}},
+}
+
+NUMPY_ENGINE = '''
+    import coheriq
+    import numpy.linalg._linalg
+
+    class Fast(coheriq.engine_class("numpy"), name="fast"):
+        """Tells that it ran."""
+
+        def det(self, a):
+            return -1.0
+    '''
+
+# NEP 18's own example: an array type that looks its functions up by identity.
+HANDLES_DET = """
+    import os, numpy as np
+    import coheriq
+
+    class Handles:
+        def __array_function__(self, func, types, args, kwargs):
+            return func is np.linalg.det
+
+    print(np.linalg.det(Handles()), hasattr(np.linalg.det, "_implementation"))
+    if os.environ.get("COHERIQ_ACCELERATE"):
+        print(np.linalg.det(np.eye(2)), coheriq.explain(np.linalg._linalg.det).engine)
+    """
+
+
+def numpy_engine(tmp_path):
+    """An engine package declaring ``numpy.linalg._linalg.det``, as an engine author would."""
+    pytest.importorskip("numpy")
+    (tmp_path / "numpy_fast.py").write_text(textwrap.dedent(NUMPY_ENGINE))
+    (tmp_path / "numpy_fast.numpy.json").write_text(json.dumps(NUMPY_DECLARATION))
+    write_dist(
+        tmp_path,
+        "numpy_fast",
+        "1.0",
+        """
+        [coheriq.engines.numpy]
+        fast = numpy_fast
+
+        [coheriq.declarations.numpy]
+        fast = numpy_fast:numpy_fast.numpy.json
+        """,
+    )
+    return tmp_path
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a limit, documented and warned of: NumPy passes its own dispatcher to "
+    "__array_function__, and marking replaces the name's object with the candidate, whose "
+    "identity no wrapper can take; marking the function beneath NumPy's decorator fails "
+    "its signature check, which reads the candidate's generic __code__",
+)
+def test_numpy_accelerated_from_the_outside_keeps_its_array_function_protocol(tmp_path):
+    tmp_path = numpy_engine(tmp_path)
+    plain = ok(python(tmp_path, HANDLES_DET))
+    assert plain.strip() == "True True"
+    on_engine = ok(python(tmp_path, HANDLES_DET, env={"COHERIQ_ACCELERATE": "numpy:fast"}))
+    assert on_engine.split() == ["True", "True", "-1.0", "fast"]
+    marked = ok(python(tmp_path, HANDLES_DET, env={"COHERIQ_ACCELERATE": "numpy"}))
+    assert marked.split() == ["True", "True", "1.0", "reference"]
+
+
+def test_a_declared_wrapper_that_a_protocol_sees_is_marked_with_a_warning_saying_so(tmp_path):
+    done = python(numpy_engine(tmp_path), HANDLES_DET, env={"COHERIQ_ACCELERATE": "numpy"})
+    said = " ".join(done.stderr.split())
+    assert "numpy.linalg._linalg.det is a numpy._ArrayFunctionDispatcher" in said
+    assert "__array_function__" in said and "Drop it from the declaration of 'numpy'" in said

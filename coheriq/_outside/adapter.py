@@ -40,7 +40,7 @@ import warnings
 from .._call.proxy import candidate_of
 from .._library import registry
 from .._library.domain import AccelerationDomain
-from .._stdlib import INFO, TYPE_CHECKING, log
+from .._stdlib import INFO, TYPE_CHECKING, FunctionType, log
 from ..exceptions import CoheriqDeclarationError, CoheriqDeclarationWarning, CoheriqError, listing
 
 if TYPE_CHECKING:
@@ -338,6 +338,19 @@ class Adapter:
         """The candidate for ``value`` bound to declared ``name``; ``value`` where it cannot be."""
         if not callable(value) or candidate_of(value) is not None:
             return value  # a placeholder (name = None), or a candidate already
+        wrapped = getattr(value, "__wrapped__", None)
+        if wrapped is not None and not isinstance(value, (type, FunctionType)):
+            # NumPy's __array_function__ dispatchers: see docs/outside.rst, Limits.
+            self._problem(
+                f"{module}.{name} is a {type(value).__module__}.{type(value).__qualname__} "
+                f"around function {getattr(wrapped, '__qualname__', wrapped)!r}: the "
+                "candidate replaces that object, and a protocol to which it hands itself "
+                "(NumPy's __array_function__ passes it as func) now sees an object that is "
+                f"no longer {module}.{name}, so code that recognises it by identity "
+                "(HANDLED_FUNCTIONS[func]) stops recognising it, and its own attributes "
+                "(_implementation) are gone. Drop it from the declaration of "
+                f"{self.declaration.library!r} unless its callers need no such protocol."
+            )
         try:
             return domain._mark_for(value, name, module, run)
         except CoheriqError as error:
