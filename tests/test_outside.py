@@ -855,3 +855,84 @@ def test_a_declaration_may_spell_out_its_own_librarys_prefix(tmp_path):
         """,
     )
     assert ok(out).strip() == "9 fast"
+
+
+# -- COHERIQ_ACCELERATE at start-up ------------------------------------------------------------
+
+STARTUP_FILE = ROOT / "coheriq" / "_outside" / "coheriq-accelerate.pth"
+
+
+def started(where: Path, code: str, accelerate: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run as the start-up file would start it, where ``COHERIQ_ACCELERATE`` is
+    ``accelerate``: ``site`` is left out (``-S``), and the file's line of this source tree
+    runs as ``site`` runs it, so that an installed copy of another version stays out."""
+    line = next(x for x in STARTUP_FILE.read_text().splitlines() if x.startswith("import "))
+    return python(
+        where, f"{line}\n{textwrap.dedent(code)}", "-S", env={"COHERIQ_ACCELERATE": accelerate}
+    )
+
+
+LOADED = """
+    import sys
+    heavy = ("coheriq", "importlib.metadata", "importlib.resources", "importlib.abc", "json")
+    print(sorted(m for m in sys.modules if m.startswith(heavy)))
+    """
+
+
+def test_coheriq_accelerate_imports_nothing_of_coheriq_until_the_library_is_imported(tmp_path):
+    # Every process started with the variable (child processes too) pays for what the
+    # start-up file imports: only its own small module, until the library is imported.
+    where = lay_out(tmp_path)
+    out = ok(started(where, LOADED, "shapes:fast"))
+    assert out.strip() == "['coheriq._outside.startup']"
+    out = ok(
+        started(
+            where,
+            """
+            import os, shapes, shapes_fast, coheriq
+            print(shapes.area(shapes.Shape(3)), shapes_fast.calls)
+            print(coheriq.explain(shapes.area).engine, os.environ["SHAPES_ENGINE"])
+            """,
+            "shapes:fast",
+        )
+    )
+    assert out.splitlines() == ["9 ['area']", "fast fast"]
+
+
+def test_coheriq_accelerate_says_at_start_up_what_it_cannot_accelerate(tmp_path):
+    done = started(lay_out(tmp_path), "print('started')", "shapes:fsat,circles")
+    assert ok(done) == "started\n"
+    said = "coheriq: COHERIQ_ACCELERATE names library {!r}, which cannot be accelerated: "
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2, done.stderr
+    assert lines[0].startswith(said.format("shapes")) and "Did you mean 'fast'?" in lines[0]
+    assert lines[1].startswith(said.format("circles")) and "no installed package" in lines[1]
+
+
+def test_coheriq_accelerate_naming_a_module_of_the_standard_library_accelerates_it_at_once(
+    tmp_path,
+):
+    # coheriq may import it itself while accelerating: it cannot wait for the import.
+    declaration = {
+        "coheriq_declaration": 1,
+        "library": "fractions",
+        "distribution": None,
+        "modules": {"fractions": {"classes": ["Fraction"]}},
+    }
+    where = lay_out(tmp_path)
+    (where / "fractions_fast.py").write_text("")
+    (where / "fractions_fast.json").write_text(json.dumps(declaration))
+    write_dist(
+        where,
+        "fractions_fast",
+        "1.0",
+        "[coheriq.declarations.fractions]\nfast = fractions_fast:fractions_fast.json\n",
+    )
+    out = ok(
+        started(
+            where,
+            "import sys; print('coheriq._outside.activation' in sys.modules, sys.meta_path[0])",
+            "fractions",
+        )
+    )
+    assert out.startswith("True <coheriq finder of ")

@@ -466,7 +466,9 @@ def test_a_broken_declaration_is_an_error_that_names_its_entry_point(tmp_path, h
 def start_with_broken_environment(where: Path) -> subprocess.CompletedProcess[str]:
     if not test_outside.startup_hook_installed():
         pytest.skip("coheriq is not installed here (imported from a source tree): no .pth file")
-    return python(where, "print('started')", env={"COHERIQ_ACCELERATE": "shapes:fast"})
+    # The declaration is read, and what is wrong said, when the library is imported.
+    code = "print('started'); import shapes"
+    return python(where, code, env={"COHERIQ_ACCELERATE": "shapes:fast"})
 
 
 @pytest.mark.parametrize("how", BROKEN)

@@ -10,9 +10,10 @@ first call (or at once, where the library is imported already).
 
 Both variables are set in :data:`os.environ`, so that child processes (a
 multiprocessing pool, a dask worker, a subprocess) accelerate the library too:
-an installed ``coheriq-accelerate.pth`` file activates what ``COHERIQ_ACCELERATE``
-names when an interpreter starts, and costs an interpreter whose environment
-does not have it one dictionary lookup.
+an installed ``coheriq-accelerate.pth`` file runs :mod:`coheriq._outside.startup`
+when an interpreter starts, which calls :func:`from_environment` when the first
+library ``COHERIQ_ACCELERATE`` names is imported, and costs an interpreter whose
+environment does not have it one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..exceptions import (
 from .adapter import Adapter
 from .declarations import declaration_of
 from .finder import installed_finder
+from .startup import ENV, parse_environment
 
 if TYPE_CHECKING:
     from .._library.domain import AccelerationDomain
@@ -50,9 +52,6 @@ __all__ = [
     "from_environment",
     "parse_environment",
 ]
-
-ENV = "COHERIQ_ACCELERATE"
-"""The variable naming the libraries to accelerate: ``"statistics:numpy,cachetools"``."""
 
 _adapters: dict[str, Adapter] = {}
 _lock = _thread.RLock()
@@ -180,24 +179,8 @@ def adapter_of(library: str) -> Adapter | None:
     return _adapters.get(library)
 
 
-def parse_environment(value: str) -> list[tuple[str, str | None]]:
-    """``"statistics:numpy,cachetools"`` -> ``[("statistics", "numpy"), ("cachetools", None)]``.
-
-    One engine per library here: an ordered list of engines goes in the
-    library's own variable (``STATISTICS_ENGINE="gpu, numpy"``).
-    """
-    found: list[tuple[str, str | None]] = []
-    for item in value.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        library, colon, engine = (part.strip() for part in item.partition(":"))
-        found.append((library, engine if colon and engine else None))
-    return found
-
-
 def from_environment() -> None:
-    """Accelerate what :data:`ENV` names (at interpreter start-up, through the ``.pth`` file).
+    """Accelerate what :data:`ENV` names (through the start-up file, :mod:`.startup`).
 
     Never raises: an interpreter must start. What cannot be done is said on
     standard error, once, with the reason. Runs once per process (``site`` may
