@@ -202,7 +202,8 @@ def _domain(args: argparse.Namespace) -> AccelerationDomain:
     try:
         if module:
             __import__(module)
-        _accelerate_if_declared(args.domain)
+        # Before anything imports the library (explain's MODULE.NAME imports MODULE).
+        _accelerate_if_declared(args.domain.partition(".")[0])
         return import_domain(args.domain)
     except CoheriqError:
         raise

@@ -157,8 +157,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "coheriq_xfail(domain, engine, reason='', strict=xfail_strict): expect the test to "
         "fail when it runs on that engine of the coheriq domain.",
     )
-    specs = [_parse(text, OPTION) for text in config.getoption("coheriq_engine")]
-    specs += [_parse(text, ENV) for text in _env_specs(os.environ.get(ENV, ""))]
+    given = [(text, OPTION) for text in config.getoption("coheriq_engine")]
+    given += [(text, ENV) for text in _env_specs(os.environ.get(ENV, ""))]
+    # A library accelerated from the outside may be named alone: marked, no engine chosen.
+    specs = [_parse(text, source) for text, source in given if not _marked_only(text)]
     verified = [_parse_verify(text) for text in config.getoption("coheriq_verify") or []]
     twice = sorted({d for d, _, _ in verified if [v[0] for v in verified].count(d) > 1})
     if twice:
@@ -223,8 +225,21 @@ def _env_specs(value: str) -> list[str]:
     return [spec for spec in specs if spec.strip()]
 
 
+def _marked_only(text: str) -> bool:
+    """Whether ``text`` names, without an engine, a library accelerated from the outside."""
+    from ._outside.activation import adapter_of
+
+    return ":" not in text and adapter_of(text.strip()) is not None
+
+
 def _parse(text: str, source: str) -> tuple[str, str, str]:
     domain, sep, engine = text.strip().partition(":")
+    if not sep and domain.strip():
+        raise pytest.UsageError(
+            f"{source}: {text!r} names no engine, and no installed package declares library "
+            f"{domain.strip()!r} (a library accelerated from the outside may be named alone: "
+            f"marked, no engine chosen). Write DOMAIN:ENGINE, for example {domain.strip()}:fast."
+        )
     if not sep or not domain.strip() or not engine.strip():
         raise pytest.UsageError(
             f"{source}: {text!r} is not DOMAIN:ENGINE; write for example mylib:fast."
@@ -275,12 +290,30 @@ def _no_such_domain(domain: str, given: str, error: CoheriqDomainNotFoundError) 
             "name another domain."
         )
     known = {d.name for d in all_domains()} | set(advertised)
+    # The module is installed (it imported): what is missing is an engine package
+    # that declares it, as COHERIQ_ACCELERATE would say, not another name.
+    fix = (
+        "Correct the domain's name, or install the library that creates it."
+        if cause is not None
+        else _undeclared(domain)
+    )
     return (
         f"{given} names the coheriq domain {domain!r}, which no imported library created and "
         f"no installed package advertises, and {tried}.{did_you_mean(domain, known)} "
         f"Domains here (imported, or advertised by installed packages): {listing(known)}. "
-        "Correct the domain's name, or install the library that creates it."
+        f"{fix}"
     )
+
+
+def _undeclared(library: str) -> str:
+    """What ``COHERIQ_ACCELERATE`` says of ``library``, which no installed package declares."""
+    from ._outside.activation import accelerate
+
+    try:
+        accelerate(library)
+    except CoheriqError as error:
+        return str(error)
+    return ""  # declared after all (installed meanwhile): nothing to add
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

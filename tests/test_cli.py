@@ -844,3 +844,26 @@ def test_command_output_is_the_same_wherever_the_docs_are_built(make_dist, tmp_p
     done, html = _build(tmp_path, page, site, env={"DEVLIB_PLATFORM": "device"})
     assert done.returncode == 0, done.stderr
     assert "no device here" in html
+
+
+def test_explain_names_a_candidate_of_a_library_accelerated_from_the_outside(tmp_path):
+    import test_outside
+
+    where = test_outside.lay_out(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "COHERIQ_ACCELERATE" and "SHAPES" not in k}
+    env["PYTHONPATH"] = os.pathsep.join([str(where), str(test_outside.ROOT)])
+    said = {}
+    for subject in ("shapes", "shapes.area", "shapes.core.area"):
+        done = subprocess.run(
+            [sys.executable, "-m", "coheriq", "--json", "explain", subject],
+            capture_output=True,
+            text=True,
+            env={**env, "SHAPES_ENGINE": "fast"},
+            cwd=where,
+            timeout=120,
+        )
+        assert done.returncode == 0, subject + ": " + done.stdout + done.stderr
+        said[subject] = json.loads(done.stdout)
+    assert said["shapes.area"]["domain"] == "shapes"
+    assert said["shapes.area"]["engine"] == said["shapes"]["engine"] == "fast"
+    assert said["shapes.core.area"] == said["shapes.area"]

@@ -124,7 +124,8 @@ def test_an_ordered_choice_in_the_environment_variable(project, monkeypatch):
         ("plugdom:fast,,gpu", "*is malformed: it has an empty item*"),
         ("plugdom:fsat", "*no engine named 'fsat'*Did you mean 'fast'*"),
         ("nodom:fast", "*domain 'nodom'*importing the module 'nodom' failed*"),
-        ("plugdom", "*'plugdom' is not DOMAIN:ENGINE*"),
+        ("plugdom", "*'plugdom' names no engine, and no installed package declares*"),
+        (":fast", "*':fast' is not DOMAIN:ENGINE*"),
     ],
 )
 def test_bad_specs_stop_the_run_with_one_clear_message(project, spec, message):
@@ -604,3 +605,61 @@ def test_a_project_that_makes_warnings_errors_starts_accelerated(tmp_path, how):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
     assert "Warning" not in done.stdout + done.stderr
+
+
+def shapes_project(tmp_path, *, engine_package=True):
+    """The library ``shapes`` of test_outside, with (or without) its engine package."""
+    import test_outside
+
+    if engine_package:
+        return test_outside.lay_out(tmp_path)
+    for path, text in test_outside.SHAPES.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(textwrap.dedent(text))
+    test_outside.write_dist(tmp_path, "shapes", "1.0")
+    return tmp_path
+
+
+def run_pytest(where, *options):
+    import subprocess
+    import sys
+
+    import test_outside
+
+    env = {k: v for k, v in os.environ.items() if k != "COHERIQ_ACCELERATE" and "SHAPES" not in k}
+    env["PYTHONPATH"] = os.pathsep.join([str(where), str(test_outside.ROOT)])
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=where,
+        timeout=120,
+    )
+
+
+def test_a_declared_library_named_without_an_engine_is_marked_and_runs_its_own_code(tmp_path):
+    where = shapes_project(tmp_path)
+    (where / "test_it.py").write_text(
+        "import shapes, coheriq\n"
+        "def test_marked():\n"
+        "    assert coheriq.explain(shapes.area).engine == 'reference'\n"
+        "    with coheriq.using_engine('shapes', 'fast'):\n"
+        "        assert shapes.area(shapes.Shape(2)) == 4\n"
+        "    import shapes_fast\n"
+        "    assert shapes_fast.calls == ['area']\n"
+    )
+    done = run_pytest(where, "test_it.py", "--coheriq-engine=shapes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+def test_an_installed_library_no_package_declares_gets_coheriq_accelerate_s_message(tmp_path):
+    # Its engine package is missing: installing the library again would not help.
+    where = shapes_project(tmp_path, engine_package=False)
+    (where / "test_it.py").write_text("def test_x():\n    pass\n")
+    done = run_pytest(where, "test_it.py", "--coheriq-engine=shapes:fast")
+    assert done.returncode != 0
+    assert "no installed package declares its candidates" in done.stderr, done.stderr
+    assert "coheriq.declarations.shapes" in done.stderr
+    assert "install the library that creates it" not in done.stderr

@@ -225,3 +225,36 @@ def test_interpreter_options_reach_the_program(where: Path) -> None:
     )
     assert python.stdout.startswith("True ")
     assert (runner.returncode, runner.stdout) == (0, python.stdout), runner.stderr
+
+
+def test_a_library_neither_declared_nor_adopting_gets_coheriq_accelerate_s_message(
+    tmp_path: Path,
+) -> None:
+    # shapes installed, its engine package not: the message says what is missing.
+    where = tmp_path
+    for path, text in test_outside.SHAPES.items():
+        script(where, path, text)
+    test_outside.write_dist(where, "shapes", "1.0")
+    for library in ("shapes", "shapse"):  # installed; misspelled
+        said = []
+        for command in (
+            [*RUN[:-1], f"{library}:fast", "-c", "pass"],
+            ["-c", "pass"],  # as COHERIQ_ACCELERATE says it
+        ):
+            env = environment(where)
+            if command[0] == "-c":
+                env["COHERIQ_ACCELERATE"] = f"{library}:fast"
+            done = subprocess.run(
+                [sys.executable, *command],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                env=env,
+                cwd=where,
+            )
+            said.append(done.stderr)
+        assert said[0].startswith("coheriq: error: ")
+        assert "Known domains" not in said[0]
+        message = said[0].removeprefix("coheriq: error: ")
+        assert message in said[1]
+        assert "no installed package declares its candidates" in message
