@@ -61,11 +61,12 @@ from .._stdlib import (
     carry_annotations,
     code_flags,
 )
+from ..exceptions import CoheriqTypeError
 from .compiled import IMPLEMENTATION as _PROXY_IMPLEMENTATION
 from .compiled import compiled as _compiled
 from .compiled import set_dispatcher as _set_dispatcher
 from .generated import Method, on_one_line, parameter_lists
-from .swapped import Board, SwappedProxy, not_swappable
+from .swapped import Board, SwappedProxy, in_place_copy, not_swappable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -77,6 +78,9 @@ __all__ = [
     "Switchboard",
     "bound_elsewhere",
     "candidate_of",
+    "innermost_function",
+    "mark_in_place",
+    "not_in_place",
     "parameter_lists",
     "proxy_implementation",
     "update_proxy",
@@ -97,6 +101,9 @@ _COMPILED_CONSTRUCTS = sys.version_info < (3, 13)
 # Whether plain Python functions get code-swapped proxies (coheriq._call.swapped):
 # COHERIQ_SWAP_CODE=0 gives them the dispatcher every other candidate gets.
 _SWAP_CODE = _environ.get("COHERIQ_SWAP_CODE", "1") != "0"
+
+# The copies being marked in place (see mark_in_place), by id: (the copy, its original).
+_IN_PLACE: dict[int, tuple[Any, Any]] = {}
 
 
 def proxy_implementation() -> str:
@@ -191,6 +198,9 @@ class CandidateInfo:
             when it has ended, the module may run again and mark the candidate
             anew (see :mod:`coheriq._library.late_candidates`).
         first_run: The frame of the run that marked it first.
+        wrapper: Where the proxy is the library's own function, marked in place
+            (see :func:`mark_in_place`): the library's object bound to the
+            candidate's name, which holds it (its ``__wrapped__``); else None.
     """
 
     __slots__ = (
@@ -203,6 +213,7 @@ class CandidateInfo:
         "proxy",
         "reference",
         "run",
+        "wrapper",
     )
 
     def __init__(
@@ -216,6 +227,7 @@ class CandidateInfo:
         self.constructs_directly = False
         self.module = module
         self.run = self.first_run = run
+        self.wrapper: Any = None
 
     @property
     def is_class(self) -> bool:
@@ -237,17 +249,77 @@ def candidate_of(obj: object) -> CandidateInfo | None:
 
     A marked class carries its candidate on its metaclass, which its subclasses
     share; only the marked class itself is the candidate.
+
+    A library's wrapper that holds a function marked in place (see
+    :func:`mark_in_place`) is the candidate too: the library binds it to the
+    candidate's name.
     """
     try:
         info = getattr(obj, "__coheriq_candidate__", None)
+        if not isinstance(info, CandidateInfo):
+            if type(obj) is FunctionType or isinstance(obj, type):
+                return None
+            info = getattr(innermost_function(obj), "__coheriq_candidate__", None)
+            if not isinstance(info, CandidateInfo):
+                return None
     except Exception:  # an object whose __getattr__ misbehaves is not a proxy
-        return None
-    if not isinstance(info, CandidateInfo):
         return None
     # Only the proxy or marked class itself: a subclass shares the metaclass that
     # carries the mark, and functools.wraps copies it into a wrapper's __dict__.
-    if info.proxy is not None and info.proxy is not obj:
+    if info.proxy is not None and info.proxy is not obj and info.wrapper is not obj:
         return None
+    return info
+
+
+def innermost_function(obj: object) -> Any:
+    """The first plain Python function down ``obj``'s ``__wrapped__`` chain (``obj``
+    itself, if it is one), or None where the chain reaches none."""
+    for _ in range(100):  # as inspect.unwrap, a chain that loops ends
+        if type(obj) is FunctionType:
+            return obj
+        if isinstance(obj, type):
+            return None
+        obj = getattr(obj, "__wrapped__", None)
+        if obj is None:
+            return None
+    return None
+
+
+def not_in_place(function: Any) -> str | None:
+    """Why ``function`` cannot be marked in place (see :func:`mark_in_place`), or None."""
+    if not _SWAP_CODE:
+        return "COHERIQ_SWAP_CODE=0 turns off the code-swapped functions, which that needs"
+    why = not_swappable(function)
+    if why is not None:
+        return why
+    info = candidate_of(function)
+    if info is not None:
+        return f"it stands for candidate {info.name!r} of domain {info.domain.name!r} already"
+    return None
+
+
+def mark_in_place(mark: Callable[[Any], Any], function: Any, wrapper: Any) -> CandidateInfo:
+    """Mark plain ``function`` in place, held by the library's ``wrapper``; return the candidate.
+
+    ``mark`` marks the reference it is given and returns its proxy: given a copy
+    of ``function`` (see :func:`~coheriq._call.swapped.in_place_copy`) as the
+    reference, the proxy is ``function`` itself, whose code is swapped (see
+    :mod:`coheriq._call.swapped`). So everything the library made keeps its
+    identity: ``wrapper``, still bound to the candidate's name, and what it
+    holds. Call where :func:`not_in_place` says nothing against it.
+
+    Raises:
+        CoheriqTypeError: This Python cannot swap the code of ``function``; it is
+            left as it was.
+    """
+    copy = in_place_copy(function)
+    _IN_PLACE[id(copy)] = (copy, function)
+    try:
+        mark(copy)
+    finally:
+        del _IN_PLACE[id(copy)]
+    info: CandidateInfo = function.__coheriq_candidate__
+    info.wrapper = wrapper
     return info
 
 
@@ -385,8 +457,15 @@ class Switchboard:
         return _PROXY_IMPLEMENTATION.split()[0]
 
     def _swapped_proxy(self, info: CandidateInfo) -> SwappedProxy | None:
-        """A code-swapped proxy for ``info``'s candidate, or None where one cannot stand."""
-        if not _SWAP_CODE or not_swappable(info.reference) is not None:
+        """A code-swapped proxy for ``info``'s candidate, or None where one cannot stand.
+
+        Raises:
+            CoheriqTypeError: The candidate is marked in place (see
+                :func:`mark_in_place`), and this Python cannot swap its code.
+        """
+        in_place = _IN_PLACE.get(id(info.reference))
+        function = in_place[1] if in_place is not None and in_place[0] is info.reference else None
+        if function is None and (not _SWAP_CODE or not_swappable(info.reference) is not None):
             return None
         dispatcher = None
         if _set_dispatcher is not None:  # calls that look go through it, from C
@@ -397,9 +476,14 @@ class Switchboard:
                 info.name, slot, fn.__name__, fn.__qualname__, receiver=False
             )
         try:
-            return SwappedProxy(info.reference, info.name, self._swap_board, dispatcher)
-        except ValueError:  # free variables this Python cannot mirror
-            return None
+            return SwappedProxy(info.reference, info.name, self._swap_board, dispatcher, function)
+        except ValueError as error:  # free variables this Python cannot mirror
+            if function is None:
+                return None
+            raise CoheriqTypeError(
+                f"Function {function.__qualname__!r} cannot stand for candidate {info.name!r} "
+                f"of domain {info.domain.name!r} in place: {error}"
+            ) from None
 
     def _dispatcher_for(self, info: CandidateInfo, dressed: bool = False) -> Callable[..., Any]:
         """A dispatcher for ``info``'s candidate with its parameters (and, if ``dressed``,

@@ -93,7 +93,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["Board", "Cell", "Defaults", "SwappedProxy", "not_swappable"]
+__all__ = ["Board", "Cell", "Defaults", "SwappedProxy", "in_place_copy", "not_swappable"]
 
 # A generator (or coroutine) made by an old-style @types.coroutine function.
 _CO_ITERABLE_COROUTINE = 0x100
@@ -279,8 +279,43 @@ def not_swappable(fn: object) -> str | None:
     return None
 
 
+def in_place_copy(function: Any) -> Any:
+    """A copy of plain function ``function``, to be the candidate that ``function`` stands for.
+
+    Everything but the identity is ``function``'s: its code, globals, defaults,
+    closure cells, names, module, doc and attributes. Given as ``function`` to
+    :class:`SwappedProxy` with the copy as its reference, the library's function
+    object itself becomes the candidate's code-swapped proxy: what holds it (a
+    library's wrapper that hands itself to a protocol, as NumPy's
+    ``__array_function__`` dispatchers do) keeps it, and each call of it
+    dispatches. On the reference outside blocks it runs its own code again.
+    """
+    copy = FunctionType(
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    kwdefaults = function.__kwdefaults__
+    copy.__kwdefaults__ = dict(kwdefaults) if kwdefaults is not None else None
+    for attribute in ("__qualname__", "__module__", "__doc__", "__type_params__"):
+        if hasattr(function, attribute):  # type parameters: 3.12+
+            setattr(copy, attribute, getattr(function, attribute))
+    annotate = getattr(function, "__annotate__", None)  # 3.14+: evaluated when read, not here
+    if annotate is not None:
+        copy.__annotate__ = annotate  # type: ignore[attr-defined]
+    else:
+        copy.__annotations__ = dict(function.__annotations__)
+    copy.__dict__.update(function.__dict__)
+    return copy
+
+
 class SwappedProxy:
     """One candidate's code-swapped proxy (``function``) and the codes it switches between.
+
+    ``function``, where given, is the library's function that ``reference``
+    copies (see :func:`in_place_copy`): it is the proxy, swapped in place.
 
     ``cell`` is the candidate's slot, which the Switchboard writes. :meth:`look`
     and :meth:`run` swap the code; :meth:`take` makes the function stand for a
@@ -316,7 +351,9 @@ class SwappedProxy:
         "name",
     )
 
-    def __init__(self, reference: Any, name: str, board: Board, dispatcher: Any = None) -> None:
+    def __init__(
+        self, reference: Any, name: str, board: Board, dispatcher: Any = None, function: Any = None
+    ) -> None:
         self.name = name
         self.cell = Cell()
         self._board = board
@@ -334,7 +371,9 @@ class SwappedProxy:
         self._running: dict[int, tuple[Any, Any]] = {}
         self._looking: Any = None
         self._freevars = reference.__code__.co_freevars
-        self.function = FunctionType(
+        # In place: the library's own function, of which ``reference`` is a copy (see
+        # in_place_copy), whose identity a wrapper of the library's keeps.
+        self.function = function or FunctionType(
             reference.__code__,
             reference.__globals__,
             reference.__name__,

@@ -37,7 +37,7 @@ import _thread
 import sys
 import warnings
 
-from .._call.proxy import candidate_of
+from .._call.proxy import candidate_of, innermost_function, mark_in_place, not_in_place
 from .._library import registry
 from .._library.domain import AccelerationDomain
 from .._stdlib import INFO, TYPE_CHECKING, FunctionType, log
@@ -335,21 +335,47 @@ class Adapter:
     def _mark_one(
         self, domain: AccelerationDomain, module: str, name: str, value: Any, run: Any
     ) -> Any:
-        """The candidate for ``value`` bound to declared ``name``; ``value`` where it cannot be."""
+        """The candidate for ``value`` bound to declared ``name``; ``value`` where it cannot be.
+
+        A library's wrapper around a plain function (an object, neither function
+        nor class, with a ``__wrapped__``: NumPy's ``__array_function__``
+        dispatchers) is the candidate itself, the function it holds marked in
+        place (see :func:`~coheriq._call.proxy.mark_in_place`): everything the
+        library made keeps its identity, what a protocol hands on included.
+        """
         if not callable(value) or candidate_of(value) is not None:
             return value  # a placeholder (name = None), or a candidate already
         wrapped = getattr(value, "__wrapped__", None)
         if wrapped is not None and not isinstance(value, (type, FunctionType)):
-            # NumPy's __array_function__ dispatchers: see docs/outside.rst, Limits.
+            function = innermost_function(value)
+            why = (
+                "its __wrapped__ leads to no plain Python function"
+                if function is None
+                else not_in_place(function)
+            )
+            if why is None and name in domain.state.candidates:
+                why = "its module runs again, and the candidate stands for the first run's"
+            if why is None:
+                try:
+                    mark_in_place(
+                        lambda copy: domain._mark_for(copy, name, module, run), function, value
+                    )
+                except CoheriqError as error:
+                    self._problem(
+                        f"{module}.{name} stays unmarked: {error} (declared by "
+                        f"{listing(self.declaration.sources)})"
+                    )
+                return value
             self._problem(
                 f"{module}.{name} is a {type(value).__module__}.{type(value).__qualname__} "
-                f"around function {getattr(wrapped, '__qualname__', wrapped)!r}: the "
-                "candidate replaces that object, and a protocol to which it hands itself "
-                "(NumPy's __array_function__ passes it as func) now sees an object that is "
-                f"no longer {module}.{name}, so code that recognises it by identity "
-                "(HANDLED_FUNCTIONS[func]) stops recognising it, and its own attributes "
-                "(_implementation) are gone. Drop it from the declaration of "
-                f"{self.declaration.library!r} unless its callers need no such protocol."
+                f"around function {getattr(wrapped, '__qualname__', wrapped)!r}, which cannot "
+                f"be marked in place ({why}): the candidate replaces that object, and a "
+                "protocol to which it hands itself (NumPy's __array_function__ passes it as "
+                f"func) now sees an object that is no longer {module}.{name}, so code that "
+                "recognises it by identity (HANDLED_FUNCTIONS[func]) stops recognising it, "
+                "and its own attributes (_implementation) are gone. Drop it from the "
+                f"declaration of {self.declaration.library!r} unless its callers need no "
+                "such protocol."
             )
         try:
             return domain._mark_for(value, name, module, run)
