@@ -360,3 +360,23 @@ def test_a_library_wrapper_keeps_its_identity_and_its_calls_reach_the_engine(tmp
     accelerated = ok(python(where, program, env={**ACCELERATED, **SWAPS})).split()
     # The cache stays the library's, before the engine: its second call is a hit.
     assert accelerated == ["True", "['fast']", "Dispatcher", "-3", "-3", "1"]
+
+
+def test_a_library_wrapper_reloaded_is_marked_as_before_with_a_warning(tmp_path):
+    program = """
+        import importlib, warnings
+        import coheriq
+        coheriq.accelerate("shapes", "fast")
+        import shapes.heavy as heavy
+
+        first = heavy.smooth
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            importlib.reload(heavy)  # a new Dispatcher around a new function
+        assert "cannot be marked in place" in str(caught[0].message), caught
+        print(first([2]), heavy.smooth([2]), coheriq.explain(heavy.smooth).engine)
+        with coheriq.using_engine("shapes", "reference"):
+            print(first([2]), heavy.smooth([2]))
+        """
+    out = ok(python(telling(tmp_path, WRAPPED), program, env=SWAPS))
+    assert out.split() == ["['fast']", "['fast']", "fast", "[1.0]", "[1.0]"]

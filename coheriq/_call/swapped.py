@@ -218,8 +218,10 @@ class Defaults:
         # reference's own may be changed in place, as the function's may). Named as a
         # function's: where the function is being freed (a finalizer of the garbage it
         # is part of calls it), its weak reference is dead, and this stands for it.
-        self.__defaults__: tuple[Any, ...] | None = reference.__defaults__
-        kwdefaults = reference.__kwdefaults__
+        # (A reference that is no function, which a function marked in place takes when
+        # its module runs again, has none: see coheriq._call.proxy.mark_in_place.)
+        self.__defaults__: tuple[Any, ...] | None = getattr(reference, "__defaults__", None)
+        kwdefaults = getattr(reference, "__kwdefaults__", None)
         self.__kwdefaults__ = dict(kwdefaults) if kwdefaults else None
         # What the trampoline compares first: the ids of the defaults, the keyword-only
         # ones' names and values, in order (this holds them, so the ids stay theirs).
