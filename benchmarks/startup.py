@@ -6,7 +6,7 @@ without the variable; with ``COHERIQ_ACCELERATE=figures:fast``, a library from
 PyPI (``figures``, laid out with an engine package that declares it, in a
 temporary directory that every case has on ``PYTHONPATH``), which is accelerated
 when it is imported; and with ``COHERIQ_ACCELERATE=statistics:numpy``, a module
-of the standard library, accelerated at once (coheriq may import it itself). It
+of the standard library (the guide's own case), accelerated at its import too. It
 prints the medians of the wall times and of ``-X importtime``'s total, and the
 modules the variable makes the interpreter import. The start-up file installed
 with coheriq (``coheriq-accelerate.pth``) does the work: without it (coheriq
@@ -116,6 +116,13 @@ def import_times(env: dict[str, str]) -> tuple[float, list[str]]:
     return total / 1e3, modules
 
 
+def installed(env: dict[str, str]) -> bool:
+    """Whether the start-up file ran (it loads its module without the import system)."""
+    code = "import sys; print('coheriq._outside.startup' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    return done.stdout.strip() == "True"
+
+
 def main(argv: list[str]) -> int:
     runs = 3 if "--quick" in argv else int(next((a for a in argv if a.isdigit()), "30"))
     with tempfile.TemporaryDirectory() as scratch:
@@ -126,7 +133,7 @@ def main(argv: list[str]) -> int:
             import_times(env)
         plain = set(import_times(envs["without COHERIQ_ACCELERATE"])[1])
         added = {case: sorted(set(import_times(env)[1]) - plain) for case, env in envs.items()}
-        if not any(m.startswith("coheriq") for m in added["COHERIQ_ACCELERATE=statistics:numpy"]):
+        if not installed(envs["COHERIQ_ACCELERATE=statistics:numpy"]):
             print("coheriq's start-up file is not installed here: nothing to measure")
             return 0
         walls: dict[str, list[float]] = {case: [] for case in CASES}
@@ -149,10 +156,10 @@ def main(argv: list[str]) -> int:
             f"  {case:<38} {figures[0]:7.1f} {added_ms[0]:7.1f} {figures[1]:7.1f} "
             f"{added_ms[1]:7.1f} {statistics.median(imports[case]):11.1f}"
         )
-    case = "COHERIQ_ACCELERATE=figures:fast"
-    more = statistics.median(walls[case]) - statistics.median(walls[base])
-    verdict = "ok" if more <= TARGET_MS else "MISSED"
-    print(f"  target: at most {TARGET_MS:.0f} ms of wall time added, {case} ({verdict})")
+    for case in list(CASES)[1:]:
+        more = statistics.median(walls[case]) - statistics.median(walls[base])
+        verdict = "ok" if more <= TARGET_MS else "MISSED"
+        print(f"  target: at most {TARGET_MS:.0f} ms of wall time added, {case} ({verdict})")
     for case in list(CASES)[1:]:
         print(f"  modules {case} adds: {' '.join(added[case])}")
     return 0

@@ -862,14 +862,17 @@ def test_a_declaration_may_spell_out_its_own_librarys_prefix(tmp_path):
 STARTUP_FILE = ROOT / "coheriq" / "_outside" / "coheriq-accelerate.pth"
 
 
-def started(where: Path, code: str, accelerate: str) -> subprocess.CompletedProcess[str]:
+def started(
+    where: Path, code: str, accelerate: str, *also: str
+) -> subprocess.CompletedProcess[str]:
     """``code`` run as the start-up file would start it, where ``COHERIQ_ACCELERATE`` is
     ``accelerate``: ``site`` is left out (``-S``), and the file's line of this source tree
-    runs as ``site`` runs it, so that an installed copy of another version stays out."""
+    runs as ``site`` runs it, so that an installed copy of another version stays out.
+    ``also``: more directories to import from (those of NumPy, say)."""
     line = next(x for x in STARTUP_FILE.read_text().splitlines() if x.startswith("import "))
-    return python(
-        where, f"{line}\n{textwrap.dedent(code)}", "-S", env={"COHERIQ_ACCELERATE": accelerate}
-    )
+    path = os.pathsep.join([str(where), str(ROOT), *also])
+    env = {"COHERIQ_ACCELERATE": accelerate, "PYTHONPATH": path}
+    return python(where, f"{line}\n{textwrap.dedent(code)}", "-S", env=env)
 
 
 LOADED = """
@@ -909,30 +912,136 @@ def test_coheriq_accelerate_says_at_start_up_what_it_cannot_accelerate(tmp_path)
     assert lines[1].startswith(said.format("circles")) and "no installed package" in lines[1]
 
 
-def test_coheriq_accelerate_naming_a_module_of_the_standard_library_accelerates_it_at_once(
-    tmp_path,
-):
-    # coheriq may import it itself while accelerating: it cannot wait for the import.
+def publish_stdlib_declaration(where: Path, library: str, modules: dict[str, Any]) -> None:
+    """An (empty) engine package ``<library>_fast`` declaring standard-library ``library``."""
     declaration = {
         "coheriq_declaration": 1,
-        "library": "fractions",
+        "library": library,
         "distribution": None,
-        "modules": {"fractions": {"classes": ["Fraction"]}},
+        "modules": modules,
     }
-    where = lay_out(tmp_path)
-    (where / "fractions_fast.py").write_text("")
-    (where / "fractions_fast.json").write_text(json.dumps(declaration))
+    (where / f"{library}_fast.py").write_text("")
+    (where / f"{library}_fast.json").write_text(json.dumps(declaration))
     write_dist(
         where,
-        "fractions_fast",
+        f"{library}_fast",
         "1.0",
-        "[coheriq.declarations.fractions]\nfast = fractions_fast:fractions_fast.json\n",
+        f"[coheriq.declarations.{library}]\nfast = {library}_fast:{library}_fast.json\n",
     )
+
+
+def test_coheriq_accelerate_naming_a_module_of_the_standard_library_waits_for_its_import(
+    tmp_path,
+):
+    # statistics:numpy, the guide's own case: a process that never imports statistics
+    # does not import coheriq either; the first import accelerates it, on the engine.
+    sys.path.insert(0, str(ROOT / "tests" / "cpython"))
+    try:
+        from published import publish_numpy_engine
+    finally:
+        sys.path.remove(str(ROOT / "tests" / "cpython"))
+    where = lay_out(tmp_path)
+    publish_numpy_engine(where, declaration=True)
+    out = ok(started(where, LOADED, "statistics:numpy"))
+    assert out.strip() == "['coheriq._outside.startup']"
+    code = """
+        import statistics, coheriq
+        print(statistics.fmean([1.0, 2.0, 6.0]), coheriq.explain(statistics.fmean).engine)
+        print(sys.modules["statistics"] is statistics, statistics.__spec__.name)
+        """
+    numpy = str(Path(pytest.importorskip("numpy").__file__).parent.parent)
     out = ok(
-        started(
-            where,
-            "import sys; print('coheriq._outside.activation' in sys.modules, sys.meta_path[0])",
-            "fractions",
-        )
+        started(where, textwrap.dedent(LOADED) + textwrap.dedent(code), "statistics:numpy", numpy)
     )
-    assert out.startswith("True <coheriq finder of ")
+    assert out.splitlines()[1:] == ["3.0 numpy", "True statistics"]
+
+
+THREADS_AND_FORK = """
+    import os, sys, threading
+    barrier = threading.Barrier(4)
+    found = []
+
+    def load():
+        barrier.wait()
+        import {library}
+        found.append({library})
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    import {library}, coheriq._outside.declarations as declarations
+    print(len(found), all(m is {library} for m in found), sys.modules["{library}"] is {library})
+    print(declarations.re is re, {library}.__spec__.loader is not None)
+    print(coheriq.explain({library}.{name}).candidate == "{name}")
+    sys.stdout.flush()
+    pid = os.fork() if hasattr(os, "fork") else None
+    if not pid:
+        import {library}
+        marked = coheriq.explain({library}.{name}).candidate == "{name}"
+        print("child" if pid == 0 else "no fork", sys.modules["{library}"] is {library}, marked)
+        sys.stdout.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    """
+
+
+@pytest.mark.parametrize(
+    ("library", "name"),
+    [("fractions", "Fraction"), ("re", "escape")],
+    ids=["not-imported-by-coheriq", "imported-by-coheriq-while-accelerating"],
+)
+def test_a_standard_library_module_accelerated_at_its_import_runs_once_under_threads_and_fork(
+    tmp_path, library, name
+):
+    # coheriq's own modules import re: accelerating it at its import imports it, and
+    # that import's module is the one the triggering import gets (its body ran once).
+    where = lay_out(tmp_path)
+    kind = "classes" if name[0].isupper() else "functions"
+    publish_stdlib_declaration(where, library, {library: {kind: [name]}})
+    code = "import coheriq, re\n" if library == "fractions" else "import coheriq\n"
+    body = textwrap.dedent(THREADS_AND_FORK).format(library=library, name=name)
+    out = ok(started(where, textwrap.dedent(LOADED) + code + body, library))
+    lines = out.splitlines()
+    assert lines[0] == "['coheriq._outside.startup']" or library == "re", out
+    assert lines[-4:-1] == ["4 True True", "True True", "True"], out
+    assert lines[-1] in ("child True True", "no fork True True"), out
+
+
+def test_a_standard_library_module_that_importing_coheriq_imports_is_marked_after_it(tmp_path):
+    # `import coheriq` imports types: it cannot accelerate types while it is being
+    # imported itself; it does at the next import, marking types in place.
+    where = lay_out(tmp_path)
+    publish_stdlib_declaration(where, "types", {"types": {"functions": ["resolve_bases"]}})
+    code = """
+        import coheriq, types
+        print(coheriq.explain(types.resolve_bases).candidate)
+        """
+    assert ok(started(where, code, "types")) == "resolve_bases\n"
+
+
+def test_a_late_accelerate_that_leaves_every_name_of_the_package_unmarked_warns(tmp_path):
+    # The package star-imports its declared module: every public name was bound before
+    # the call, so accelerating marks nothing a user reaches through the package.
+    files = {"shapes/__init__.py": "from shapes.core import *\n"}
+    code = """
+        import warnings
+        import coheriq
+        {before}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            coheriq.accelerate("shapes", "fast")
+        import shapes
+        print(shapes.area(shapes.Shape(3)))
+        for warning in caught:
+            print(warning.category.__name__, warning.message)
+        """
+    where = lay_out(tmp_path, files=files)
+    out = ok(python(where, code.format(before="import shapes")))
+    said = [line for line in out.splitlines()[1:] if "Class shapes.core.Shape" not in line]
+    assert out.splitlines()[0] == "9" and len(said) == 1, out
+    assert said[0].startswith("CoheriqDeclarationWarning Library 'shapes' was imported"), out
+    assert "'area', 'total_area'" in said[0] and "COHERIQ_ACCELERATE" in said[0], out
+    assert "coheriq.accelerate('shapes') first" in said[0], out
+    assert ok(python(where, code.format(before=""))) == "9\n"  # accelerated before: silent

@@ -25,6 +25,7 @@ import warnings
 
 from .. import discovery
 from .._api.verbs import enable_engine
+from .._call.proxy import candidate_of
 from .._choice.ordered import parse_engine_list
 from .._names import check_name
 from .._stdlib import TYPE_CHECKING
@@ -41,6 +42,8 @@ from .finder import installed_finder
 from .startup import ENV, parse_environment
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from .._library.domain import AccelerationDomain
     from .declarations import LibraryDeclaration
 
@@ -148,7 +151,40 @@ def _adapter_for(declaration: LibraryDeclaration) -> Adapter:
         adapter.make_domain(top)
     for module in sorted(imported, key=lambda m: m.__name__.count(".")):
         adapter.mark_in_place(module, imported_before=True)
+    if top is not None and adapter.stepped_back is None:
+        _warn_if_unreachable(adapter, top)
     return adapter
+
+
+def _warn_if_unreachable(adapter: Adapter, top: ModuleType) -> None:
+    """Warn where the library's top-level module, imported before, binds declared functions
+    and every one of them is still unmarked: the user reaches none of the candidates.
+
+    A package that re-exports its declared modules' names (``from .core import *``) bound
+    them before the call, and marking in place rebinds only the declared modules' own.
+    Classes are left out: each one left unmarked is warned of already.
+    """
+    library = adapter.declaration.library
+    namespace = vars(top)
+    declared = {name for names in adapter.declaration.modules.values() for name in names}
+    bound = {
+        name: namespace[name]
+        for name in declared
+        if name in namespace and not isinstance(namespace[name], type)
+    }
+    if not bound or any(candidate_of(value) is not None for value in bound.values()):
+        return
+    warnings.warn(
+        f"Library {library!r} was imported before it was accelerated, and its top-level "
+        f"module had bound {listing(bound)} then: they stay unmarked, so calls through "
+        f"{library}.{min(bound)} and the like run the library's own code on every engine "
+        f"(only the declared modules' own names, {listing(adapter.declaration.modules)}, "
+        f"were marked). Accelerate before importing {library!r}: set "
+        f"COHERIQ_ACCELERATE={library}, run the program with python -m coheriq run "
+        f"--engine {library}:ENGINE, or call coheriq.accelerate({library!r}) first.",
+        CoheriqDeclarationWarning,
+        stacklevel=5,  # accelerate's caller
+    )
 
 
 def _set_environment(adapter: Adapter, engine: str | None) -> None:

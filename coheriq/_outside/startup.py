@@ -13,9 +13,10 @@ advertises, is said on standard error at once.
 
 They are accelerated at once, as :func:`coheriq.accelerate` would, where
 waiting is not safe or the quick look cannot tell: a library imported already,
-a module of the standard library (accelerating imports coheriq, which may import
-that module itself), or a name or an engine the entry points found here do not
-confirm (a package found otherwise than in a directory of :data:`sys.path`).
+or a name or an engine the entry points found here do not confirm (a package
+found otherwise than in a directory of :data:`sys.path`). A module of the
+standard library waits too: where coheriq imports it itself while accelerating,
+the import that triggered the acceleration is given that module (run once).
 
 Standard library only, and nothing of coheriq: this module is loaded on its own.
 """
@@ -24,7 +25,7 @@ Standard library only, and nothing of coheriq: this module is loaded on its own.
 # in every process; the annotations of names imported for type checkers are quoted.
 import os
 import sys
-from _thread import allocate_lock
+from _thread import allocate_lock, get_ident
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -95,11 +96,20 @@ class Deferred:
 
     For any other module it answers ``None`` at once. For a module of a named
     library it takes itself off :data:`sys.meta_path`, accelerates them (which
-    puts coheriq's finder first), and answers what the finders after it answer.
+    puts coheriq's finder first), and answers what the finders after it answer;
+    or, where accelerating imported that very module (coheriq uses it), a spec
+    that gives the import that module instead of running it again.
+
+    Where coheriq itself is being imported in this thread, and imports the
+    module, it cannot accelerate then: the module is
+    imported as without it, and the libraries are accelerated at the next import
+    once coheriq is imported (the module is then marked in place, as a library
+    imported before :func:`coheriq.accelerate`).
     """
 
     def __init__(self, libraries: set[str]) -> None:
         self.libraries = libraries
+        self.waiting = False  # a named module was imported while coheriq was
 
     def __repr__(self) -> str:
         return f"<coheriq finder accelerating {sorted(self.libraries)} at their first import>"
@@ -111,11 +121,27 @@ class Deferred:
         target: "ModuleType | None" = None,
     ) -> "ModuleSpec | None":
         """None, or, for a module of a named library, its spec once they are accelerated."""
-        if fullname.partition(".")[0] not in self.libraries:
+        named = fullname.partition(".")[0] in self.libraries
+        if not (named or self.waiting):
+            return None
+        if _coheriq_importing():
+            self.waiting = True
             return None
         if self in sys.meta_path:
             sys.meta_path.remove(self)
+        before = fullname in sys.modules  # a reload, or a module put there by hand
+        # The import system calls finders holding its global lock (fork waits for it),
+        # so no other thread imports, nor forks, while coheriq is imported here.
         activate()
+        if not named:
+            return None
+        if not before and fullname in sys.modules and _importing(fullname):
+            # Accelerating imported it (coheriq or a module it uses imports it), and
+            # marked it in place. Left in sys.modules, the import system would run it
+            # again from its spec: it is taken out, and the spec's loader gives the
+            # import system this module (the module's own spec is restored as it does).
+            module = sys.modules.pop(fullname)
+            return _spec_of_imported(module)
         for finder in list(sys.meta_path):
             find_spec = getattr(finder, "find_spec", None)
             if find_spec is None:
@@ -129,12 +155,64 @@ class Deferred:
         """Nothing is cached here (:func:`importlib.invalidate_caches` asks every finder)."""
 
 
+class _Imported:
+    """The loader of a module imported already: ``create_module`` gives it, as it is."""
+
+    def __init__(self, module: "ModuleType") -> None:
+        self.module = module
+        self.spec = getattr(module, "__spec__", None)
+
+    def create_module(self, spec: "ModuleSpec") -> "ModuleType":
+        return self.module
+
+    def exec_module(self, module: "ModuleType") -> None:
+        # The import system set the module's __spec__ to the one given it: its own again.
+        module.__spec__ = self.spec
+
+
+def _spec_of_imported(module: "ModuleType") -> "ModuleSpec":
+    """A spec whose loading gives ``module`` (imported already) back, unchanged."""
+    from importlib.machinery import ModuleSpec  # imported with the import system
+
+    own = getattr(module, "__spec__", None)
+    return ModuleSpec(
+        module.__name__,
+        _Imported(module),  # type: ignore[arg-type]  # a loader by protocol
+        origin=getattr(own, "origin", None),
+        is_package=getattr(own, "submodule_search_locations", None) is not None,
+    )
+
+
+def _coheriq_importing() -> bool:
+    """Whether this thread is importing a module of coheriq (its body has not finished):
+    accelerating would import coheriq half made. Another thread's import is waited for."""
+    return any(
+        getattr(getattr(module, "__spec__", None), "_initializing", False) and _importing(name)
+        for name, module in list(sys.modules.items())
+        if name == "coheriq" or name.startswith("coheriq.")
+    )
+
+
+def _importing(fullname: str) -> bool:
+    """Whether this thread is importing ``fullname`` (holds the import system's lock of
+    that module), rather than asking its spec (:func:`importlib.util.find_spec`).
+
+    True where the import system's private records cannot tell: an import is the case
+    this module's finder is called for.
+    """
+    locks = getattr(sys.modules.get("_frozen_importlib"), "_module_locks", None)
+    if not isinstance(locks, dict):
+        return True
+    reference = locks.get(fullname)  # a weak reference, while someone holds the lock
+    lock = reference() if callable(reference) else None
+    return lock is not None and getattr(lock, "owner", get_ident()) == get_ident()
+
+
 def _can_wait(named: list[tuple[str, str | None]]) -> bool:
     """Whether the acceleration of ``named`` can wait for their import: see the module's doc."""
-    standard = getattr(sys, "stdlib_module_names", ())
     groups = set()
     for library, engine in named:
-        if not library.isidentifier() or library in sys.modules or library in standard:
+        if not library.isidentifier() or library in sys.modules:
             return False
         groups.add(f"coheriq.declarations.{library}")
         if engine is not None:
