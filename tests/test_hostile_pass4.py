@@ -760,13 +760,6 @@ SHARED_SOURCE = """
     """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: verification copies an iter(function, sentinel) argument with deepcopy, "
-    "which shares the function: the other side reads the program's next item, so the "
-    "program's iterator loses it ([3, 4] instead of [2, 3, 4]) and a false mismatch "
-    "('1 against 2') is reported",
-)
 def test_verifying_a_call_given_a_function_fed_iterator_leaves_the_program_s_items(tmp_path):
     out = ok(python(tmp_path, SHARED_SOURCE))
     assert out.split(None, 1)[0] == "1"

@@ -1431,3 +1431,64 @@ def test_an_engine_author_registers_a_comparison_for_a_type(unique):
 def test_a_variable_that_merely_ends_in_verify_loads_no_verification():
     program = "import coheriq, sys; print('coheriq._tools.verification' in sys.modules)"
     assert python("-c", program, GIT_SSL_NO_VERIFY="1").stdout.split() == ["False"]
+
+
+def test_an_iterator_that_may_share_its_source_is_read_by_the_engine_only(unique):
+    # iter(function, sentinel)'s deepcopy shares the function: the other side read the
+    # program's next item. Only iterators known to copy apart (a list's, map over a
+    # range) are copied; the others, wherever they are in the arguments, leave the
+    # call to the engine alone, not compared, with the reason in the report.
+    import collections
+
+    name = unique("flib")
+    domain = coheriq.AccelerationDomain(name)
+
+    @domain.acceleration_candidate
+    def first(xs):
+        return next(iter(xs))
+
+    domain.materialize()
+
+    class Fast(coheriq.engine_class(name), name="fast"):
+        def first(self, xs):
+            return next(iter(xs))
+
+    class Countdown:  # an iterator of the program's own: copies apart, once said so
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            self.n -= 1
+            return self.n
+
+    queue = collections.deque(range(1, 7))
+
+    def take():
+        return queue.popleft() if queue else None
+
+    def numbers():
+        yield from (7, 8)
+
+    fed, generated = iter(take, None), numbers()
+    with coheriq.verify(name, "fast", on_mismatch="record") as check:
+        shared = [first(fed), next(first([fed])), next(first([map(int, fed)])), first(generated)]
+        apart = [first(iter([1, 2])), first(map(str, range(3))), first(Countdown(3))]
+    assert (shared, apart) == ([1, 2, 3, 7], [1, "0", 2])
+    assert (list(fed), list(generated)) == ([4, 5, 6], [8])  # nothing taken by the other side
+    [row] = check.rows
+    assert (row.calls, row.compared, row.not_compared, row.mismatches) == (7, 2, 5, 0)
+    notes = [note for note in row.notes if "may share its source" in note]
+    assert [note.split(":")[0] for note in notes] == [
+        "an argument is an iterator that may share its source with a copy (callable_iterator)",
+        "an argument is an iterator that may share its source with a copy (generator)",
+        "an argument is an iterator that may share its source with a copy (Countdown)",
+    ]
+    assert "was not compared" in notes[0] and "register_comparison" in notes[0]
+
+    coheriq.register_comparison(name, Countdown, copy=lambda it: Countdown(it.n))
+    with coheriq.verify(name, "fast", on_mismatch="record") as check:
+        assert first(Countdown(3)) == 2
+    assert (check.rows[0].compared, check.ok) == (1, True)

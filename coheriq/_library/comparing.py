@@ -27,13 +27,30 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-__all__ = ["DEFAULT_RTOL", "ComparisonRule", "Comparisons"]
+__all__ = ["DEFAULT_RTOL", "ComparisonRule", "Comparisons", "SharedSource"]
 
 DEFAULT_RTOL = 1e-9
 """The relative tolerance for numbers where neither the library nor the user sets one."""
 
 _MAX_DEPTH = 64  # nested containers deeper than this are compared with == as a whole
 _SCALARS = frozenset({int, float, complex, bool, str, bytes, type(None)})
+
+
+class SharedSource(Exception):  # noqa: N818 - a reason not to copy, not a failure
+    """An argument is an iterator whose copy may read from the program's own source.
+
+    ``copy.deepcopy`` shares what it cannot copy: the function behind
+    ``iter(function, sentinel)``, a file, a generator's frame. The other side,
+    reading its copy, would take the program's items. Only iterators of types
+    known to copy apart are copied (see :func:`_copies_apart`).
+
+    Args:
+        kind: The iterator's type name.
+    """
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
 
 
 class ComparisonRule:
@@ -113,9 +130,15 @@ class Comparisons:
 
         A value of a type with a ``copy`` rule is copied by it (also inside
         tuples, lists and dicts); anything else by :func:`copy.deepcopy`.
-        Immutable scalars are passed as they are.
+        Immutable scalars are passed as they are. An iterator, anywhere in an
+        argument, is copied only where its type is known to copy apart from
+        its source (a list's, a range's, ``map`` over one: see
+        :func:`_copies_apart`) or has a ``copy`` rule.
 
         Raises:
+            SharedSource: An argument holds an iterator that may share its
+                source with its copy (``iter(function, sentinel)``, a generator,
+                a file): the other side must not read it.
             Exception: Whatever copying raised (the caller reports it).
         """
         import copy
@@ -140,7 +163,15 @@ class Comparisons:
             elif type(value) is tuple:
                 copied = memo[key] = tuple(own(item) for item in value)
             else:
-                return copy.deepcopy(value, memo)
+                _refuse_shared(value)  # before deepcopy, which fails on a generator
+                # deepcopy keeps every object it copied in memo[id(memo)]: the
+                # iterators among those it copied now must copy apart too.
+                kept = memo.setdefault(id(memo), [])
+                start = len(kept)
+                copied = copy.deepcopy(value, memo)
+                for original in kept[start:]:
+                    _refuse_shared(original)
+                return copied
             memo.setdefault(id(memo), []).append(value)  # keep it alive, as deepcopy does
             return copied
 
@@ -288,6 +319,59 @@ class Comparisons:
             if found:
                 return found
         return None
+
+
+_APART: dict[type, bool] = {}  # type -> whether its copy reads apart (a cache of what follows)
+
+
+def _refuse_shared(value: Any) -> None:
+    """Raise :class:`SharedSource` where ``value`` is an iterator not known to copy apart."""
+    kind = type(value)
+    apart = _APART.get(kind)
+    if apart is None:
+        if len(_APART) >= 1024:
+            _APART.clear()  # types made on the fly are not kept alive for ever
+        iterator = hasattr(kind, "__next__") or hasattr(kind, "__anext__")
+        apart = _APART[kind] = not iterator or kind in _copies_apart()
+    if not apart:
+        raise SharedSource(kind.__name__)
+
+
+_KNOWN: list[frozenset[type]] = []
+
+
+def _copies_apart() -> frozenset[type]:
+    """The iterator types whose deepcopy reads apart from the original.
+
+    An allow-list: each holds its source (a container, a range, other iterators,
+    which the copy copies and checks in turn) and its position, and copies
+    them; ``map`` and ``filter`` share only the function they apply. Not on
+    it: ``iter(function, sentinel)`` (the copy calls the program's function),
+    generators, files, ``tee``, and any iterator of a type not known here
+    (the library can register a ``copy`` for it).
+    """
+    if not _KNOWN:
+        import array
+        import collections
+        import itertools
+
+        row: dict[int, int] = {}
+        # The built-in containers' iterators, made to read their types; the
+        # other iterators are types by their own names.
+        samples: tuple[Any, ...] = (iter([]), reversed([]), iter(()), iter(range(0)))
+        samples += (iter(range(2**64)), iter(array.array("b")))
+        samples += (iter(""), iter("\u00e9"), iter(b""), iter(bytearray()), iter(set()))
+        samples += (iter(row), iter(row.values()), iter(row.items()), reversed(row))
+        samples += (reversed(row.values()), reversed(row.items()))
+        samples += (iter(collections.deque()), reversed(collections.deque()))
+        named = (
+            "count repeat cycle islice chain accumulate compress dropwhile takewhile "
+            "starmap zip_longest filterfalse product permutations combinations "
+            "combinations_with_replacement"
+        )
+        types = {type(sample) for sample in samples} | {enumerate, zip, map, filter, reversed}
+        _KNOWN.append(frozenset(types | {getattr(itertools, n) for n in named.split()}))
+    return _KNOWN[0]
 
 
 def _first(*values: float | None) -> float:

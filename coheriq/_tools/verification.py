@@ -37,7 +37,7 @@ from .._call.proxy import code_flags_behind
 from .._engines import declines
 from .._engines.meta import supplier
 from .._library import observing, registry
-from .._library.comparing import summarize
+from .._library.comparing import SharedSource, summarize
 from .._library.domain import AccelerationDomain, lookup_domain
 from .._names import REFERENCE
 from .._stdlib import (
@@ -396,6 +396,13 @@ class Verification:
             try:
                 with self._other_side(domain, guarded=False):
                     theirs = domain.comparisons.copy_arguments(args, kwargs)
+            except SharedSource as shared:
+                skip = (
+                    f"an argument is an iterator that may share its source with a copy "
+                    f"({shared.kind}): the other side would read the program's items, so the "
+                    "call ran on the engine only and was not compared; the library can "
+                    "register a copy for the type with domain.register_comparison(type, copy=...)"
+                )
             except Exception as error:
                 skip = (
                     f"arguments could not be copied for the other side "
@@ -633,7 +640,10 @@ def verify(
     the program gets the engine's exception as it would without verification.
     Calls inside a verified call, candidates marked with ``side_effects=True``
     (and a call whose run on the other side reaches one: that run stops there),
-    and constructing the library's classes are not compared. What agrees: a
+    a call given an iterator whose copy may read from the program's own source
+    (``iter(function, sentinel)``, a generator: see
+    :meth:`~coheriq._library.comparing.Comparisons.copy_arguments`; it runs on
+    the engine only), and constructing the library's classes are not compared. What agrees: a
     list and a tuple of the same items, ``1`` and ``1.0``, ``True`` and ``1``;
     an infinity agrees only with itself, and ``None`` only with ``None``.
     Results that compare by identity only (an iterator, a function) are
