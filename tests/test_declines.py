@@ -149,6 +149,84 @@ def test_a_class_declines_a_construction_and_objects_stay_with_their_builder(ran
     assert ranked.state.declines == {("Index", "gpu", "no rows"): 1}
 
 
+def test_a_class_reached_through_self_declines_along_the_mro_and_stays_the_class(ranked):
+    # self.Index in engine code: Gpu's Index, marked, whose construction declines for no
+    # rows; the construction goes on along the MRO (Hybrid(Gpu, Compiled): Compiled has
+    # none) to the reference, as a marked method reached through self does.
+    hybrid = coheriq.engine_class(ranked.name, "hybrid")
+    gpu = coheriq.engine_class(ranked.name, "gpu")
+
+    def empty_rows(cls, rows):
+        return "empty rows" if rows == [] else None
+
+    class Builder(hybrid, name="builder"):
+        def topk(self, xs, k=2):
+            index = self.Index(xs)
+            return (type(index).__qualname__, isinstance(index, self.Index), index.rows)
+
+    class Checked(gpu, name="checked"):
+        @coheriq.may_decline(when=empty_rows)
+        class Index(gpu.Index):  # reached through super() too
+            pass
+
+        def topk(self, xs, k=2):
+            return (type(self.Index(xs)).__qualname__, type(super().Index(xs)).__qualname__)
+
+    with coheriq.using_engine(ranked.name, "builder"):
+        assert ranked.topk([1]) == (gpu.Index.__qualname__, True, [1])
+        library = ranked.Index.__qualname__
+        assert ranked.topk([]) == (library, False, [])  # the reference built it
+    with coheriq.using_engine(ranked.name, "checked"):
+        assert ranked.topk([1]) == (Checked.Index.__qualname__, gpu.Index.__qualname__)
+        assert ranked.topk([]) == (library, library)
+    assert ranked.state.declines == {
+        ("Index", "gpu", "no rows"): 3,
+        ("Index", "checked", "empty rows"): 1,
+    }
+    # Read from the class, it is the class itself: no check, and a Decline reaches the caller.
+    assert isinstance(gpu.Index, type) and Builder.Index is gpu.Index
+    with pytest.raises(coheriq.Decline, match="no rows"):
+        gpu.Index([])
+    engine = Builder()
+    assert engine.Index == gpu.Index and hash(engine.Index) == hash(gpu.Index)
+    assert engine.Index.__name__ == "Index" and issubclass(Checked.Index, engine.Index)
+
+
+def test_a_declining_class_for_a_candidate_its_module_marks_later(unique, tmp_path, monkeypatch):
+    # A declared class candidate, marked when its module is imported after the engine
+    # was defined: the engine's marked class is one of the candidate's classes.
+    import importlib
+
+    name = unique("lazyrank")
+    (tmp_path / f"{name}.py").write_text(
+        f"import coheriq\ndomain = coheriq.AccelerationDomain({name!r})\n"
+        f"domain.declare({name + '_index'!r}, classes=['Index'])\ndomain.materialize()\n"
+    )
+    (tmp_path / f"{name}_index.py").write_text(
+        f"from {name} import domain\n\n@domain.acceleration_candidate\nclass Index:\n"
+        "    def __init__(self, rows):\n        self.rows = rows\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module(name)
+
+    class Gpu(coheriq.engine_class(name), name="gpu"):
+        @coheriq.may_decline
+        class Index:
+            def __init__(self, rows):
+                if not rows:
+                    raise coheriq.Decline("no rows")
+                self.rows = rows
+
+        def _build(self, rows):
+            return self.Index(rows)
+
+    library = importlib.import_module(f"{name}_index")
+    with coheriq.using_engine(name, "gpu"):
+        built = [library.Index([1]), library.Index([]), Gpu()._build([])]
+    assert [type(obj).__qualname__ for obj in built] == [Gpu.Index.__qualname__, "Index", "Index"]
+    assert all(isinstance(obj, library.Index) for obj in built)
+
+
 def test_the_strict_switch_makes_a_decline_an_error(ranked, monkeypatch):
     monkeypatch.setenv(f"{ranked.name.upper()}_FAIL_ON_DECLINE", "1")
     with coheriq.using_engine(ranked.name, "hybrid"):

@@ -642,13 +642,6 @@ BOX_THROUGH_SELF = """
     """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: a may_decline class implementation reached from the engine's own code "
-    "(self.Box(v)) raises a raw Decline to the user's call, where the engine guide says a "
-    "marked implementation reached through self declines and the call goes on along the MRO "
-    "to the reference (a marked method reached through self does)",
-)
 def test_a_declining_class_reached_through_self_goes_on_to_the_reference(tmp_path):
     write(tmp_path, "declining.py", DECLINING_LIBRARY)
     out = ok(python(tmp_path, BOX_THROUGH_SELF))

@@ -16,8 +16,9 @@ rule, written once here (:class:`Chain`), is:
 An implementation that is not marked ends the chain where it stands: it answers,
 and a ``Decline`` raised in it is an error, also where a marked implementation
 called it (:func:`note_implementation`). An implementation reached through
-``self`` or ``super()`` from an engine's own code goes on along the MRO to the
-reference, since that code has run already (:class:`DecliningMethod`). Each
+``self`` or ``super()`` from an engine's own code, a method or a class, goes on
+along the MRO to the reference, since that code has run already
+(:class:`DecliningMethod`, :class:`DecliningClass`). Each
 decline is recorded (:func:`record`): counted per candidate, engine and reason,
 logged once per such triple, shown to the watchers (a profile), and turned into
 an error where the program asks (``COHERIQ_FAIL_ON_DECLINE=1``,
@@ -60,6 +61,7 @@ __all__ = [
     "FAIL_ON_DECLINE",
     "Chain",
     "Decline",
+    "DecliningClass",
     "DecliningMethod",
     "Step",
     "answered",
@@ -382,14 +384,16 @@ def steps_of(engine_class: Any, instance: Any, name: str, start: Any = None) -> 
 class DecliningMethod:
     """A marked implementation in its engine class's dict, as ``self`` and ``super()`` reach it.
 
-    Read from an instance, it is a bound method, as any method is: nothing is
-    kept on the instance, which pickles and copies as it would without coheriq.
-    Called, it runs the implementation (after its check), and only once that
-    declines does it build the rest of the chain: along the MRO of the
-    instance's class, past the implementations that decline, to the reference.
-    That code has run already, on this engine. (A call a proxy dispatches runs
-    the engine's :class:`Chain` instead, which may go on to the engines later in
-    the user's list: see :func:`bound_chain`.)
+    Read from an instance, a function is a bound method, as any method is, and
+    a class (a class candidate's implementation) is a :class:`DecliningClass`
+    that stands for it: nothing is kept on the instance, which pickles and
+    copies as it would without coheriq. Called, it runs the implementation
+    (after its check), and only once that declines does it build the rest of
+    the chain: along the MRO of the instance's class, past the implementations
+    that decline, to the reference. That code has run already, on this engine.
+    (A call a proxy dispatches runs the engine's :class:`Chain` instead, which
+    may go on to the engines later in the user's list: see :func:`bound_chain`.)
+    Read from the class, it is the implementation itself.
     """
 
     __slots__ = ("function", "method", "name", "owner")
@@ -403,8 +407,13 @@ class DecliningMethod:
         return self.function
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
+        function = self.function
+        if isinstance(function, type):
+            if instance is None:
+                return function  # the class itself: Fast.Box, and pickle, find it
+            return DecliningClass(function, MethodType(self.method, instance))
         if instance is None:
-            return self.function.__get__(None, owner)
+            return function.__get__(None, owner)
         return MethodType(self.method, instance)
 
     def chain(self, instance: Any) -> Chain:
@@ -425,12 +434,15 @@ class DecliningMethod:
         function, kind, descriptor = self.function, type(self.function), self
         check = check_of(function)
         ask = check if callable(check) else None
+        constructs = isinstance(function, type)  # a class: its check takes the class first
 
         def declining(instance: Any, *args: Any, **kwargs: Any) -> Any:
             reason = None
             if ask is not None:
                 if kind is staticmethod:
                     reason = ask(*args, **kwargs)
+                elif constructs:
+                    reason = ask(function, *args, **kwargs)
                 else:
                     subject = type(instance) if kind is classmethod else instance
                     reason = ask(subject, *args, **kwargs)
@@ -438,6 +450,8 @@ class DecliningMethod:
                 try:
                     if kind is FunctionType:
                         return function(instance, *args, **kwargs)
+                    if constructs:
+                        return function(*args, **kwargs)
                     return function.__get__(instance, type(instance))(*args, **kwargs)
                 except Decline as decline:
                     if raised_by_answering(decline):  # an error, not a signal
@@ -456,6 +470,58 @@ class DecliningMethod:
 
     def __repr__(self) -> str:
         return f"<{self.owner.__qualname__}.{self.name}, which may decline>"
+
+
+class DecliningClass:
+    """An engine's marked class, as its own code reaches it (``self.Box``, ``super().Box``).
+
+    Calling it constructs the class, and where the construction declines, the
+    next implementation along the engine's MRO constructs instead, up to the
+    reference (see :class:`DecliningMethod`). Everything else is the class's:
+    ``isinstance``/``issubclass`` with it, its attributes, a class statement
+    deriving from it; it equals the class. ``type(obj) is self.Box`` is false:
+    it stands for the class, it is not the class (``type(self).Box`` is).
+
+    Args:
+        cls: The engine's class.
+        construct: Its construction, which goes on along the MRO on a decline.
+    """
+
+    __slots__ = ("cls", "construct")
+
+    def __init__(self, cls: type, construct: Callable[..., Any]) -> None:
+        self.cls, self.construct = cls, construct
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.construct(*args, **kwargs)
+
+    def __instancecheck__(self, obj: object) -> bool:
+        return isinstance(obj, self.cls)
+
+    def __subclasscheck__(self, cls: type) -> bool:
+        return issubclass(cls, self.cls)
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type]:
+        return (self.cls,)
+
+    def __getattr__(self, name: str) -> Any:  # __name__, a classmethod, a constant...
+        return getattr(self.cls, name)
+
+    @property
+    def __doc__(self) -> str | None:  # type: ignore[override]
+        doc: str | None = self.cls.__doc__
+        return doc
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DecliningClass):
+            return self.cls is other.cls
+        return other is self.cls
+
+    def __hash__(self) -> int:
+        return hash(self.cls)
+
+    def __repr__(self) -> str:
+        return f"<class {self.cls.__module__}.{self.cls.__qualname__}, which may decline>"
 
 
 def bound_chain(member: Any) -> Any:

@@ -191,9 +191,10 @@ def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
     ``cls.__coheriq_declining__`` is the candidates whose supplier along the MRO
     is marked with ``may_decline``: only their members are chains (see
     :mod:`coheriq._engines.declines`). A marked function goes behind a
-    :class:`DecliningMethod`, so that one reached through ``super()`` from the
-    engine's own code goes on along the MRO when it declines (a class, a class
-    candidate's implementation, stays as it is: only its construction can decline).
+    :class:`DecliningMethod`, and so does a marked class (a class candidate's
+    implementation, read from the class as itself), so that one reached through
+    ``self`` or ``super()`` from the engine's own code goes on along the MRO
+    when it declines.
     An implementation that is not marked is noted, so that a ``Decline`` it
     raises is its error even where a marked one called it.
     """
@@ -203,7 +204,7 @@ def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
         value = cls.__dict__[candidate]
         marked = check_of(value) is not False
         note_implementation(value, marked=marked)
-        if marked and not isinstance(value, type):
+        if marked:
             type.__setattr__(cls, candidate, DecliningMethod(value, cls, candidate))
     # Inherited: a base's candidate that may decline still may where the MRO takes
     # it from a class that marks it (not where cls, or a base before it, overrides it).

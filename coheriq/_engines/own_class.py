@@ -3,7 +3,10 @@
 Inside an engine, which implementation ``self.Batch`` stands for is decided by
 the engine's MRO, like every other attribute, never by the context that calls
 the engine's code. An engine that overrides the class candidate has its class
-in its own body, and ``self.Batch`` is that class. One that does not inherits
+in its own body, and ``self.Batch`` is that class; where that class is marked
+with ``may_decline``, a :class:`~coheriq._engines.declines.DecliningClass` that
+stands for it, whose construction goes on along the MRO when it declines. One
+that does not inherits
 the reference class's attribute, which is the library's *marked* class, whose
 call dispatches on the calling context: the engine's code running in a thread
 of its own (no block there) would build the global engine's objects.

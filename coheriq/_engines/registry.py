@@ -681,7 +681,7 @@ class Engines:
         if implementations is not None:
             for cls in self.classes:
                 if name in cls.__coheriq_overrides__:
-                    implementations.setdefault(cls.__dict__[name], cls)
+                    implementations.setdefault(getattr(cls, name), cls)
             self._refresh_isinstance(name)
         for cls, instance in self._started.items():
             self._instances[cls][name] = self._member(cls, instance, name)
