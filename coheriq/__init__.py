@@ -188,3 +188,24 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+def _accelerate_from_environment() -> None:
+    """``COHERIQ_ACCELERATE`` is set: accelerate what it names now, unless the start-up file
+    (which does, at the library's first import) ran in this process; it did not under
+    ``python -S``, nor without coheriq's ``coheriq-accelerate.pth`` installed."""
+    import sys
+
+    # Asked of the start-up module as it is: where it ran, the activation module may be
+    # importing, in another thread, waiting for this one (which it imports).
+    startup = sys.modules.get("coheriq._outside.startup")
+    if startup is not None and startup.has_started():
+        return
+    from ._outside.activation import from_environment_unless_started
+
+    from_environment_unless_started()
+
+
+# One dictionary lookup where the variable is unset (os is imported at start-up).
+if __import__("os").environ.get("COHERIQ_ACCELERATE"):
+    _accelerate_from_environment()

@@ -801,6 +801,7 @@ def _run(args: argparse.Namespace) -> int:
             "coheriq (pip install coheriq, or pip install -e . in its source tree), or run "
             "without -S."
         )
+    _said_to_the_program()
     command = [sys.executable, *_interpreter_options(), *words]
     sys.stdout.flush()
     sys.stderr.flush()
@@ -812,6 +813,18 @@ def _run(args: argparse.Namespace) -> int:
         return subprocess.call(command)
     os.execv(sys.executable, command)
     return 0  # never reached: the program ran instead
+
+
+def _said_to_the_program() -> None:
+    """Tell the program's interpreter which libraries this one's start-up said it cannot
+    accelerate (``COHERIQ_ACCELERATE``, set by the user): it does not say them again, so
+    they are said once, as under ``python``."""
+    from ._outside.activation import said_at_start_up
+    from ._outside.startup import SAID_ENV
+
+    said = said_at_start_up()
+    if said:
+        os.environ[SAID_ENV] = ",".join(said)
 
 
 def _name_in_environment(library: str, engine: str | None) -> bool:

@@ -1021,6 +1021,61 @@ def test_a_standard_library_module_that_importing_coheriq_imports_is_marked_afte
     assert ok(started(where, code, "types")) == "resolve_bases\n"
 
 
+# Thread B imports re (which coheriq's modules import) through a finder after the deferred
+# one whose loader waits, then imports a module it has not yet; meanwhile thread A imports
+# the library, which accelerates it: A's acceleration needs re, which B is importing, and B
+# needs the import system's global lock. faulthandler ends a hang after 30 s, with the stacks.
+IMPORTING_WHILE_ACCELERATING = """
+    import faulthandler, importlib.machinery, sys, threading, time
+    faulthandler.dump_traceback_later(30, exit=True)
+    print("re" in sys.modules)
+    b_runs_re = threading.Event()
+
+    class SlowLoader:
+        def __init__(self, loader):
+            self.loader = loader
+
+        def create_module(self, spec):
+            return self.loader.create_module(spec)
+
+        def exec_module(self, module):
+            b_runs_re.set()
+            time.sleep(1)  # while A starts accelerating
+            import colorsys  # a module not imported yet: the import system's global lock
+            self.loader.exec_module(module)
+
+    class Slow:
+        def find_spec(self, name, path=None, target=None):
+            if name != "re":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            spec.loader = SlowLoader(spec.loader)
+            return spec
+
+    sys.meta_path.append(Slow())
+    sys.meta_path.remove(importlib.machinery.PathFinder)
+    sys.meta_path.append(importlib.machinery.PathFinder)
+    found = []
+    b = threading.Thread(target=lambda: found.append(__import__("re")))
+    b.start()
+    b_runs_re.wait()
+    import shapes, shapes_fast, coheriq
+    b.join()
+    print(shapes.area(shapes.Shape(3)), shapes_fast.calls, coheriq.explain(shapes.area).engine)
+    print(found == [sys.modules["re"]], type(sys.modules["re"].__loader__).__name__)
+    """
+
+
+def test_a_library_accelerated_while_another_thread_imports_what_coheriq_needs_does_not_hang(
+    tmp_path,
+):
+    # The libraries are accelerated at their first import, in the loader's step (under the
+    # library's own module lock), not in the finder's, which the import system calls
+    # holding its global lock: the other thread's import goes on, and both finish.
+    out = ok(started(lay_out(tmp_path), IMPORTING_WHILE_ACCELERATING, "shapes:fast"))
+    assert out.splitlines() == ["False", "9 ['area'] fast", "True SlowLoader"], out
+
+
 def test_a_late_accelerate_that_leaves_every_name_of_the_package_unmarked_warns(tmp_path):
     # The package star-imports its declared module: every public name was bound before
     # the call, so accelerating marks nothing a user reaches through the package.

@@ -39,7 +39,7 @@ from ..exceptions import (
 from .adapter import Adapter
 from .declarations import declaration_of
 from .finder import installed_finder
-from .startup import ENV, parse_environment
+from .startup import ENV, has_started, parse_environment, said_before
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -53,12 +53,15 @@ __all__ = [
     "accelerate_if_declared",
     "adapter_of",
     "from_environment",
+    "from_environment_unless_started",
     "parse_environment",
+    "said_at_start_up",
 ]
 
 _adapters: dict[str, Adapter] = {}
 _lock = _thread.RLock()
 _started = False  # from_environment has run
+_said: list[str] = []  # the libraries from_environment said it cannot accelerate
 
 
 def accelerate(library: str, engine: str | None = None) -> AccelerationDomain | None:
@@ -226,11 +229,33 @@ def from_environment() -> None:
     if _started:
         return
     _started = True
+    said = said_before()  # by the runner's interpreter, which this one replaced
     for library, engine in parse_environment(os.environ.get(ENV, "")):
         try:
             accelerate(library, engine)
         except Exception as error:
-            print(
-                f"coheriq: {ENV} names library {library!r}, which cannot be accelerated: {error}",
-                file=sys.stderr,
-            )
+            _said.append(library)
+            if library not in said:
+                print(
+                    f"coheriq: {ENV} names library {library!r}, which cannot be accelerated: "
+                    f"{error}",
+                    file=sys.stderr,
+                )
+
+
+def said_at_start_up() -> list[str]:
+    """The libraries :func:`from_environment` said it cannot accelerate, in this process."""
+    return list(_said)
+
+
+def from_environment_unless_started() -> None:
+    """:func:`from_environment`, where the start-up file did not run in this process.
+
+    ``import coheriq`` calls it where :data:`ENV` is set: Python ran without
+    ``site`` (``python -S``), or coheriq is imported from a source tree, or an
+    environment without its ``coheriq-accelerate.pth``. The libraries are
+    accelerated then, as :func:`accelerate` would late: those imported before are
+    marked in place.
+    """
+    if not has_started():
+        from_environment()

@@ -25,22 +25,39 @@ Standard library only, and nothing of coheriq: this module is loaded on its own.
 # in every process; the annotations of names imported for type checkers are quoted.
 import os
 import sys
-from _thread import allocate_lock, get_ident
+from _thread import RLock, get_ident
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from importlib.machinery import ModuleSpec
     from types import ModuleType
+    from typing import Any
 
-__all__ = ["ENV", "Deferred", "parse_environment", "start"]
+__all__ = [
+    "ENV",
+    "SAID_ENV",
+    "Deferred",
+    "activate",
+    "has_started",
+    "parse_environment",
+    "said_before",
+    "start",
+]
 
 ENV = "COHERIQ_ACCELERATE"
 """The variable naming the libraries to accelerate: ``"statistics:numpy,cachetools"``."""
 
-_lock = allocate_lock()
+SAID_ENV = "_COHERIQ_ACCELERATE_SAID"
+"""Set by ``python -m coheriq run`` for the program's interpreter, which it becomes: the
+libraries whose start-up message the runner's own interpreter said already (said once, as
+under ``python``). Taken out of the environment at start-up: the program never sees it."""
+
+_lock = RLock()  # held while accelerating
 _started = False  # start has run (site may read the .pth file twice)
 _activated = False  # the libraries are accelerated
+_deferred: "Deferred | None" = None  # on sys.meta_path until then
+_said: "set[str] | None" = None  # SAID_ENV's libraries, once read
 
 
 def parse_environment(value: str) -> list[tuple[str, str | None]]:
@@ -64,47 +81,76 @@ def start() -> None:
 
     Never raises: an interpreter must start. Runs once per process.
     """
-    global _started
+    global _started, _deferred
     if _started:
         return
     _started = True
+    said_before()
     try:
         named = parse_environment(os.environ.get(ENV, ""))
         if named and _can_wait(named):
-            sys.meta_path.insert(0, Deferred({library for library, _ in named}))
+            _deferred = Deferred({library for library, _ in named})
+            sys.meta_path.insert(0, _deferred)
         elif named:
             activate()
     except Exception as error:  # a bug of coheriq's must not stop the interpreter
         print(f"coheriq: {ENV} could not be read: {type(error).__name__}: {error}", file=sys.stderr)
 
 
-def activate() -> None:
-    """Accelerate what :data:`ENV` names now (once; what cannot be done is said on stderr)."""
+def has_started() -> bool:
+    """Whether :func:`start` ran in this process (``site`` read the start-up file)."""
+    return _started
+
+
+def said_before() -> "set[str]":
+    """The libraries whose start-up message the runner's interpreter said already
+    (:data:`SAID_ENV`, taken out of the environment the first time)."""
+    global _said
+    if _said is None:
+        _said = {name for name in os.environ.pop(SAID_ENV, "").split(",") if name}
+    return _said
+
+
+def activate(wait: bool = True) -> None:
+    """Accelerate what :data:`ENV` names now (once; what cannot be done is said on stderr).
+
+    Where another thread is accelerating them, waits until it is done; or, with
+    ``wait`` False, returns at once.
+    """
     global _activated
-    with _lock:
+    if not _lock.acquire(wait):
+        return
+    try:
         if _activated:
             return
         _activated = True
+        if _deferred is not None and _deferred in sys.meta_path:
+            sys.meta_path.remove(_deferred)
         # By name, as the start-up file did before this module: this module stands
         # outside coheriq's layers (loaded on its own, it imports nothing of coheriq's),
         # and activation imports it, for the variable's syntax.
         __import__("coheriq._outside.activation", fromlist=["*"]).from_environment()
+    finally:
+        _lock.release()
 
 
 class Deferred:
     """A meta path finder that accelerates the named libraries as the first of them is imported.
 
     For any other module it answers ``None`` at once. For a module of a named
-    library it takes itself off :data:`sys.meta_path`, accelerates them (which
-    puts coheriq's finder first), and answers what the finders after it answer;
-    or, where accelerating imported that very module (coheriq uses it), a spec
-    that gives the import that module instead of running it again.
+    library it answers the spec the finders after it answer, with an
+    :class:`_Accelerating` loader around theirs: the libraries are accelerated
+    when the import system loads the module, not here. The import system calls
+    finders holding its global lock, which no other thread's import can do
+    without; it loads a module holding that module's lock only, which it can tell
+    a deadlock by. So another thread importing a module that accelerating imports
+    finishes, and accelerating waits for it.
 
     Where coheriq itself is being imported in this thread, and imports the
-    module, it cannot accelerate then: the module is
-    imported as without it, and the libraries are accelerated at the next import
-    once coheriq is imported (the module is then marked in place, as a library
-    imported before :func:`coheriq.accelerate`).
+    module, it cannot accelerate then: the module is imported as without it, and
+    the libraries are accelerated at the next import once coheriq is imported
+    (the module is then marked in place, as a library imported before
+    :func:`coheriq.accelerate`).
     """
 
     def __init__(self, libraries: set[str]) -> None:
@@ -120,39 +166,119 @@ class Deferred:
         path: "Sequence[str] | None" = None,
         target: "ModuleType | None" = None,
     ) -> "ModuleSpec | None":
-        """None, or, for a module of a named library, its spec once they are accelerated."""
+        """None, or, for a module of a named library, its spec with an accelerating loader.
+
+        Imports nothing: the import system's global lock is held.
+        """
         named = fullname.partition(".")[0] in self.libraries
-        if not (named or self.waiting):
+        if not (named or self.waiting) or _activated:
             return None
         if _coheriq_importing():
             self.waiting = True
             return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        before = fullname in sys.modules  # a reload, or a module put there by hand
-        # The import system calls finders holding its global lock (fork waits for it),
-        # so no other thread imports, nor forks, while coheriq is imported here.
-        activate()
-        if not named:
-            return None
-        if not before and fullname in sys.modules and _importing(fullname):
-            # Accelerating imported it (coheriq or a module it uses imports it), and
-            # marked it in place. Left in sys.modules, the import system would run it
-            # again from its spec: it is taken out, and the spec's loader gives the
-            # import system this module (the module's own spec is restored as it does).
-            module = sys.modules.pop(fullname)
-            return _spec_of_imported(module)
-        for finder in list(sys.meta_path):
+        finders = list(sys.meta_path)
+        for finder in finders[finders.index(self) + 1 :] if self in finders else finders:
             find_spec = getattr(finder, "find_spec", None)
-            if find_spec is None:
+            spec: ModuleSpec | None = find_spec and find_spec(fullname, path, target)
+            if spec is None:
                 continue
-            spec: ModuleSpec | None = find_spec(fullname, path, target)
-            if spec is not None:
-                return spec
+            if hasattr(spec.loader, "exec_module") and hasattr(spec.loader, "create_module"):
+                accelerating = _Accelerating(fullname, spec.loader, named, path, target)
+                spec.loader = accelerating  # type: ignore[assignment]  # a loader by protocol
+            return spec
         return None
 
     def invalidate_caches(self) -> None:
         """Nothing is cached here (:func:`importlib.invalidate_caches` asks every finder)."""
+
+
+class _Accelerating:
+    """The loader of a module imported while the libraries wait: accelerates them as it
+    creates the module, then loads the module as coheriq's finder says.
+
+    Its ``create_module`` (run under the module's own lock) accelerates, puts the
+    loader coheriq's finder gives the module (a marking loader) in the spec, in its
+    place, and returns what that loader creates. Where accelerating imported the
+    module itself (coheriq uses it), it returns that module, and loading it runs
+    nothing again. For a module of no named library (the next import after
+    coheriq's own), the real loader, once the libraries are accelerated (by this
+    thread, or being so by another).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        loader: "Any",
+        named: bool,
+        path: "Sequence[str] | None",
+        target: "ModuleType | None",
+    ) -> None:
+        self.name = name
+        self.loader = loader
+        self.named = named
+        self.path = path
+        self.target = target
+        self.found: Any = None  # the loader this one stands for, once accelerated
+        self.spec: ModuleSpec | None = None  # the spec it came with, if found again
+
+    def __repr__(self) -> str:
+        return f"<coheriq loader accelerating before {self.loader!r}>"
+
+    def __getattr__(self, name: str) -> "Any":
+        # get_code (runpy, for python -m), get_source, is_package, ...: the loader's own.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.loader if self.found is None and not self.named else self._find(), name)
+
+    def _find(self, spec: "ModuleSpec | None" = None) -> "Any":
+        """Accelerate (once), and the loader that loads the module from then on; ``spec``,
+        where its loader is this one, takes that loader and what comes with it."""
+        if self.found is None:
+            there = self.name in sys.modules  # a reload
+            activate(wait=self.named)
+            module = sys.modules.get(self.name)
+            if module is not None and not there:
+                # Accelerating imported it (this thread holds its lock: no other did).
+                self.found = _Imported(module)
+            else:
+                self.found = self._found_again() if self.named else self.loader
+        if spec is not None and getattr(spec, "loader", None) is self:
+            spec.loader = self.found
+            if self.spec is not None:
+                for attribute in ("loader_state", "origin", "submodule_search_locations"):
+                    setattr(spec, attribute, getattr(self.spec, attribute))
+                spec.has_location = self.spec.has_location
+                spec.cached = self.spec.cached
+        return self.found
+
+    def _found_again(self) -> "Any":
+        """The loader the finders give the module now (coheriq's: a marking one)."""
+        for finder in list(sys.meta_path):
+            find_spec = getattr(finder, "find_spec", None)
+            found = None if find_spec is None else find_spec(self.name, self.path, self.target)
+            if found is None:
+                continue
+            if found.loader is None:
+                break
+            self.spec = found
+            return found.loader
+        return self.loader
+
+    def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
+        """Accelerate, then what the loader found then creates (the module already
+        imported, where accelerating imported it)."""
+        loader = self._find(spec)
+        create = getattr(loader, "create_module", None)
+        module: ModuleType | None = None if create is None else create(spec)
+        return module
+
+    def exec_module(self, module: "ModuleType") -> None:
+        """Run ``module`` with the loader found (where nothing created it here: a reload,
+        a lazy loader)."""
+        loader = self._find(getattr(module, "__spec__", None))
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = loader
+        loader.exec_module(module)
 
 
 class _Imported:
@@ -169,18 +295,10 @@ class _Imported:
         # The import system set the module's __spec__ to the one given it: its own again.
         module.__spec__ = self.spec
 
-
-def _spec_of_imported(module: "ModuleType") -> "ModuleSpec":
-    """A spec whose loading gives ``module`` (imported already) back, unchanged."""
-    from importlib.machinery import ModuleSpec  # imported with the import system
-
-    own = getattr(module, "__spec__", None)
-    return ModuleSpec(
-        module.__name__,
-        _Imported(module),  # type: ignore[arg-type]  # a loader by protocol
-        origin=getattr(own, "origin", None),
-        is_package=getattr(own, "submodule_search_locations", None) is not None,
-    )
+    def __getattr__(self, name: str) -> "Any":
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(getattr(self.spec, "loader", None), name)  # the module's own loader's
 
 
 def _coheriq_importing() -> bool:
