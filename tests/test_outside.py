@@ -1076,6 +1076,82 @@ def test_a_library_accelerated_while_another_thread_imports_what_coheriq_needs_d
     assert out.splitlines() == ["False", "9 ['area'] fast", "True SlowLoader"], out
 
 
+# Two libraries the variable names, imported at once by two threads, where accelerating
+# the first (shapes, in A) imports the second (re, which B is importing): B found re
+# before A's acceleration began, and waits for it holding re's module lock, while A's
+# acceleration needs re. The import system cannot see that wait; B gives up after
+# startup.WAIT_SECONDS (2 here), saying why, and A goes on. (The test holds B between
+# finding re and loading it, where a thread switch can leave it, until A accelerates.)
+TWO_LIBRARIES_AT_ONCE = """
+    import faulthandler, importlib.machinery, sys, threading, time
+    faulthandler.dump_traceback_later(60, exit=True)
+    startup = sys.modules["coheriq._outside.startup"]
+    startup.WAIT_SECONDS = 2
+    b_found_re, a_accelerates = threading.Event(), threading.Event()
+    create_module = startup._Accelerating.create_module
+
+    def b_waits_for_a(self, spec):
+        if spec.name == "re":
+            b_found_re.set()
+            a_accelerates.wait()
+            time.sleep(0.2)  # while A goes on into coheriq's package
+        return create_module(self, spec)
+
+    startup._Accelerating.create_module = b_waits_for_a
+
+    class SlowLoader:
+        def __init__(self, loader):
+            self.loader = loader
+
+        def create_module(self, spec):
+            return self.loader.create_module(spec)
+
+        def exec_module(self, module):
+            a_accelerates.set()
+            time.sleep(1)  # while B waits for A's acceleration
+            self.loader.exec_module(module)
+
+    class Slow:  # coheriq's package body, as A's acceleration imports it, takes a second
+        def find_spec(self, name, path=None, target=None):
+            if name != "coheriq":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            spec.loader = SlowLoader(spec.loader)
+            return spec
+
+    sys.meta_path.insert(1, Slow())  # after the deferred finder
+    errors = []
+
+    def import_re():
+        try:
+            __import__("re")
+        except ImportError as error:
+            errors.append(str(error))
+
+    b = threading.Thread(target=import_re)
+    b.start()
+    b_found_re.wait()
+    a = threading.Thread(target=lambda: __import__("shapes"))
+    a.start()
+    a.join()
+    b.join()
+    import shapes, shapes_fast
+    print(shapes.area(shapes.Shape(3)), shapes_fast.calls)
+    print(errors)
+    """
+
+
+def test_two_named_libraries_imported_at_once_that_wait_for_each_other_fail_saying_why(
+    tmp_path,
+):
+    where = lay_out(tmp_path)
+    publish_stdlib_declaration(where, "re", {"re": {"functions": ["escape"]}})
+    out = ok(started(where, TWO_LIBRARIES_AT_ONCE, "re,shapes:fast"))
+    lines = out.splitlines()
+    assert lines[0] == "9 ['area']", out
+    assert "gave up" in lines[1] and "Import the libraries it names in one thread" in lines[1], out
+
+
 def test_a_late_accelerate_that_leaves_every_name_of_the_package_unmarked_warns(tmp_path):
     # The package star-imports its declared module: every public name was bound before
     # the call, so accelerating marks nothing a user reaches through the package.

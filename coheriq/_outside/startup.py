@@ -111,15 +111,34 @@ def said_before() -> "set[str]":
     return _said
 
 
+# How long an import waits for another thread's acceleration before it fails, saying
+# why: two libraries the variable names, imported at once by two threads where
+# accelerating one imports the other, wait for each other in a way the import
+# system's deadlock detection cannot see (this lock is not one of its locks).
+WAIT_SECONDS = 60.0
+
+
 def activate(wait: bool = True) -> None:
     """Accelerate what :data:`ENV` names now (once; what cannot be done is said on stderr).
 
     Where another thread is accelerating them, waits until it is done; or, with
     ``wait`` False, returns at once.
+
+    Raises:
+        ImportError: Another thread's acceleration did not end within
+            :data:`WAIT_SECONDS` (it waits for this thread's import).
     """
     global _activated
-    if not _lock.acquire(wait):
-        return
+    if not _lock.acquire(wait, WAIT_SECONDS if wait else -1):
+        if not wait:
+            return
+        raise ImportError(
+            f"coheriq waited {WAIT_SECONDS:.0f} s for another thread to accelerate what "
+            f"{ENV}={os.environ.get(ENV, '')!r} names, and gave up: that thread is most "
+            "likely waiting for this thread's import (two of the libraries it names, "
+            "imported at once by two threads, where accelerating one imports the "
+            "other). Import the libraries it names in one thread first, at start-up."
+        )
     try:
         if _activated:
             return
