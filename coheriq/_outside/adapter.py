@@ -451,12 +451,13 @@ def _names_in(code: CodeType) -> set[str]:
 
 
 def _unalias(namespace: dict[str, Any], name: str, function: Any, candidate: Any) -> None:
-    """A declared function bound again in the module's body: its earlier aliases keep it.
+    """A declared function bound again, to another, in the module's body: its aliases keep it.
 
     ``_py_mean = mean`` before ``from _speedups import mean`` is the library's own
     pure-Python version, kept under another name: the candidate is the name's
     last binding, and the alias goes back to the function it was bound to, as
-    without coheriq (marking redefines the one candidate's proxy).
+    without coheriq (marking redefines the one candidate's proxy). Bound again
+    to the same function, the name stays the same candidate (see :meth:`_Run.mark`).
     """
     for other, value in list(namespace.items()):
         if value is candidate and other != name:
@@ -485,8 +486,13 @@ class _Run:
         """Bind the candidate for what the module's body has just bound to declared ``name``."""
         value = namespace[name]
         earlier = self.marked.get(name)
+        if earlier is not None and value is earlier[0]:
+            # Bound again to the function it was bound to (area = _area twice, a walrus
+            # tested again): the same candidate, which the aliases made since keep.
+            namespace[name] = earlier[1]
+            return
         if earlier is not None and value is not earlier[1]:
-            _unalias(namespace, name, *earlier)  # bound again: see _unalias
+            _unalias(namespace, name, *earlier)  # bound again, to another: see _unalias
         # The run is the module body's frame, as for a decorator in it.
         run = registry.caller_run()
         candidate = self.adapter._mark_one(self.domain, self.module, name, value, run)
@@ -508,6 +514,20 @@ def _bound(module: str, *names: str) -> None:
         for name in names:
             if name in namespace:  # a star import, a conditional walrus may not bind it
                 run.mark(namespace, name)
+
+
+def _bound_to(module: str, name: str, value: Any) -> Any:
+    """Called by the marking code of ``module`` where a walrus has bound declared ``name``.
+
+    Returns what the name holds then (the candidate), as the walrus's value: the
+    code that tests or passes it on sees what the name holds, as an alias would.
+    """
+    namespace = sys._getframe(1).f_globals  # a comprehension's frame, too, has the module's
+    run = _RUNS.get(id(namespace))
+    if run is None or namespace.get(name) is not value:
+        return value
+    run.mark(namespace, name)
+    return namespace[name]
 
 
 def _end(module: str) -> None:
@@ -542,11 +562,13 @@ def marking_code(adapter: Adapter, loader: Any, name: str) -> CodeType:
     ``loader`` runs modules from source (see :func:`runs_from_source`). The
     module's source, compiled as its loader compiles it, with a call after each
     statement that binds a declared name (in the module's scope, ``if`` and
-    ``try`` blocks included) that binds the candidate in its place: where a
-    decorator would have run. The import system runs it as it runs the loader's
-    own code: in the module's globals, through importlib's frames, which
-    tracebacks and warnings leave out. Names bound another way are marked when
-    the body has run. Line numbers are the source's.
+    ``try`` blocks included), and around each walrus that binds one, that binds
+    the candidate in its place: where a decorator would have run. The import
+    system runs it as it runs the loader's own code: in the module's globals,
+    through importlib's frames, which tracebacks and warnings leave out. Names
+    bound another way are marked when the body has run. Line numbers are the
+    source's; the calls have no lines of their own, so a tracer sees the lines
+    it sees unmarked.
     """
     return adapter.marking_code(loader, name)
 
@@ -563,34 +585,87 @@ def _with_hooks(tree: ast.Module, module: str, names: Any) -> ast.Module:
     ):
         start += 1
     first = body[start] if start < len(body) else (body[-1] if body else None)
-    last = body[-1] if body else None
     tree.body = [
         *body[:start],
-        _hook("_begin", (module,), first),
+        _hook("_begin", (module,), _first_line(first)),
         *_marked_statements(body[start:], module, frozenset(names)),
-        _hook("_end", (module,), last),
     ]
+    _end_each_path(tree.body, module)
     return tree
 
 
+def _first_line(statement: ast.stmt | None) -> int | None:
+    """The line of the first instruction ``statement`` runs (a decorator's, a value's line)."""
+    import ast
+
+    if statement is None:
+        return None
+    try:  # the compiler knows, for this version: compiled alone, in a module of its own
+        code = compile(ast.Module([statement], []), "<statement>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return statement.lineno
+    return next((line for _, _, line in code.co_lines() if line), statement.lineno)
+
+
+def _end_each_path(block: list[Any], module: str) -> None:
+    """End ``block``, the module's last, with the ``_end`` call, on each path that completes it.
+
+    Without a location of its own, the call has the location of what runs before
+    it, on each path; a ``try``'s handlers and the branches of an ``if`` end with
+    a call of their own (the compiler would jump back, from a handler, to one
+    shared call, which a tracer sees as its line run again).
+    """
+    import ast
+
+    last = block[-1] if block else None
+    if isinstance(last, ast.If):
+        _end_each_path(last.body, module)
+        last.orelse = last.orelse or [_hook("_end", (module,))]
+        _end_each_path(last.orelse, module)
+    elif isinstance(last, ast.Try) and not last.finalbody:  # (try* too, 3.11+)
+        for handler in last.handlers:
+            _end_each_path(handler.body, module)
+        last.orelse = last.orelse or [_hook("_end", (module,))]
+        _end_each_path(last.orelse, module)
+    elif not (last is not None and _is_end(last)):
+        block.append(_hook("_end", (module,)))
+
+
+def _is_end(statement: ast.stmt) -> bool:
+    """Whether ``statement`` is the ``_end`` call of :func:`_end_each_path`."""
+    import ast
+
+    call = getattr(statement, "value", None)
+    function = getattr(call, "func", None)
+    return isinstance(statement, ast.Expr) and getattr(function, "attr", None) == "_end"
+
+
 def _marked_statements(body: list[ast.stmt], module: str, names: frozenset[str]) -> list[Any]:
-    """``body``, run in the module's scope, with a ``_bound`` call after each binding."""
+    """``body``, run in the module's scope, with a ``_bound`` call after each binding.
+
+    A walrus that binds a declared name (``if (mean := _mean):``) is marked where it
+    binds, in its expression (see :func:`_bound_to`).
+    """
     import ast
 
     marked: list[Any] = []
+    walruses = _Walruses(module, names)
     for statement in body:
         marked.append(statement)
+        for field, value in ast.iter_fields(statement):
+            if field != "body" and not _is_block(value):  # what runs in the module's scope
+                setattr(statement, field, walruses.visit_field(value))
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound = {statement.name} & names
-        elif isinstance(getattr(statement, "body", None), list):  # if, for, while, with, try
-            _mark_blocks(statement, module, names)
+        elif any(_is_block(value) for _, value in ast.iter_fields(statement)):
+            _mark_blocks(statement, module, names)  # if, for, while, with, try, match
             continue
         elif isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
             bound = set(names)
         else:
             bound = _bound_by(statement) & names
         if bound:
-            marked.append(_hook("_bound", (module, *sorted(bound)), statement))
+            marked.append(_hook("_bound", (module, *sorted(bound))))
     return marked
 
 
@@ -598,30 +673,49 @@ def _mark_blocks(statement: ast.stmt, module: str, names: frozenset[str]) -> Non
     """Mark the blocks of compound ``statement``; a loop's or with's target as each block starts."""
     import ast
 
+    header: set[str] = set()
+    for _, value in ast.iter_fields(statement):
+        if not _is_block(value):  # a loop's target, with's items
+            for part in value if isinstance(value, list) else [value]:
+                header |= _bound_by(part) if isinstance(part, ast.AST) else set()
+    header &= names
+    walruses = _Walruses(module, names)
     for field, value in ast.iter_fields(statement):
-        if not isinstance(value, list) or not value:
+        if not _is_block(value):
             continue
         if isinstance(value[0], ast.stmt):
             block = _marked_statements(value, module, names)
-            targets = (
-                getattr(statement, "target", None),
-                *(item.optional_vars for item in getattr(statement, "items", ())),
-            )
-            bound = set().union(*(_bound_by(t) for t in targets if t is not None)) & names
-            if field == "body" and bound:
-                block.insert(0, _hook("_bound", (module, *sorted(bound)), statement))
+            if header and field == "body":
+                block.insert(0, _hook("_bound", (module, *sorted(header))))
             setattr(statement, field, block)
-        else:  # except handlers, match cases: blocks of their own
-            for part in value:
-                if isinstance(getattr(part, "body", None), list):
-                    bound = _bound_by(getattr(part, "pattern", None)) & names
-                    part.body = _marked_statements(part.body, module, names)
-                    if bound:
-                        part.body.insert(0, _hook("_bound", (module, *sorted(bound)), part.body[0]))
+            continue
+        for part in value:  # except handlers, match cases: blocks of their own
+            for name in ("type", "guard"):  # what they run in the module's scope
+                if getattr(part, name, None) is not None:
+                    setattr(part, name, walruses.visit(getattr(part, name)))
+            bound = _bound_by(getattr(part, "pattern", None)) & names
+            part.body = _marked_statements(part.body, module, names)
+            if bound:
+                part.body.insert(0, _hook("_bound", (module, *sorted(bound))))
+
+
+def _is_block(value: Any) -> bool:
+    """Whether a field's ``value`` is a block of statements, or the handlers or cases of one."""
+    import ast
+
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and isinstance(value[0], (ast.stmt, ast.excepthandler, ast.match_case))
+    )
 
 
 def _bound_by(node: Any) -> set[str]:
-    """The names ``node`` binds (nested functions and classes left out)."""
+    """The names ``node`` binds in the scope it runs in, but by a walrus (see :func:`_bound_to`).
+
+    Nested statements (blocks, or a definition's body), the bodies of lambdas, and
+    the targets of comprehensions bind in scopes of their own and are left out.
+    """
     import ast
 
     if node is None:
@@ -638,17 +732,63 @@ def _bound_by(node: Any) -> set[str]:
             found.add(current.name)
         elif isinstance(current, ast.MatchMapping) and current.rest:
             found.add(current.rest)
-        if current is node or not isinstance(current, (ast.Lambda, ast.stmt)):
+        if isinstance(current, ast.NamedExpr):
+            pending.append(current.value)  # its target is marked where it binds
+        elif isinstance(current, ast.Lambda):  # its defaults run here, its body does not
+            pending.extend(d for d in (*current.args.defaults, *current.args.kw_defaults) if d)
+        elif isinstance(current, ast.comprehension):  # its target is the comprehension's own
+            pending.extend((current.iter, *current.ifs))
+        elif current is node or not isinstance(current, ast.stmt):
             pending.extend(ast.iter_child_nodes(current))
     return found
 
 
-def _hook(function: str, arguments: tuple[str, ...], at: Any) -> ast.stmt:
-    """``__import__("coheriq._outside.adapter", None, None, "function").function(*arguments)``.
+def _walruses_class() -> type:
+    """Made on first use: :mod:`ast` is imported only where a declared module is compiled."""
+    import ast
 
-    At ``at``'s line and column, the statement it follows: no new line is traced.
+    class Walruses(ast.NodeTransformer):
+        """Puts each walrus that binds a declared name in a ``_bound_to`` call."""
 
-    Reached through ``__import__`` so that the module's namespace gets no new name.
+        def __init__(self, module: str, names: frozenset[str]) -> None:
+            self.module = module
+            self.names = names
+
+        def visit_field(self, value: Any) -> Any:
+            """``value``, a statement's field (a node, a list of them, or neither), visited."""
+            if isinstance(value, list):
+                return [self.visit(v) if isinstance(v, ast.AST) else v for v in value]
+            return self.visit(value) if isinstance(value, ast.AST) else value
+
+        def visit_NamedExpr(self, node: ast.NamedExpr) -> ast.expr:
+            self.generic_visit(node)
+            if node.target.id not in self.names:
+                return node
+            return _call("_bound_to", (self.module, node.target.id), node)
+
+        def visit_Lambda(self, node: ast.Lambda) -> ast.expr:
+            node.args = self.visit(node.args)  # its defaults run here; its body has its scope
+            return node
+
+    return Walruses
+
+
+def _Walruses(module: str, names: frozenset[str]) -> Any:  # noqa: N802 - a class, made late
+    """A transformer that marks, in a statement's expressions, each walrus binding ``names``."""
+    global _WALRUSES
+    if _WALRUSES is None:
+        _WALRUSES = _walruses_class()
+    return _WALRUSES(module, names)
+
+
+_WALRUSES: type | None = None
+
+
+def _call(function: str, arguments: tuple[str, ...], *last: ast.expr) -> ast.expr:
+    """``__import__("coheriq._outside.adapter", None, None, "function").function(...)``.
+
+    Called with ``*arguments, *last``, without a location of its own (see
+    :func:`_hook`); ``last`` keeps its own.
     """
     import ast
 
@@ -658,12 +798,36 @@ def _hook(function: str, arguments: tuple[str, ...], at: Any) -> ast.stmt:
         [],
     )
     call = ast.Call(
-        ast.Attribute(adapter, function, ast.Load()), [ast.Constant(a) for a in arguments], []
+        ast.Attribute(adapter, function, ast.Load()),
+        [*(ast.Constant(a) for a in arguments), *last],
+        [],
     )
-    statement = ast.Expr(call)
-    line = 1 if at is None else at.lineno
-    column = 0 if at is None else at.col_offset
-    for node in ast.walk(statement):
-        node.lineno = node.end_lineno = line  # type: ignore[attr-defined]
-        node.col_offset = node.end_col_offset = column  # type: ignore[attr-defined]
+    pending: list[Any] = [call]
+    while pending:
+        node = pending.pop()
+        node.lineno = node.end_lineno = -1  # no location: as the compiler's own code
+        node.col_offset = node.end_col_offset = -1
+        pending.extend(n for n in ast.iter_child_nodes(node) if all(n is not x for x in last))
+    return call
+
+
+def _hook(function: str, arguments: tuple[str, ...], line: int | None = None) -> ast.stmt:
+    """The statement ``__import__("coheriq._outside.adapter", ...).function(*arguments)``.
+
+    At ``line``; without it, at no location of its own: the compiler gives it
+    the location of what runs before it (of each path, where several lead to
+    it). No new line is traced.
+
+    Reached through ``__import__`` so that the module's namespace gets no new name.
+    """
+    import ast
+
+    statement = ast.Expr(_call(function, arguments))
+    if line is not None:
+        for node in ast.walk(statement):
+            node.lineno = node.end_lineno = line  # type: ignore[attr-defined]
+            node.col_offset, node.end_col_offset = 0, 0  # type: ignore[attr-defined]
+    else:
+        statement.lineno = statement.end_lineno = -1
+        statement.col_offset = statement.end_col_offset = -1
     return statement
