@@ -380,3 +380,74 @@ def test_a_library_wrapper_reloaded_is_marked_as_before_with_a_warning(tmp_path)
         """
     out = ok(python(telling(tmp_path, WRAPPED), program, env=SWAPS))
     assert out.split() == ["['fast']", "['fast']", "fast", "[1.0]", "[1.0]"]
+
+
+# Ways a declared name is bound by a walrus in the module's scope, then aliased: the walrus
+# marks it where it binds, so the alias (and the walrus's own value) is the candidate.
+WALRUSES = {
+    "while": "found = iter([_area])\nwhile (area := next(found, None)) is not None:\n    pass\n"
+    "area = _area\n",
+    "call": "repr(area := _area)\n",
+    "comprehension": "[area := f for f in (_area,)]\n",
+    "elif": "if False:\n    pass\nelif (area := _area):\n    pass\n",
+    "one line": "if (area := _area): pass\n",
+}
+
+
+@pytest.mark.parametrize("where_bound", WALRUSES)
+def test_a_walrus_anywhere_in_module_scope_marks_the_name_before_its_alias(tmp_path, where_bound):
+    core = CORE.replace("def area(shape):", "def _area(shape):").replace(
+        "ALIAS = area", WALRUSES[where_bound] + "ALIAS = area"
+    )
+    where = telling(tmp_path, {"shapes/core.py": core})
+    program = """
+        import os, coheriq
+        if os.environ.get("HOSTILE"):
+            coheriq.accelerate("shapes", "fast")
+        import shapes.core as c
+        print(c.area(c.Shape(3)), c.ALIAS(c.Shape(3)), c.ALIAS is c.area)
+        """
+    assert ok(python(where, program)).split()[-3:] == ["9", "9", "True"]
+    assert ok(python(where, program, env=ACCELERATED)).split()[-3:] == ["-3", "-3", "True"]
+
+
+TRACED = """
+    import os, sys, coheriq
+    if os.environ.get("HOSTILE"):
+        coheriq.accelerate("shapes")
+    lines = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_name == "<module>" and frame.f_code.co_filename.endswith("core.py"):
+            if event == "line":
+                lines.append(frame.f_lineno)
+            return tracer
+        return None
+
+    sys.settrace(tracer)
+    import shapes.core
+    sys.settrace(None)
+    print(lines)
+    """
+
+# Module endings, and a first statement whose first instruction is not on its first line.
+TRACED_ENDINGS = {
+    "try whose handler runs": "try:\n    DONE = 1 / 0\nexcept ZeroDivisionError:\n    DONE = 2\n",
+    "if without else, false": "if not Shape:\n    DONE = True\n",
+    "loop": "for DONE in range(2):\n    pass\n",
+    "while": "DONE = 2\nwhile DONE:\n    DONE -= 1\n",
+    "decorated first": None,
+}
+
+
+@pytest.mark.parametrize("ending", TRACED_ENDINGS)
+def test_a_tracer_sees_a_declared_module_s_lines_as_unmarked_however_it_ends(tmp_path, ending):
+    tail = TRACED_ENDINGS[ending]
+    core = (
+        "import functools\n@functools.lru_cache\ndef _helper():\n    pass\n" + CORE
+        if tail is None
+        else CORE + "\n" + tail
+    )
+    where = telling(tmp_path, {"shapes/core.py": core})
+    plain = ok(python(where, TRACED))
+    assert ok(python(where, TRACED, env=ACCELERATED)) == plain
