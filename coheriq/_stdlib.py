@@ -8,7 +8,7 @@ so it must not import :mod:`typing` (several milliseconds, with ``re`` and
   type-only names are imported under ``if TYPE_CHECKING:``, and :func:`overload`
   has the run-time effect of :func:`typing.overload` (the last, real definition
   replaces the overloads);
-- types: the two types coheriq needs, taken from objects at hand;
+- types: the types coheriq needs, taken from objects at hand;
 - logging: :func:`log` sends to ``logging.getLogger("coheriq")`` only if the
   program has imported logging and enabled the level, so coheriq is silent unless
   the application configures logging. Nothing is logged per call: INFO when a
@@ -40,12 +40,19 @@ if TYPE_CHECKING:
     from typing import Any
 
 if TYPE_CHECKING:
-    from types import FunctionType, MappingProxyType, MemberDescriptorType
+    from types import FunctionType, MappingProxyType, MemberDescriptorType, MethodType
 else:
     # The types module's own definitions, from objects at hand.
     FunctionType = type(overload)
     MappingProxyType = type(type.__dict__)
     MemberDescriptorType = type(FunctionType.__globals__)
+
+    class _Probe:
+        def method(self):
+            pass
+
+    MethodType = type(_Probe().method)
+    del _Probe
 
 __all__ = [
     "CO_ASYNC_GENERATOR",
@@ -59,6 +66,7 @@ __all__ = [
     "FunctionType",
     "MappingProxyType",
     "MemberDescriptorType",
+    "MethodType",
     "after_fork_in_child",
     "async_generator_inside",
     "caller_outside_coheriq",

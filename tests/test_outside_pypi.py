@@ -25,6 +25,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
+from installed import give_coheriq
 
 ROOT = Path(__file__).resolve().parent.parent
 # The release whose suite is run (the declaration covers >=5.3,<9): the newest, 8.0.2,
@@ -73,6 +74,7 @@ def python() -> str:
     if python.exists() and run(check).returncode == 0:
         # The engine as this tree has it (it is small): reinstalled each session.
         run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(engine)])
+        give_coheriq(str(python))  # coheriq run needs its start-up file
         return str(python)
     shutil.rmtree(home, ignore_errors=True)
     made = run([sys.executable, "-m", "venv", str(home)])
@@ -83,6 +85,7 @@ def python() -> str:
         made = run([*pip, "--no-deps", str(engine)])
     if made.returncode != 0:
         pytest.skip(f"could not install cachetools {VERSION} and pytest: {made.stderr[-300:]}")
+    give_coheriq(str(python))  # coheriq run needs its start-up file
     return str(python)
 
 

@@ -77,7 +77,7 @@ what ``inspect`` says the function is.
 from __future__ import annotations
 
 import sys
-from weakref import ref as weak
+from _weakref import ref as weak
 
 from .._stdlib import (
     CO_ASYNC_GENERATOR,

@@ -33,10 +33,9 @@ from __future__ import annotations
 
 import _thread
 from _contextvars import ContextVar
-from _weakrefset import WeakSet
+from _weakref import ref as _weak
 from functools import partial
 from os import environ as _environ
-from types import FunctionType, MethodType
 
 from .._names import REFERENCE
 from .._stdlib import (
@@ -45,6 +44,8 @@ from .._stdlib import (
     CO_GENERATOR,
     INFO,
     TYPE_CHECKING,
+    FunctionType,
+    MethodType,
     after_fork_in_child,
     code_flags,
     log,
@@ -88,12 +89,32 @@ watchers: list[Callable[[DomainState, str, str, str], None]] = []
 # declined while its thread counts another decline does not deadlock.
 _lock = _thread.RLock()
 
+
 # The code of each implementation that cannot decline (not marked), so that a
 # Decline raised in it is not taken for the decline of a marked implementation
 # that called it (see note_implementation); and of each marked one, which may share its
 # code with one that is not (a factory's). Weak: they hold no engine's code alive.
-_answering: WeakSet[Any] = WeakSet()
-_declining: WeakSet[Any] = WeakSet()
+class _WeakCodes:
+    """Code objects, by identity, held weakly (weakref.WeakSet without its imports)."""
+
+    def __init__(self) -> None:
+        self._refs: dict[int, Any] = {}
+
+    def add(self, code: Any) -> None:
+        key, refs = id(code), self._refs
+
+        def forget(_: object) -> None:  # as the code is freed, before its id is reused
+            refs.pop(key, None)
+
+        refs[key] = _weak(code, forget)
+
+    def __contains__(self, code: object) -> bool:
+        held = self._refs.get(id(code))
+        return held is not None and held() is code
+
+
+_answering = _WeakCodes()
+_declining = _WeakCodes()
 
 # Set when a call that was declined returns: its chain, and the engine that answered it
 # in the end (a verification reads it to say which implementation it compared; the

@@ -641,9 +641,9 @@ def verify(
     Calls inside a verified call, candidates marked with ``side_effects=True``
     (and a call whose run on the other side reaches one: that run stops there),
     a call given an iterator whose copy may read from the program's own source
-    (``iter(function, sentinel)``, a generator: see
-    :meth:`~coheriq._library.comparing.Comparisons.copy_arguments`; it runs on
-    the engine only), and constructing the library's classes are not compared. What agrees: a
+    (``iter(function, sentinel)``, a generator; it runs on the engine only,
+    unless the library registers a ``copy`` for its type), and constructing the
+    library's classes are not compared. What agrees: a
     list and a tuple of the same items, ``1`` and ``1.0``, ``True`` and ``1``;
     an infinity agrees only with itself, and ``None`` only with ``None``.
     Results that compare by identity only (an iterator, a function) are
