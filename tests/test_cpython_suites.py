@@ -107,16 +107,15 @@ def cpython_with_numpy(cpython: str) -> str:
     home = Path(tempfile.gettempdir()) / f"coheriq-cpython{version_of(cpython)}-pytest-numpy"
     python = home / "bin" / "python"
     check = [str(python), "-c", "import pytest, numpy"]
-    if python.exists() and run(check).returncode == 0:
-        return str(python)
-    shutil.rmtree(home, ignore_errors=True)
-    made = run([cpython, "-m", "venv", str(home)])
-    if made.returncode == 0:
-        pip = [str(python), "-m", "pip", "install", "-q", "--prefer-binary"]
-        made = run([*pip, "pytest>=7,<9", "numpy"])
-    if made.returncode != 0:
-        why = made.stderr[-300:]
-        pytest.skip(f"could not install pytest and NumPy for {cpython}: {why}")
+    if not (python.exists() and run(check).returncode == 0):
+        shutil.rmtree(home, ignore_errors=True)
+        made = run([cpython, "-m", "venv", str(home)])
+        if made.returncode == 0:
+            pip = [str(python), "-m", "pip", "install", "-q", "--prefer-binary"]
+            made = run([*pip, "pytest>=7,<9", "numpy"])
+        if made.returncode != 0:
+            why = made.stderr[-300:]
+            pytest.skip(f"could not install pytest and NumPy for {cpython}: {why}")
     give_coheriq(str(python))  # coheriq run needs its start-up file
     return str(python)
 
@@ -255,7 +254,7 @@ def test_statistics_accelerated_from_the_outside_passes_test_for_test(cpython_ve
     assert accelerated["outcomes"] == unmarked["outcomes"]
     assert set(accelerated["outcomes"].values()) == {"passed"}
     print(
-        f"\nCPython {version_of(cpython)} test_statistics, statistics accelerated from the "
+        f"\nCPython {version_of(cpython_venv)} test_statistics, statistics accelerated from the "
         f"outside: {accelerated['ran']} tests, as unmarked"
     )
 
