@@ -119,6 +119,7 @@ def test_explain_shows_what_an_ordered_choice_passes_over(installed):
     assert data["tried"] == [["tpu", "not installed"], ["good", "chosen"]]
 
 
+@pytest.mark.slow
 def test_check_fails_on_a_bad_override(installed):
     good = coheriq(installed, "check", "clidom", "good")
     assert good.returncode == 0 and "good: ok" in good.stdout
@@ -198,6 +199,7 @@ def test_explain_takes_a_candidate_as_module_dot_name(installed):
     assert wrong.returncode == 2 and "neither a coheriq domain nor a candidate" in wrong.stderr
 
 
+@pytest.mark.slow
 def test_json_before_or_after_the_command_and_errors_as_json(installed):
     before = json.loads(coheriq(installed, "--json", "list").stdout)
     after = json.loads(coheriq(installed, "list", "--json").stdout)
@@ -311,6 +313,7 @@ def test_list_copes_with_a_malformed_entry_points_file(make_dist):
 
 
 @pytest.mark.parametrize(("command", "status"), [(["list"], 0), (["show", "nosuchdomain"], 2)])
+@pytest.mark.slow
 def test_a_closed_pipe_is_not_a_failure(command, status):
 
     for _ in range(5):  # early or late, as the timing falls
@@ -496,6 +499,7 @@ def test_without_a_terminal_or_columns_text_is_wrapped_to_80(installed, monkeypa
     assert any(line.startswith("    ") for line in lines[:4])  # "because:" continued
 
 
+@pytest.mark.slow
 def test_tables_and_json_are_never_wrapped(with_broken):
     table = coheriq(with_broken, "show", "clidom").stdout.splitlines()
     narrow = coheriq(with_broken, "show", "clidom", env={"COLUMNS": "40"}).stdout.splitlines()
@@ -848,6 +852,7 @@ def test_command_output_is_the_same_wherever_the_docs_are_built(make_dist, tmp_p
     assert "no device here" in html
 
 
+@pytest.mark.slow
 def test_explain_names_a_candidate_of_a_library_accelerated_from_the_outside(tmp_path):
     import test_outside
 

@@ -71,6 +71,7 @@ def test_enable_races_first_calls(lib, two_engines):
     assert outcome["enable"] == ("won" if settled == "fast" else "lost")
 
 
+@pytest.mark.slow
 def test_scopes_switching_under_many_threads(lib, two_engines):
     cq.enable_engine(lib.name, "slow")
     errors = []
@@ -101,6 +102,7 @@ def test_scopes_switching_under_many_threads(lib, two_engines):
     assert lib.total([1]) == ("slow", 1)
 
 
+@pytest.mark.slow
 def test_class_construction_while_scopes_open_and_close_under_many_threads(lib, two_engines):
     # While no scope is open, the marked class constructs itself directly; the
     # first scope to open makes it dispatch again, the last to close undoes it.
@@ -433,6 +435,7 @@ print("both done", coheriq.available_engines("hard"))
 """
 
 
+@pytest.mark.slow
 def test_an_engines_init_importing_what_another_thread_imports_does_not_deadlock():
     done = run_python(LIBRARY + IMPORT_INVERSION)
     assert done.stdout.split()[:2] == ["both", "done"], done.stderr
@@ -580,6 +583,7 @@ else:
         ("unrelated", "[101, 102] 0"),
     ],
 )
+@pytest.mark.slow
 def test_an_engine_waiting_for_a_thread_that_calls_the_library_never_hangs(tmp_path, how, printed):
     (tmp_path / "warmlib.py").write_text(WARMING_LIBRARY)
     main = WARMING_MAIN.replace("import warmlib", "import coheriq, warmlib")
@@ -731,6 +735,7 @@ def test_a_child_forked_while_another_thread_is_in_a_profile_can_profile(lib):
 
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+@pytest.mark.slow
 def test_a_signal_handler_that_calls_a_candidate_while_recording_does_not_deadlock():
     done = run_python(
         LIBRARY
@@ -750,6 +755,7 @@ print("done", len(seen) > 0)
 
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+@pytest.mark.slow
 def test_a_signal_handler_that_calls_a_candidate_while_the_domain_chooses():
     done = run_python(
         """
@@ -782,6 +788,7 @@ print("failures", failures[:1])
 # -- a signal handler entering a block while this thread enters or leaves one --------------
 
 
+@pytest.mark.slow
 def test_a_signal_handler_that_enters_a_block_never_deadlocks():
 
     program = """
@@ -992,6 +999,7 @@ print(seen)
 
 
 @pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs signal.pthread_kill")
+@pytest.mark.slow
 def test_a_signal_handler_waiting_for_the_start_this_thread_waits_for():
     done = run_python(LIBRARY + HANDLER_WAITING_TOO)
     assert done.stdout.strip() == "[10, 10]", done.stderr

@@ -361,6 +361,7 @@ def test_a_finalizer_calls_a_freed_copys_function(write_module):
     assert ran == [7]
 
 
+@pytest.mark.slow
 def test_a_call_racing_a_reload_never_finds_an_empty_slot(write_module):
     import importlib
     import threading

@@ -87,6 +87,7 @@ FORKS_AND_REEXECS = """
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.slow
 def test_the_runner_s_program_forks_re_execs_and_starts_children_all_accelerated(tmp_path):
     where = telling(tmp_path)
     program = write(where, "dir with spaces/my program.py", FORKS_AND_REEXECS)

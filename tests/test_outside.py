@@ -294,6 +294,7 @@ def test_importlib_import_module_and_a_lazy_loader_are_marked(tmp_path):
     assert out.strip() == "['smooth', 'area']"
 
 
+@pytest.mark.slow
 def test_the_runner_runs_a_module_a_script_and_code_with_the_engine(tmp_path):
     where = lay_out(tmp_path)
     run = [sys.executable, "-m", "coheriq", "run", "--engine", "shapes:fast"]
@@ -600,6 +601,7 @@ def plugin_options() -> list[str]:
     return [] if installed else ["-p", "coheriq.pytest_plugin"]
 
 
+@pytest.mark.slow
 def test_the_librarys_own_suite_runs_on_the_engine_with_the_pytest_plugin(tmp_path):
     where = lay_out(tmp_path)
     (where / "suite").mkdir()
@@ -1066,6 +1068,7 @@ IMPORTING_WHILE_ACCELERATING = """
     """
 
 
+@pytest.mark.slow
 def test_a_library_accelerated_while_another_thread_imports_what_coheriq_needs_does_not_hang(
     tmp_path,
 ):
@@ -1141,6 +1144,7 @@ TWO_LIBRARIES_AT_ONCE = """
     """
 
 
+@pytest.mark.slow
 def test_two_named_libraries_imported_at_once_that_wait_for_each_other_fail_saying_why(
     tmp_path,
 ):

@@ -409,6 +409,7 @@ def test_threads_importing_declared_submodules_at_once_all_run_the_engine(tmp_pa
     assert out.strip() == "[(True, -3, ('fast',))]"
 
 
+@pytest.mark.slow
 def test_threads_importing_the_library_at_once_all_run_the_engine(tmp_path):
     out = ok(python(telling(tmp_path), THREADS, env={"HOSTILE": "slow"}))
     assert out.strip() == "[(True, -3, ('fast',))]"

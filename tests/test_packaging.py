@@ -81,6 +81,7 @@ def build_wheel(folder: Path, env: dict[str, str]) -> subprocess.CompletedProces
 
 
 @pytest.mark.parametrize("compiler", ["false", "cc"], ids=["no-compiler", "compiler"])
+@pytest.mark.slow
 def test_a_wheel_carries_the_compiled_proxy_only_where_it_compiles(tmp_path, compiler):
     """The build hook (hatch_build.py) compiles coheriq/_cproxy.c, or leaves it out."""
     if compiler == "cc" and shutil.which("cc") is None:
@@ -102,6 +103,7 @@ def test_a_wheel_carries_the_compiled_proxy_only_where_it_compiles(tmp_path, com
         assert len(compiled) == 2 and "coheriq/_cproxy.c" not in names
 
 
+@pytest.mark.slow
 def test_a_release_build_fails_rather_than_leave_the_compiled_proxy_out(tmp_path):
     env = {**os.environ, "CC": "false", "COHERIQ_REQUIRE_COMPILED": "1"}
     done = build_wheel(tmp_path, env)

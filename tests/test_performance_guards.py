@@ -10,6 +10,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from conftest import LIBRARY, compiled_proxy_built, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +65,7 @@ def test_engine_metadata_is_read_once_per_group(lib, make_dist, unique):
     assert cq.available_engines(lib.name) == ("gpu", "mpi")
 
 
+@pytest.mark.slow
 def test_benchmark_suite_runs_in_quick_mode():
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick"],
@@ -84,6 +87,7 @@ def test_benchmark_suite_runs_in_quick_mode():
     assert "modules that `import coheriq` adds:" in table
 
 
+@pytest.mark.slow
 def test_the_proxies_comparison_runs_each_proxy_in_quick_mode(tmp_path):
     done = subprocess.run(
         [

@@ -454,6 +454,7 @@ def test_a_module_that_creates_no_such_domain_says_so(project):
 # -- the plugin's coheriq_xfail as pytest's xfail, and usage errors ------------------------
 
 
+@pytest.mark.slow
 def test_coheriq_xfail_by_keyword_and_under_xfail_strict(pytester, unique):
     name = unique("xfaildom")
     pytester.makeini("[pytest]\nxfail_strict = true\n")
@@ -489,6 +490,7 @@ def test_coheriq_xfail_by_keyword_and_under_xfail_strict(pytester, unique):
     assert "IndexError" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_two_engines_for_a_domain_and_a_raising_library_are_usage_errors(pytester, unique):
     name = unique("twoeng")
     pytester.makepyfile(
@@ -551,6 +553,7 @@ COLORSYS = {
     "how",
     ["COHERIQ_ACCELERATE=colorsys", "COHERIQ_ACCELERATE=shapes", "run", "--coheriq-engine"],
 )
+@pytest.mark.slow
 def test_a_project_that_makes_warnings_errors_starts_accelerated(tmp_path, how):
     # pytest marks the packages of every distribution with a pytest11 entry point
     # for assertion rewriting (coheriq, from a wheel's RECORD) and warns of one
@@ -638,6 +641,7 @@ def run_pytest(where, *options):
     )
 
 
+@pytest.mark.slow
 def test_a_declared_library_named_without_an_engine_is_marked_and_runs_its_own_code(tmp_path):
     where = shapes_project(tmp_path)
     (where / "test_it.py").write_text(

@@ -180,6 +180,7 @@ SHOWS_WHERE = """
     """
 
 
+@pytest.mark.slow
 def test_file_path_argv_and_main_are_python_s(where: Path) -> None:
     script(where, "tool/shows.py", SHOWS_WHERE)
     script(where, "tool/__init__.py", "")
@@ -227,6 +228,7 @@ def test_interpreter_options_reach_the_program(where: Path) -> None:
     assert (runner.returncode, runner.stdout) == (0, python.stdout), runner.stderr
 
 
+@pytest.mark.slow
 def test_a_library_neither_declared_nor_adopting_gets_coheriq_accelerate_s_message(
     tmp_path: Path,
 ) -> None:

@@ -171,12 +171,13 @@ class ScopeModel(RuleBasedStateMachine):
             ) == self.expected(context)
 
 
-TestScopeModel = ScopeModel.TestCase
+TestScopeModel = pytest.mark.slow(ScopeModel.TestCase)
 
 
 # -- one using_engine object shared by tasks and threads -----------------------------------
 
 
+@pytest.mark.slow
 def test_a_using_engine_object_shared_by_tasks_keeps_each_tasks_block(lib, two_engines):
     import asyncio
 
@@ -264,6 +265,7 @@ def test_async_generators_left_with_break_leave_no_dead_blocks_behind(lib, two_e
     assert asyncio.run(main()) == "slow"
 
 
+@pytest.mark.slow
 def test_blocks_entered_in_one_thread_and_left_in_another(lib, two_engines):
     from concurrent.futures import ThreadPoolExecutor
 

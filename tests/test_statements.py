@@ -208,6 +208,7 @@ def test_a_statement_in_a_subpackage_is_found_without_importing_its_parents(make
         ("stdom_fast.sub:s.json", None, "module 'stdom_fast' is not a package"),
     ],
 )
+@pytest.mark.slow
 def test_a_malformed_statement_is_a_problem_and_the_engine_states_nothing(
     make_dist, value, content, said
 ):
@@ -243,6 +244,7 @@ def test_a_malformed_statement_is_a_problem_and_the_engine_states_nothing(
     assert said in " ".join(engine["statement_error"].split())
 
 
+@pytest.mark.slow
 def test_an_engine_that_states_nothing_works_as_before(make_dist):
     site = make_dist(
         "stdom_dist",
@@ -403,6 +405,7 @@ def test_the_generator_writes_what_check_then_accepts(installed, tmp_path):
     assert checked.returncode == 0 and "turbo: ok (its statement agrees)" in checked.stdout
 
 
+@pytest.mark.slow
 def test_the_generator_takes_the_docstring_and_keeps_needs(installed, tmp_path):
     # Printed (no -o): what it needs is what the installed statement says.
     write(installed, "stdom_fast", statement("fast", ["scale"], needs="AVX2"))

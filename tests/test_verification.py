@@ -567,6 +567,7 @@ def test_odd():
 """
 
 
+@pytest.mark.slow
 def test_the_pytest_option_fails_the_test_whose_calls_disagree(tmp_path):
     (tmp_path / "suitelib.py").write_text(LIBRARY)
     (tmp_path / "test_suite.py").write_text(SUITE)
@@ -697,6 +698,7 @@ print("halves", half(4), half(3))
 """
 
 
+@pytest.mark.slow
 def test_the_command_runs_a_program_verified_and_reports_after_its_output(tmp_path):
     (tmp_path / "suitelib.py").write_text(LIBRARY)
     (tmp_path / "program.py").write_text(PROGRAM)
@@ -997,6 +999,7 @@ def test_odd():
 """
 
 
+@pytest.mark.slow
 def test_the_pytest_option_and_isolated_tests_and_one_verification_per_domain(tmp_path):
     (tmp_path / "suitelib.py").write_text(LIBRARY)
     (tmp_path / "test_suite.py").write_text(ISOLATED_SUITE)
@@ -1020,6 +1023,7 @@ SCRIPTS = {
 }
 
 
+@pytest.mark.slow
 def test_the_command_runs_programs_as_python_does_and_always_reports(tmp_path):
     (tmp_path / "suitelib.py").write_text(LIBRARY)
     scripts = tmp_path / "scripts"
