@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from test_outside import SHAPES, ok, python, startup_hook_installed
 from test_outside_hostile import ACCELERATED, telling
-from test_run import RUN, environment
+from test_outside_loading import TRACED
+from test_run import RUN, environment, statuses_after
 
 TIMEOUT = 60  # seconds; a program that never ends fails the test
 
@@ -153,25 +154,7 @@ def test_interpreter_options_written_joined_reach_the_program(tmp_path):
 def test_sigterm_kills_the_program_as_under_python(tmp_path):
     where = telling(tmp_path)
     write(where, "sleeper.py", "import time, shapes\nprint('ready', flush=True)\ntime.sleep(60)\n")
-    statuses = []
-    for runner in ([], RUN):
-        process = subprocess.Popen(
-            [sys.executable, *runner, "sleeper.py"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=environment(where),
-            cwd=where,
-        )
-        assert process.stdout is not None
-        try:
-            assert process.stdout.readline() == b"ready\n"
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=TIMEOUT)
-        finally:
-            process.kill()
-            process.communicate()
-        statuses.append(process.returncode)
-    assert statuses == [-signal.SIGTERM, -signal.SIGTERM]
+    assert statuses_after(where, "sleeper.py", signal.SIGTERM) == [-signal.SIGTERM] * 2
 
 
 @needs_startup_file
@@ -314,26 +297,6 @@ def test_a_declared_name_bound_by_a_walrus_in_an_if_test_is_marked_before_its_al
         """
     assert ok(python(where, program)).split() == ["9", "9", "True"]
     assert ok(python(where, program, env=ACCELERATED)).split() == ["-3", "-3", "True"]
-
-
-TRACED = """
-    import os, sys, coheriq
-    if os.environ.get("HOSTILE"):
-        coheriq.accelerate("shapes")
-    lines = []
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_name == "<module>" and frame.f_code.co_filename.endswith("core.py"):
-            if event == "line":
-                lines.append(frame.f_lineno)
-            return tracer
-        return None
-
-    sys.settrace(tracer)
-    import shapes.core
-    sys.settrace(None)
-    print(lines)
-    """
 
 
 def test_a_tracer_sees_a_declared_module_s_lines_as_unmarked(tmp_path):

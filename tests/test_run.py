@@ -138,11 +138,9 @@ def test_an_uncaught_exception_prints_what_python_prints(where: Path) -> None:
     )
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="no signals to die by on Windows")
-def test_ctrl_c_kills_the_program_by_sigint_as_under_python(where: Path) -> None:
-    sleeper = script(
-        where, "sleeper.py", "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"
-    )
+def statuses_after(where: Path, sleeper: str, sent: int) -> list[int]:
+    """The exit status of ``sleeper`` (prints "ready", then sleeps) sent signal ``sent``
+    once ready: under python, then under the runner."""
     statuses = []
     for runner in ([], RUN):
         process = subprocess.Popen(
@@ -155,12 +153,21 @@ def test_ctrl_c_kills_the_program_by_sigint_as_under_python(where: Path) -> None
         assert process.stdout is not None
         try:
             assert process.stdout.readline() == b"ready\n"
-            process.send_signal(signal.SIGINT)
+            process.send_signal(sent)
             process.wait(timeout=TIMEOUT)
         finally:
             process.kill()
+            process.communicate()
         statuses.append(process.returncode)
-    assert statuses == [-signal.SIGINT, -signal.SIGINT]
+    return statuses
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no signals to die by on Windows")
+def test_ctrl_c_kills_the_program_by_sigint_as_under_python(where: Path) -> None:
+    sleeper = script(
+        where, "sleeper.py", "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    )
+    assert statuses_after(where, sleeper, signal.SIGINT) == [-signal.SIGINT, -signal.SIGINT]
 
 
 SHOWS_WHERE = """
