@@ -27,6 +27,8 @@ from pathlib import Path
 import pytest
 from installed import give_coheriq
 
+pytestmark = pytest.mark.slow  # CPython's own suites, run in new interpreters: minutes
+
 HERE = Path(__file__).parent / "cpython"
 sys.path.insert(0, str(HERE))
 from published import publish_numpy_engine  # noqa: E402 - tests/cpython, put on the path just above

@@ -25,6 +25,8 @@ import pytest
 
 from conftest import NO_INDEX
 
+pytestmark = pytest.mark.slow  # a new venv and the whole site built: minutes
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 DOCS_MARK = "# the documentation"  # the README's line before the command that builds the site

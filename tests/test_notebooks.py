@@ -24,6 +24,8 @@ pytest.importorskip("matplotlib", reason="the notebooks draw with matplotlib")
 from jupyter_client.manager import KernelManager  # noqa: E402 - after the skips above
 from nbclient import NotebookClient  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every notebook executed in a kernel: tens of seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))

@@ -1316,8 +1316,11 @@ def test_verification_never_materializes_what_the_call_did_not(tmp_path):
     done = python(str(program), timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[:4] == ["[1, 2, 0, 1]", "1000000000", "7", "3"]
+    # Python 3.14 took copying away from itertools' iterators: there the count cannot be
+    # copied for the other side, and that call runs on the engine alone, not compared.
+    first = 2 if sys.version_info < (3, 14) else 1
     assert done.stdout.splitlines()[4] == (
-        "True [('concat', 0, 0), ('span', 1, 0), ('first', 2, 0)]"
+        f"True [('concat', 0, 0), ('span', 1, 0), ('first', {first}, 0)]"
     )
 
 

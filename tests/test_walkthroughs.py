@@ -31,6 +31,8 @@ import pytest
 
 from conftest import NO_INDEX
 
+pytestmark = pytest.mark.slow  # new venvs that follow the pages: tens of seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 WALKTHROUGH = DOCS / "examples" / "walkthrough"
