@@ -1267,8 +1267,10 @@ LAZY_PROGRAM = """
 import itertools, resource, sys
 import coheriq
 
-# A bound on memory: a list of a billion items, 8 GB, cannot be made here.
-limit = 1 << 30
+# A bound on memory: a list of a billion items (8 GB of pointers alone) cannot be made
+# here. Not less: a free-threaded build reserves gigabytes of address space for its
+# allocator, and could not load an extension module under 1 GiB.
+limit = 6 << 30
 resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 lazy = coheriq.AccelerationDomain("lazylib")
