@@ -74,17 +74,11 @@ def load() -> tuple[Any, str]:
 compiled, IMPLEMENTATION = load()
 
 
-def _assign_code(function: FunctionType, code: CodeType) -> None:
-    """``function.__code__ = code``: the pure-Python :func:`set_code`."""
-    function.__code__ = code
-
-
-# set_code(function, code): function.__code__ = code. The compiled one also gives the
-# function its new code's version, as a `def` would, so that CPython 3.13+ specializes
-# its calls again: an assignment alone leaves them generic for good (see _cproxy.c).
-set_code: Callable[[FunctionType, CodeType], None] = (
-    compiled.set_code if compiled is not None else _assign_code
-)
+# set_code(function, code): function.__code__ = code, which also gives the function its
+# new code's version, as a `def` would, so that CPython 3.13+ specializes its calls again:
+# an assignment alone leaves them generic for good (see _cproxy.c). None without the
+# compiled part, where the assignment is all there is.
+set_code: Callable[[FunctionType, CodeType], None] | None = getattr(compiled, "set_code", None)
 
 # set_dispatcher(function, code): function.__code__ = code, a trampoline to a compiled
 # proxy, its last constant, which calls of the function then call from C, with no frame

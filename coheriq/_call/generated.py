@@ -1,54 +1,18 @@
-"""Generated functions that take a candidate's own parameters, and where their code claims to be.
-
-A proxy or trampoline is generated, as :mod:`dataclasses` generates methods,
-with the candidate's parameter list (:func:`parameter_lists`), so that it passes
-arguments on without packing them into a tuple and a dict; its code claims the
-candidate's file, first line and qualified name (:func:`on_one_line`), so that
-tracebacks and :func:`inspect.getsource` show the library's source.
-"""
+"""The parameter lists of generated functions: a candidate's own, so that a proxy or
+trampoline passes arguments on as they came, without packing them (as :mod:`dataclasses`
+generates methods)."""
 
 from __future__ import annotations
-
-import sys
 
 from .._stdlib import CO_VARARGS, CO_VARKEYWORDS, TYPE_CHECKING, FunctionType
 
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["RESERVED_PREFIX", "Method", "on_one_line", "parameter_lists"]
+__all__ = ["RESERVED_PREFIX", "Method", "parameter_lists"]
 
 # Parameters named so could clash with the generated code's own names.
 RESERVED_PREFIX = "_coheriq"
-
-
-def on_one_line(code: Any, line: int, qualname: str) -> Any:
-    """Return ``code`` placed at ``line`` of its file, every instruction on that line.
-
-    A traceback through a proxy then shows the candidate's own first line (its
-    ``def``, or the decorator above it), not lines of the generated source. The
-    location table is rewritten to entries that each say "the same line as
-    before": from Python 3.11 on, entries of code 13, "no columns", with a line
-    delta of 0, covering at most 8 code units each (CPython's
-    ``Objects/locations.md``); on 3.10, (bytes, line delta 0) pairs.
-    """
-    changes: dict[str, Any] = {"co_firstlineno": line}
-    table = bytearray()
-    if sys.version_info >= (3, 11):
-        changes["co_qualname"] = qualname
-        units = len(code.co_code) // 2
-        while units:
-            span = min(units, 8)
-            table += bytes((0x80 | 13 << 3 | (span - 1), 0))
-            units -= span
-    else:
-        size = len(code.co_code)
-        while size:
-            span = min(size, 254)
-            table += bytes((span, 0))
-            size -= span
-    changes["co_linetable"] = bytes(table)
-    return code.replace(**changes)
 
 
 class Method:

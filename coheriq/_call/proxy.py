@@ -65,8 +65,8 @@ from ..exceptions import CoheriqTypeError
 from .compiled import IMPLEMENTATION as _PROXY_IMPLEMENTATION
 from .compiled import compiled as _compiled
 from .compiled import set_dispatcher as _set_dispatcher
-from .generated import Method, on_one_line, parameter_lists
-from .swapped import Board, SwappedProxy, in_place_copy, not_swappable
+from .generated import Method, parameter_lists
+from .swapped import Board, SwappedProxy, in_place_copy, not_swappable, on_one_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -91,7 +91,7 @@ _freed: list[_Forget] = []
 
 
 # Whether a marked class's dispatching __call__ is the compiled proxy too. Measured
-# (benchmarks/proxies.py): it is the cheaper on 3.10 to 3.12; from 3.13 on, the
+# (benchmarks/proxies.py): it is the cheaper on 3.11 and 3.12; from 3.13 on, the
 # generated __call__ is, because inside a Python frame the interpreter specializes
 # the engine class's construction (its __init__ runs inlined), which a call from C
 # cannot have.

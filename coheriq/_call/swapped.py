@@ -87,13 +87,21 @@ from .._stdlib import (
     FunctionType,
 )
 from .compiled import set_code, set_dispatcher
-from .generated import on_one_line, parameter_lists
+from .generated import parameter_lists
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["Board", "Cell", "Defaults", "SwappedProxy", "in_place_copy", "not_swappable"]
+__all__ = [
+    "Board",
+    "Cell",
+    "Defaults",
+    "SwappedProxy",
+    "in_place_copy",
+    "not_swappable",
+    "on_one_line",
+]
 
 # A generator (or coroutine) made by an old-style @types.coroutine function.
 _CO_ITERABLE_COROUTINE = 0x100
@@ -113,13 +121,6 @@ def _free_threaded() -> bool:
 # Where a call may read a function's old code while another thread assigns a new
 # one, every code a proxy ran stays alive (see SwappedProxy._install).
 _FREE_THREADED = _free_threaded()
-
-# Whether a function settled on an engine calls it through the compiled dispatcher (where
-# it has one) rather than through a trampoline. Measured (benchmarks/results/proxies):
-# before 3.11 a trampoline is a whole extra call, the cheaper in C; from 3.11 on the
-# interpreter inlines the trampoline's call of the engine's Python implementation, which
-# a call from C never is, and the trampoline is the cheaper (3.13: 1.89x against 2.24x).
-_ENGINE_THROUGH_DISPATCHER = sys.version_info < (3, 11)
 
 # Placeholders in the generated source, replaced by the objects they stand for.
 _BOARD, _CELL, _TARGET = "\0coheriq board", "\0coheriq cell", "\0coheriq target"
@@ -411,9 +412,6 @@ class SwappedProxy:
         if target is self._direct_for:
             self._install(self._direct)
             return
-        if self._dispatcher is not None and _ENGINE_THROUGH_DISPATCHER:
-            self._dispatch()  # its cell holds target too
-            return
         running = self._running.get(id(target))
         if running is None or running[0] is not target:
             running = self._running[id(target)] = (target, self._trampoline(_TARGET, target))
@@ -512,7 +510,10 @@ class SwappedProxy:
             # switches between are made once and reused (by id: a code's hash and
             # equality read its constants, which may be an engine's unhashable member).
             self._kept.setdefault(id(code), code)
-        set_code(self.function, code)
+        if set_code is not None:
+            set_code(self.function, code)
+        else:
+            self.function.__code__ = code
 
     def _dispatch(self) -> None:
         """Make calls go through the compiled dispatcher, from C (:mod:`coheriq._call.compiled`).
@@ -561,9 +562,8 @@ def _make(
         "co_name": defname,
         "co_filename": getattr(where, "co_filename", f"<coheriq trampoline of {name}>"),
         "co_firstlineno": getattr(where, "co_firstlineno", 1),
+        "co_qualname": getattr(reference, "__qualname__", name),
     }
-    if sys.version_info >= (3, 11):
-        changes["co_qualname"] = getattr(reference, "__qualname__", name)
     return template.replace(**changes)
 
 
@@ -639,6 +639,22 @@ def _template(kind: str, params: str, args: str, freevars: tuple[str, ...]) -> A
         )
     code = _templates[key] = on_one_line(code, 1, "_coheriq_code")
     return code
+
+
+def on_one_line(code: Any, line: int, qualname: str) -> Any:
+    """Return ``code`` placed at ``line`` of its file, every instruction on that line.
+
+    So a traceback through generated code shows the candidate's own first line. Each
+    entry of the location table says "no columns, same line" (code 13, line delta 0)
+    for at most 8 code units (CPython's ``Objects/locations.md``).
+    """
+    table = bytearray()
+    units = len(code.co_code) // 2
+    while units:
+        span = min(units, 8)
+        table += bytes((0x80 | 13 << 3 | (span - 1), 0))
+        units -= span
+    return code.replace(co_firstlineno=line, co_qualname=qualname, co_linetable=bytes(table))
 
 
 # What no slot ever holds: a proxy whose function cannot run its reference's code.
