@@ -7,6 +7,8 @@ run here. This test also refuses Python shown in a block that nothing runs.
 
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,23 +74,85 @@ def test_readme_python_runs():
 
 
 def _readme_command_after(mark: str) -> str:
-    """The README's command on the line after the first line that starts with ``mark``."""
+    """The README's command after the first line that starts with ``mark``, as .ci/run
+    reads the test command: the lines up to a blank one or the block's end (a line ending
+    in a backslash goes on), joined with ``&&``."""
     lines = (ROOT / "README.md").read_text().splitlines()
     found = [i for i, line in enumerate(lines) if line.startswith(mark)]
     assert found, f"README.md has no line {mark!r}"
-    return lines[found[0] + 1]
+    commands, line = [], ""
+    for text in lines[found[0] + 1 :]:
+        if not text.strip() or text.startswith("```"):
+            break
+        line += text
+        if line.endswith("\\"):
+            line = line[:-1]
+            continue
+        commands.append(line)
+        line = ""
+    return " && ".join(commands)
+
+
+def _words(command: str) -> list[str]:
+    """The words bash runs for ``command``: its quotes removed, ``a{b,c}d`` expanded."""
+    words = []
+    for word in shlex.split(command):
+        group = re.fullmatch(r"([^{}]*)\{([^{}]*,[^{}]*)\}([^{}]*)", word)
+        words += [group[1] + alt + group[3] for alt in group[2].split(",")] if group else [word]
+    return words
 
 
 def test_the_readme_first_check_is_a_part_of_the_tests_that_ci_runs_whole():
-    first = _readme_command_after("# a first check")
-    left_out = re.findall(r"--ignore=(\S+)", first)
+    first = _words(_readme_command_after("# a first check"))
+    left_out = [word.removeprefix("--ignore=") for word in first if word.startswith("--ignore=")]
     # Each file it leaves out exists: a renamed file would otherwise run unnoticed.
     assert left_out and all((ROOT / path).is_file() for path in left_out), left_out
     assert "tests/test_docs_build.py" in left_out  # minutes, and a new venv
     assert "COHERIQ_EXPECT_PROXY=compiled" in first and "--forked" not in first
-    assert "-m 'not slow'" in first  # the tests marked slow: a download, a soak
-    # The test command (what .ci/run reads, the line after "# the tests") leaves out nothing.
+    assert "'.[core-test]'" in _readme_command_after("# a first check")
+    # The tests marked slow (a download, a soak) are left out.
+    assert any(first[i : i + 2] == ["-m", "not slow"] for i in range(len(first)))
+    # The test command (what .ci/run reads, after "# the tests") leaves out nothing.
     whole = _readme_command_after("# the tests")
     assert "'.[test]'" in whole and "--forked" in whole
     assert "--ignore" not in whole and "--hypothesis-profile" not in whole
     assert "not slow" not in whole  # the slow tests too
+
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run finds the same test command in the README as the checks above."""
+    if shutil.which("bash") is None or shutil.which("awk") is None:
+        pytest.skip("reading the command as .ci/run does takes bash and awk")
+    run = (ROOT / ".ci" / "run").read_text()
+    reads = re.search(r"^test_command=\$\(awk .*?README\.md\)$", run, re.S | re.M)
+    assert reads, ".ci/run no longer reads its test command from the README"
+    read = subprocess.run(
+        ["bash", "-c", reads[0] + '\nprintf %s "$test_command"'],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert read.stdout == _readme_command_after("# the tests")
+
+
+def test_the_readme_commands_install_the_example_packages_they_say():
+    """The demo installs ragbatch and every engine but gpu; the tests every one."""
+    engines = {path.name for path in (ROOT / "example").glob("ragbatch*") if path.is_dir()}
+    assert {"ragbatch", "ragbatch-gpu"} <= engines
+
+    def installed(mark: str) -> set[str]:
+        paths = [w for w in _words(_readme_command_after(mark)) if w.startswith("./example/")]
+        assert all((ROOT / path / "pyproject.toml").is_file() for path in paths), paths
+        return {Path(path).name for path in paths}
+
+    assert installed("# the demo") == engines - {"ragbatch-gpu"}
+    assert installed("# the tests") == engines
+
+
+def test_the_readme_links_lead_to_files_of_this_repository():
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#:]+)\)", readme)
+    assert "docs/contributing.rst" in targets and "LICENSE" in targets
+    assert [target for target in targets if not (ROOT / target).exists()] == []

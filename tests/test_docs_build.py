@@ -1,6 +1,6 @@
-"""The site builds as the README says, from the ``docs`` extra and the examples alone.
+"""The site builds as the contributing page says, from the ``docs`` extra and the examples alone.
 
-The README's documentation command makes a new virtual environment, installs the
+Its documentation command makes a new virtual environment, installs the
 ``docs`` extra and the example packages into it (nothing of the ``test`` extra:
 no pytest-forked, hypothesis or mypy), and builds the site with ``-W -n``, so
 that a page that needs more (autodoc importing a module whose dependency is not
@@ -29,18 +29,20 @@ pytestmark = pytest.mark.slow  # a new venv and the whole site built: minutes
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-DOCS_MARK = "# the documentation"  # the README's line before the command that builds the site
+DOCS_MARK = "# the documentation"  # the line before the command that builds the site
 
 # Not source: what installs, builds and tools leave in the tree (see .gitignore).
 NOT_COPIED_AT_THE_TOP = {".git", ".venv", ".ci", "build", "dist"}
 NOT_COPIED = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
 
 
-def readme_command(mark: str) -> str:
-    """The README's command on the line after the line ``mark`` (as .ci/run reads it)."""
-    lines = (ROOT / "README.md").read_text().splitlines()
-    assert mark in lines, f"README.md has no line {mark!r}"
-    return lines[lines.index(mark) + 1].strip()
+def documented_command(mark: str) -> str:
+    """The contributing page's command after the line ``mark``: its lines up to a blank
+    one, joined with ``&&`` (as .ci/run reads the README's test command)."""
+    lines = [line.strip() for line in (DOCS / "contributing.rst").read_text().splitlines()]
+    assert mark in lines, f"docs/contributing.rst has no line {mark!r}"
+    block = lines[lines.index(mark) + 1 :]
+    return " && ".join(block[: block.index("")] if "" in block else block)
 
 
 def _not_source(folder: str, names: list[str]) -> set[str]:
@@ -55,15 +57,15 @@ def _not_source(folder: str, names: list[str]) -> set[str]:
     return ignored
 
 
-def test_the_readme_documentation_command_needs_only_the_docs_extra():
-    command = readme_command(DOCS_MARK)
+def test_the_documentation_command_needs_only_the_docs_extra():
+    command = documented_command(DOCS_MARK)
     assert command.startswith("python3 -m venv .venv && "), command
     assert "'.[docs]'" in command and "[test]" not in command and "[dev" not in command
     assert re.search(r"sphinx-build -W -n docs docs/_build/html$", command), command
 
 
 def test_the_docs_build_from_the_docs_extra_and_the_examples_alone(tmp_path):
-    """The README's documentation command, run in a copy of this tree: no warning.
+    """The documentation command, run in a copy of this tree: no warning.
 
     The environment is new and has what the command installs, nothing of the tests'
     (pytest-forked, hypothesis, mypy); the build runs with ``-W -n``, so a page that
@@ -82,7 +84,7 @@ def test_the_docs_build_from_the_docs_extra_and_the_examples_alone(tmp_path):
         )
     clone = tmp_path / "coheriq"
     shutil.copytree(ROOT, clone, ignore=_not_source, symlinks=True)
-    command = readme_command(DOCS_MARK).replace(
+    command = documented_command(DOCS_MARK).replace(
         "python3 -m venv", f"{shlex.quote(sys.executable)} -m venv", 1
     )
     env = {

@@ -60,14 +60,14 @@ def test_the_classifiers_name_every_supported_python():
     assert re.fullmatch(r"\d+\.\d+\.\d+", coheriq.__version__)
 
 
-def test_the_readme_names_every_module_of_the_package():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_contributing_page_names_every_module_of_the_package():
+    page = (ROOT / "docs" / "contributing.rst").read_text(encoding="utf-8")
     modules = sorted(
         {path.stem for path in (ROOT / "coheriq").rglob("*.py")} - {"__init__", "__main__"}
     )
     packages = sorted(path.parent.name for path in (ROOT / "coheriq").glob("*/__init__.py"))
-    assert [name for name in packages if f"{name}/" not in readme] == []
-    assert [name for name in modules if not re.search(rf"(?<![\w.]){name}\b", readme)] == []
+    assert [name for name in packages if f"{name}/" not in page] == []
+    assert [name for name in modules if not re.search(rf"(?<![\w.]){name}\b", page)] == []
 
 
 def build_wheel(folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
