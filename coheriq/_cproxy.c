@@ -712,22 +712,22 @@ static PyTypeObject ProxyType = {
  * the old version fails its guard, as after any assignment. The function stays out
  * of the interpreter's version cache, which only serves the optional JIT (it finds
  * the function MAKE_FUNCTION made of that code, or none). Done only on the CPythons
- * this was read against (3.13 to 3.15); 3.10 to 3.12 version an assigned function
+ * this was read against (3.13 to 3.15); 3.11 and 3.12 version an assigned function
  * again by themselves.
  *
  * set_dispatcher(function, code): ``function.__code__ = code``, a trampoline that
  * calls a compiled Proxy, the code's last constant; and calls of the function call
- * that Proxy from C, with no frame of the trampoline's. Calls of a Python function
- * run its vectorcall wherever it is not CPython's own (3.10, and 3.12 on: the
+ * that Proxy from C, with no frame of the trampoline's. From 3.12 on, calls of a
+ * Python function run its vectorcall wherever it is not CPython's own (the
  * interpreter inlines only calls whose vectorcall is CPython's; the version guard
  * of a specialized call fails, since setting a vectorcall clears the version), so
  * the trampoline runs only if something calls the code past the function, or when
  * the function's defaults are no longer its candidate's (the proxy passes a call on
  * as it is, leaving the implementation to fill in its own): the trampoline then fills
- * in the function's, as a call of it unmarked would. 3.11
- * inlines every call of a function whatever its vectorcall, so the module has no
- * set_dispatcher there, and swapped.py keeps its trampolines. */
-#define HAS_DISPATCHER (PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000)
+ * in the function's, as a call of it unmarked would. 3.11 inlines every call of a
+ * function whatever its vectorcall, so the module has no set_dispatcher there, and
+ * swapped.py keeps its trampolines. */
+#define HAS_DISPATCHER (PY_VERSION_HEX >= 0x030C0000)
 #if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x03100000
 #  define VERSION_BY_CODE 1
 #  if PY_VERSION_HEX >= 0x030E0000
@@ -742,7 +742,7 @@ static PyTypeObject ProxyType = {
 static void
 set_function_vectorcall(PyFunctionObject *f, vectorcallfunc vectorcall)
 {
-#if PY_VERSION_HEX >= 0x030C0000
+#if HAS_DISPATCHER
     PyFunction_SetVectorcall(f, vectorcall);  /* clears the version too */
 #else
     f->vectorcall = vectorcall;

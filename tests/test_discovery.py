@@ -276,7 +276,7 @@ def test_a_distribution_with_unreadable_entry_points_does_not_stop_discovery(lib
 
 
 def test_the_importlib_metadata_backport_and_a_malformed_entry_point(lib, make_dist):
-    # Python 3.10 with dask: the backport is imported, and coheriq's discovery must
+    # Python 3.11 with dask: the backport is imported, and coheriq's discovery must
     # survive an entry point it cannot parse, as it does with the standard library.
     pytest.importorskip("importlib_metadata", reason="the importlib_metadata backport is absent")
     make_dist("malformed_dist", {}, {f"coheriq.engines.{lib.name}": {"bad": "not valid!:"}})

@@ -223,7 +223,7 @@ def test_a_recursive_candidate_reaches_the_same_depth_on_an_engine_method(unique
     """An engine's override is read from its instance as a bound method: the adoption
     guide's "the same depth" holds for it too (the compiled proxy counted a bound
     method's call against the limit besides its function's frame, halving the depth
-    on Python 3.10 to 3.12)."""
+    on Python 3.11 and 3.12)."""
     domain = coheriq.AccelerationDomain(unique())
 
     @domain.acceleration_candidate

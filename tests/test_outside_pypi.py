@@ -28,9 +28,8 @@ import pytest
 from installed import give_coheriq
 
 ROOT = Path(__file__).resolve().parent.parent
-# The release whose suite is run (the declaration covers >=5.3,<9): the newest, 8.0.2,
-# needs Python 3.11; on 3.10 the newest there is.
-VERSION = "8.0.2" if sys.version_info >= (3, 11) else "7.3.3"
+# The release whose suite is run (the declaration covers >=5.3,<9): the newest.
+VERSION = "8.0.2"
 TIMEOUT = 600
 # A download and a virtual environment the first time: the README's first check leaves
 # this file out.

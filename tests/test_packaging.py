@@ -35,18 +35,17 @@ def test_the_license_is_the_one_the_metadata_names():
     assert 'license = "MIT"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="reads pyproject.toml with tomllib (3.11+)")
 def test_the_classifiers_name_every_supported_python():
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert project["requires-python"] == ">=3.10"
+    assert project["requires-python"] == ">=3.11"
     versions = {
         c.rsplit(" ", 1)[1]
         for c in project["classifiers"]
         if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
     }
-    supported = [f"3.{minor}" for minor in range(10, 16)]
+    supported = [f"3.{minor}" for minor in range(11, 16)]
     assert versions == set(supported)
     assert "Programming Language :: Python :: Free Threading :: 2 - Beta" in project["classifiers"]
     # The release wheels cover the same versions, and the docs say the same.

@@ -163,7 +163,6 @@ def specialized_calls(fn):
     return {i.opname for i in instructions if i.opname.startswith("CALL")}
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="CPython specializes calls from 3.11 on")
 @pytest.mark.skipif(
     not getattr(sys, "_is_gil_enabled", lambda: True)(),
     reason="the free-threaded CPython specializes no call (3.13) or has no compiled part",

@@ -26,26 +26,6 @@ from jax.experimental.pallas import triton as plgpu
 BLOCK = 1024  # values of a row handled at once by one program
 WARPS = 4
 
-# Masked loads and stores moved from pallas (``pl.load(ref, idx, ...)``) to
-# pallas.triton (``plgpu.load(ref.at[idx], ...)``) in JAX 0.7, and the old ones went
-# away; the newest JAX for Python 3.10 (0.6.x) has only the old ones. The same
-# operation either way: use whichever this JAX has.
-if hasattr(plgpu, "load"):
-
-    def _load(ref, where, **masking):
-        return plgpu.load(ref.at[where], **masking)
-
-    def _store(ref, where, value, **masking):
-        plgpu.store(ref.at[where], value, **masking)
-
-else:  # pragma: no cover - JAX before 0.7
-
-    def _load(ref, where, **masking):
-        return pl.load(ref, (where,), **masking)
-
-    def _store(ref, where, value, **masking):
-        pl.store(ref, (where,), value, **masking)
-
 
 def _softmax_row(offsets_ref, values_ref, out_ref):
     """The program of one row: ``out = exp(values - max) / sum`` over the row's values."""
@@ -62,7 +42,7 @@ def _softmax_row(offsets_ref, values_ref, out_ref):
     def scan(i, carry):
         top, total = carry
         where, mask = block(i)
-        x = _load(values_ref, where, mask=mask, other=-jnp.inf)
+        x = plgpu.load(values_ref.at[where], mask=mask, other=-jnp.inf)
         new_top = jnp.maximum(top, jnp.max(x))
         # -inf values (and the masked lanes) add nothing; a row of only -inf ends with
         # a sum of 0, and 0/0 gives NaN, as the reference does.
@@ -75,8 +55,8 @@ def _softmax_row(offsets_ref, values_ref, out_ref):
 
     def write(i, carry):
         where, mask = block(i)
-        x = _load(values_ref, where, mask=mask, other=0.0)
-        _store(out_ref, where, jnp.exp(x - top) / total, mask=mask)
+        x = plgpu.load(values_ref.at[where], mask=mask, other=0.0)
+        plgpu.store(out_ref.at[where], jnp.exp(x - top) / total, mask=mask)
         return carry
 
     lax.fori_loop(0, blocks, write, 0)
