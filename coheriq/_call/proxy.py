@@ -372,6 +372,8 @@ class Switchboard:
         tag: Distinguishes this copy's names in ``namespace`` (empty for the first).
         scope_class: The class of what ``current`` returns for a block, whose
             ``members`` the compiled proxies read through its descriptor.
+        unchosen: Makes what a candidate's slot holds until the global choice is
+            made, given its name (something callable that makes the choice).
     """
 
     def __init__(
@@ -380,8 +382,10 @@ class Switchboard:
         namespace: dict[str, Any],
         tag: str = "",
         scope_class: type | None = None,
+        unchosen: Callable[[str], Any] | None = None,
     ) -> None:
         self.namespace = namespace
+        self._unchosen = unchosen
         # The generated functions' frames count as coheriq's own.
         # The module name tracebacks and warnings show for the generated proxies
         # (documented; kept when this module moved).
@@ -408,7 +412,9 @@ class Switchboard:
         # and finder they read; whether they run their slot without looking.
         self._swapped: dict[str, SwappedProxy] = {}
         self._swap_board = Board(current)
-        self.runs_directly: bool | None = False  # None: a swap of them all was stopped
+        # None until the first refresh, and where a swap of them all was stopped: the
+        # proxies run the looking trampoline that takes any arguments until then.
+        self.runs_directly: bool | None = None
         # Until the domain settles there is no implementation to call directly:
         # every call looks at the context, which settles the domain.
         self._write(self._scoped, True)
@@ -427,7 +433,7 @@ class Switchboard:
         if swapped is not None:
             slot = self._slot(info.name)
             self._swapped[slot] = swapped
-            swapped.cell.value = self.namespace.setdefault(slot, None)
+            swapped.cell.value = self._slot_value(slot, info.name)
             if self.runs_directly:
                 swapped.run(swapped.cell.value)
         return proxy
@@ -470,7 +476,7 @@ class Switchboard:
         dispatcher = None
         if _set_dispatcher is not None:  # calls that look go through it, from C
             slot = self._slot(info.name)
-            self.namespace.setdefault(slot, None)
+            self._slot_value(slot, info.name)
             fn = info.reference
             dispatcher = self._compiled_proxy(
                 info.name, slot, fn.__name__, fn.__qualname__, receiver=False
@@ -561,7 +567,7 @@ class Switchboard:
                 pass on (the class, for a metaclass's ``__call__``).
         """
         slot = self._slot(candidate)
-        self.namespace.setdefault(slot, None)
+        self._slot_value(slot, candidate)
         if _compiled is not None and (receiver is None or _COMPILED_CONSTRUCTS):
             return self._compiled_proxy(candidate, slot, defname, qualname, receiver is not None)
         exact = parameter_lists(signature_of)
@@ -619,7 +625,8 @@ class Switchboard:
                 if getattr(scope, "chooses", False):
                     return undecided
                 return scope.members[candidate]
-        return namespace[self._slot(candidate)]
+        member = namespace[self._slot(candidate)]
+        return undecided if getattr(type(member), "chooses", False) else member
 
     def connect(self, members: Mapping[str, Any]) -> None:
         """Point every candidate's slot at what a call runs now (the settled engine's)."""
@@ -728,6 +735,13 @@ class Switchboard:
         """Let the compiled proxies read ``variable`` instead of calling the finder."""
         if self._board is not None:
             self._board.variable = variable
+
+    def _slot_value(self, slot: str, name: str) -> Any:
+        """What candidate ``name``'s ``slot`` holds, given one if it has none yet."""
+        value = self.namespace.get(slot)
+        if value is None:
+            value = self.namespace[slot] = self._unchosen(name) if self._unchosen else None
+        return value
 
     def _slots(self) -> list[str]:
         return _names_in(self.namespace, self._slot_prefix)

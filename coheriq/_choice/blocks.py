@@ -1,41 +1,157 @@
-"""The ``using_engine`` blocks of one copy of a domain, and how its proxies find them.
+"""The ``using_engine`` blocks of a domain: their records, and how proxies find them.
 
-A :class:`Scopes` belongs to one :class:`~coheriq.AccelerationDomain`
-(``state.scopes``). A block is a :class:`~coheriq._choice.records.Scope` held in a
-context variable that every copy of the library's module shares (see
-:mod:`coheriq._library.registry`), so a block entered through one copy covers them all.
-
-Proxies do not read the variable on every call: they look at the context only
-while they must (the domain is not settled, or a block, a profile or a
-verification is open anywhere), which :meth:`Scopes.refresh_looking` tells them. Entering or leaving
-a block counts it under the lock of the library's copies alone and never waits for an
-engine's set-up.
+A block is a :class:`Scope` held in a context variable that every copy of the
+library's domain shares. A proxy that must look calls its domain's finder and then
+``found.members[name]`` (``found``: a scope, the global choice's view before it is
+made, or ``None`` for the candidate's slot), and calls the member itself, so no frame
+of coheriq's stays on the stack. :class:`Scopes` enters and leaves a domain's blocks
+and tells its proxies when they must look.
 """
 
 from __future__ import annotations
 
 import _weakref
+from functools import partial
 
 from .._names import REFERENCE
 from .._stdlib import DEBUG, TYPE_CHECKING, log
-from ..exceptions import CoheriqError
-from .records import Fallthrough, Scope, Starting, live_scope
+from ..exceptions import CoheriqEngineError, CoheriqError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from contextvars import ContextVar
     from typing import Any
 
     from .._engines.meta import EngineMeta
-    from .ordered import Tried
     from .state import DomainState
 
 
-__all__ = ["Scopes"]
+__all__ = ["Fallthrough", "Scope", "Scopes", "Starting", "live_scope"]
 
 # How many times the code-swapped proxies of a domain go back to their candidates'
 # own code after its blocks close (see Scopes.blocks_seen).
 _SWAPS_BACK = 8
+
+
+class Scope:
+    """One ``using_engine`` block: live from its entry until its exit.
+
+    Proxies call ``scope.members[name]``. A task or thread started inside the
+    block inherits the context variable that points here, and may outlive the
+    block; so on exit ``members`` becomes a :class:`Fallthrough` to the scope
+    around it (or the global choice), and ``live`` turns false.
+
+    ``state`` is the :class:`~coheriq._choice.state.DomainState` of the copy of
+    the domain the block was entered through; its members are that copy's.
+    Other copies of the same library (see :mod:`coheriq._library.registry`) see
+    the block through ``elsewhere``: each one's own engine of the same name,
+    made on first use. ``tried`` is what an ordered
+    list of engines tried before this one was chosen (``()`` for one engine).
+    """
+
+    __slots__ = (
+        "elsewhere",
+        "engine",
+        "live",
+        "members",
+        "owner",
+        "parent",
+        "state",
+        "token",
+        "tried",
+    )
+
+    def __init__(
+        self,
+        engine: str,
+        members: Mapping[str, Any],
+        parent: Scope | None,
+        state: DomainState,
+        owner: Any = None,
+        tried: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self.engine = engine
+        self.tried = tried
+        self.members: Mapping[str, Any] | Fallthrough | Starting = members
+        self.parent = parent
+        self.live = True
+        self.state = state
+        self.owner = owner  # the using_engine object that entered it
+        self.token: Any = None  # what setting the context variable to it returned
+        self.elsewhere: dict[Any, Scope | None] | None = None  # made when first needed
+
+
+def live_scope(scope: Scope | None) -> Scope | None:
+    """The innermost scope from ``scope`` out whose block has not exited.
+
+    Iterative: a context may hold a long chain of blocks that exited elsewhere
+    (generators finished by another task, blocks left in another thread). The
+    dead scope it starts from then points at the live one found, so that such a
+    chain shrinks as it is walked instead of growing with every block: a block
+    that has exited never opens again, so what is live above it only gets nearer.
+    """
+    start = scope
+    while scope is not None and not scope.live:
+        scope = scope.parent
+    if start is not None and start is not scope:
+        start.parent = scope
+        if isinstance(start.members, Fallthrough):
+            start.members.parent = scope
+    return scope
+
+
+class Starting:
+    """The members of the scope a context has while an engine of the domain starts.
+
+    The engine's ``__init__`` runs in it. A call into the engine's own domain from
+    there runs what the context around runs (the engine does not exist yet): the
+    block around, else the global choice. Where the global choice is not made
+    yet, it raises: made now, from inside an engine's start, it would not be the
+    program's choice.
+    """
+
+    __slots__ = ("engine", "parent", "state")
+
+    def __init__(self, state: DomainState, engine: str, parent: Scope | None) -> None:
+        self.state = state
+        self.engine = engine
+        self.parent = parent
+
+    def __getitem__(self, name: str) -> Any:
+        state = self.state
+        around = state.scopes.seen_from_here(self.parent)
+        if around is not None:
+            return around.members[name]
+        settled = state.choice.settled
+        if settled is not None:
+            return settled.members[name]
+        raise CoheriqEngineError(
+            f"Candidate {name!r} of domain {state.name!r} was called while engine "
+            f"{self.engine!r} was starting, from that engine's __init__, before the domain's "
+            "global engine was chosen; the call would choose it, from inside another "
+            f"engine's start. Inside the engine, call its own implementations (self.{name}"
+            "(...)) instead, or choose the global engine before this one starts."
+        )
+
+
+class Fallthrough:
+    """The members of an exited scope: whatever its enclosing context runs now.
+
+    It holds the scope's parent, not the scope (no reference cycle, so an exited
+    scope is freed at once); :func:`live_scope` moves both on together.
+    """
+
+    __slots__ = ("parent", "state")
+
+    def __init__(self, state: DomainState, parent: Scope | None) -> None:
+        self.state = state
+        self.parent = parent
+
+    def __getitem__(self, name: str) -> Any:
+        seen = self.state.scopes.seen_from_here(self.parent)
+        if seen is not None:
+            return seen.members[name]
+        return self.state.choice.member(name)
 
 
 class Scopes:
@@ -180,14 +296,13 @@ class Scopes:
         The finder is set before the flag, so that a proxy that sees the flag
         finds the right finder.
         """
-        state = self.state
-        # The scope variable itself, where no translation is needed: the domain is
-        # settled and has no other copies (see here()).
-        direct = state.choice.settled is not None and state.copies.made == 1
-        if self._watching is None and direct:
-            state.switchboard.set_current(self.variable.get, self.variable)
-        else:
+        state, variable = self.state, self.variable
+        if self._watching is not None or state.copies.made != 1:
             state.switchboard.set_current(self._watching or self.here)
+        elif state.choice.settled is not None:  # no translation needed (see here())
+            state.switchboard.set_current(variable.get, variable)
+        else:  # as here() finds it, with no frame of coheriq's in a block
+            state.switchboard.set_current(partial(variable.get, state.choice.unsettled))
         self.refresh_looking()
 
     def refresh_looking(self) -> None:
@@ -228,7 +343,11 @@ class Scopes:
     # -- entering and leaving ------------------------------------------------------------
 
     def enter(
-        self, cls: EngineMeta, owner: Any = None, tried: Tried = (), then: tuple[Any, ...] = ()
+        self,
+        cls: EngineMeta,
+        owner: Any = None,
+        tried: tuple[tuple[str, str], ...] = (),
+        then: tuple[Any, ...] = (),
     ) -> Scope:
         """Make ``cls`` the engine of this context until :meth:`exit`.
 

@@ -18,9 +18,8 @@ import sys
 
 from .._names import REFERENCE
 from .._stdlib import INFO, TYPE_CHECKING, log, outside_coheriq
-from ..exceptions import CoheriqError
+from ..exceptions import CoheriqDomainError, CoheriqError
 from .ordered import Tried, after_chosen, describe_tried, first_that_starts, parse_engine_list
-from .records import Unsettled
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from .state import DomainState
 
 
-__all__ = ["GlobalChoice", "Settlement"]
+__all__ = ["GlobalChoice", "Settlement", "Unchosen", "Unsettled"]
 
 
 class Settlement:
@@ -89,6 +88,63 @@ class Settlement:
         return f"<Settlement on {self.engine!r} by {self.reason}>"
 
 
+class Unsettled:
+    """What a domain's proxies find in a context without a block until its global choice
+    is made: asking it for a member makes the choice (before ``materialize()``, a class
+    candidate constructs the library's own class and chooses nothing)."""
+
+    __slots__ = ("state",)
+
+    # What only looks (a marked class's alternate constructors, read) does not ask (see
+    # Switchboard.member).
+    chooses = True
+
+    def __init__(self, state: DomainState) -> None:
+        self.state = state
+
+    @property
+    def members(self) -> Unsettled:
+        return self
+
+    def __getitem__(self, name: str) -> Any:
+        state = self.state
+        if state.engines.reference is None:
+            info = state.candidates[name]
+            if info.construct is not None:
+                return info.construct
+            raise CoheriqDomainError(
+                f"Cannot call candidate {name!r} of domain {state.name!r}: the domain is "
+                "not materialized yet, so no engine can be chosen. Code that runs before "
+                f"materialize() (the library's own import) can call the library's "
+                f"implementation directly as {info.reference.__qualname__}.__wrapped__(...). "
+                f"{state.unmaterialized_fix()}"
+            )
+        return state.choice.member(name)
+
+
+class Unchosen:
+    """A candidate's slot until the global choice is made: a call makes the choice.
+
+    Proxies find :class:`Unsettled` first, and call the member from their own frame;
+    a call reaches the slot before the choice only in a context whose block variable
+    was left set to ``None`` (a block exited out of order).
+    """
+
+    __slots__ = ("name", "unsettled")
+
+    chooses = True
+
+    def __init__(self, unsettled: Unsettled, name: str) -> None:
+        self.unsettled = unsettled
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.unsettled[self.name](*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<candidate {self.name!r} of domain {self.unsettled.state.name!r}: not chosen yet>"
+
+
 class GlobalChoice:
     """Makes and holds the global choice of one copy of a domain.
 
@@ -105,6 +161,10 @@ class GlobalChoice:
         # to stop calling its candidates at import): whether the library is being
         # imported now. A call meanwhile runs the reference and chooses nothing.
         self.importing: Callable[[], bool] | None = None
+
+    def unchosen(self, name: str) -> Unchosen:
+        """What candidate ``name``'s slot holds until the choice is made."""
+        return Unchosen(self.unsettled, name)
 
     def settle(self, action: str = "call its candidates") -> Settlement:
         """Return the global choice, making it now if it is not made yet.

@@ -26,7 +26,7 @@ import sys
 # spares a module at start-up.
 from _contextvars import ContextVar
 
-from .._choice.records import Scope, Starting
+from .._choice.blocks import Scope, Starting
 from .._names import REFERENCE, check_name, is_engine_name
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
 from ..exceptions import (
