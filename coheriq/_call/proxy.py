@@ -412,9 +412,10 @@ class Switchboard:
         # and finder they read; whether they run their slot without looking.
         self._swapped: dict[str, SwappedProxy] = {}
         self._swap_board = Board(current)
-        # None until the first refresh, and where a swap of them all was stopped: the
-        # proxies run the looking trampoline that takes any arguments until then.
-        self.runs_directly: bool | None = None
+        self.runs_directly: bool | None = False  # None: a swap of them all was stopped
+        # Proxies still on the looking trampoline that takes any arguments, which
+        # marking gives them (it compiles nothing): the next refresh swaps them.
+        self._generic: list[SwappedProxy] = []
         # Until the domain settles there is no implementation to call directly:
         # every call looks at the context, which settles the domain.
         self._write(self._scoped, True)
@@ -436,6 +437,8 @@ class Switchboard:
             swapped.cell.value = self._slot_value(slot, info.name)
             if self.runs_directly:
                 swapped.run(swapped.cell.value)
+            else:
+                self._generic.append(swapped)
         return proxy
 
     def stand_in_again(self, info: CandidateInfo) -> None:
@@ -660,16 +663,22 @@ class Switchboard:
         this changes. Call with the domain's lock held, and only while the flag
         is off, or before it goes on: a looking proxy reads the flag itself.
         """
-        if self.retired or directly is self.runs_directly:
+        if self.retired:
             return
+        swapping = list(self._swapped.values())
+        if directly is self.runs_directly:
+            if directly or not self._generic:
+                return
+            swapping = self._generic
         # Neither until every proxy is swapped: a swap that an exception stops (a
         # KeyboardInterrupt between two proxies) is done again by the next call.
         self.runs_directly = None
-        for swapped in list(self._swapped.values()):
+        for swapped in swapping:
             if directly:
                 swapped.run(swapped.cell.value)
             else:
                 swapped.look()
+        self._generic = []
         self.runs_directly = directly
 
     def retire(self, current: Callable[[], Any]) -> None:
