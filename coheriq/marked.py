@@ -1,14 +1,9 @@
-"""The name that pickles of users' subclasses of marked classes use. Kept for good.
+"""The name by which pickles of users' subclasses of marked classes find their metaclass.
 
-A user's subclass of a marked class, defined in ``__main__``, is pickled by value
-(cloudpickle: dask, joblib), and its metaclass by the name
-``coheriq.marked.subclasses_of.<class>``; every coheriq answers it, so that such a
-pickle loads whichever coheriq wrote it. See
-:class:`coheriq._call.marked.SubclassesOf`.
-
-``import coheriq`` imports this module, for cloudpickle's sake, but not the
-machinery of marked classes behind it: that comes with a library's first class,
-or with the first read of ``subclasses_of`` (a pickle loading in a new process).
+``coheriq.marked.subclasses_of.<class>`` (see :class:`coheriq._call.marked.SubclassesOf`),
+kept for good so that such a pickle loads whichever coheriq wrote it. ``import coheriq``
+imports this module, for cloudpickle's sake, but not the machinery behind the name: a
+library's first marked class, or the first read of the name, does.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from .._library.late_candidates import not_imported_note
 from .._names import REFERENCE
 from .._stdlib import TYPE_CHECKING
 from ..exceptions import CoheriqTypeError
+from . import columns
 
 if TYPE_CHECKING:
     from typing import Any
@@ -89,8 +90,8 @@ class Explanation:
         self.declines = declines or []
         self.bound_before: dict[str, list[str]] = {}
         self.proxies: dict[str, str] = {}
-        # The candidates on a dispatcher because of what they are (not because
-        # COHERIQ_SWAP_CODE=0 puts every candidate there): what str() names.
+        # The candidates on a dispatcher because of what they are, not because
+        # COHERIQ_SWAP_CODE=0 puts every candidate there: what str() names.
         self._set_aside: list[str] = []
 
     def _later(self, candidate: str) -> str:
@@ -201,42 +202,31 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
                 else f"explain cannot say what a call of {candidate!r} would run before its "
                 f"engine {engine!r} is imported; import it (or call once) first."
             )
-        then = _list_rest(domain, tried)
         explained.answers, explained.declines = _answering(
-            domain, cls, candidate, then, args, kwargs
+            domain, cls, candidate, tried, args, kwargs
         )
     return explained
 
 
-def _list_rest(domain: AccelerationDomain, tried: Any) -> tuple[str, ...]:
-    """Before the choice, the engines of the environment variable's list after the one
-    that starts here: they run what it declines, as they will once chosen."""
-    variable, value = domain.choice.env_choice()
-    if "," not in value or not tried:
-        return ()
-    return after_chosen(parse_engine_list(value, f" (named by {variable})"), tried)
-
-
 def _answering(
-    domain: AccelerationDomain,
-    cls: EngineMeta,
-    candidate: str,
-    then: tuple[str, ...],
-    args: Any,
-    kwargs: Any,
+    domain: AccelerationDomain, cls: EngineMeta, candidate: str, tried: Any, args: Any, kwargs: Any
 ) -> tuple[str, list[str]]:
     """Which engine would answer a call of ``candidate`` with these arguments, and the
     declines before it (see :meth:`coheriq._engines.declines.Chain.would_run`)."""
-    scope = domain.scopes.live()
-    settled = domain.choice.settled
+    scope, settled = domain.scopes.live(), domain.choice.settled
     if scope is not None:
         members = scope.members
     elif settled is not None:
         members = settled.members
     else:
+        # Before the choice, the engines of the variable's list after the one that starts
+        # here run what it declines, as they will once chosen.
+        variable, value = domain.choice.env_choice()
+        then = ()
+        if "," in value and tried:
+            then = after_chosen(parse_engine_list(value, f" (named by {variable})"), tried)
         members = domain.engines.members_of(cls, then)  # starts it, as the first call would
-    member = members[candidate]
-    chain = chain_of(member)
+    chain = chain_of(members[candidate])
     if chain is not None:  # some implementation may decline
         return chain.would_run(args, kwargs)
     return _name(supplier(cls, candidate)), []
@@ -262,13 +252,9 @@ class Coverage:
         return {"domain": self.domain, "engines": self.engines, "rows": self.rows}
 
     def __str__(self) -> str:
-        header = ["candidate", *self.engines]
-        table = [header] + [[c, *(row[e] for e in self.engines)] for c, row in self.rows.items()]
-        widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-        return "\n".join(
-            "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-            for line in table
-        )
+        table = [["candidate", *self.engines]]
+        table += [[c, *(row[e] for e in self.engines)] for c, row in self.rows.items()]
+        return columns(table, len(table[0]))
 
 
 def coverage(domain: AccelerationDomain | str, *, advertised: bool = False) -> Coverage:

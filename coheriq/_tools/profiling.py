@@ -1,16 +1,8 @@
 """A profiler of the calls made through candidate proxies: :func:`profile`.
 
-While a ``with coheriq.profile() as prof:`` block is open anywhere, proxies find
-their implementation through this module (a watcher, see
-:mod:`coheriq._library.observing`), which wraps it in a timer if the calling context has
-a profiler. Outside any profile block proxies are exactly as fast as without
-this module: it swaps itself out when the last block closes.
-
-Which profiles a call records into is the chain of blocks open in its context,
-kept in a context variable (so a profile object may be entered in several tasks
-or threads at once, and nested in itself). Recording takes a re-entrant lock per
-profile, so that a signal handler or a ``__del__`` that calls a candidate while
-its thread is recording cannot deadlock, and a forked child gets fresh locks.
+A watcher (:mod:`coheriq._library.observing`): while a profile block is open anywhere,
+proxies find their implementation through it, timed where the calling context has a
+profile; when the last block closes, they are back on their fast path.
 """
 
 from __future__ import annotations
@@ -25,18 +17,22 @@ from .._library import observing
 from .._library.domain import AccelerationDomain
 from .._stdlib import TYPE_CHECKING, after_fork_in_child, leave_chain
 from ..exceptions import CoheriqScopeError
+from . import columns
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import TracebackType
     from typing import Any
 
 __all__ = ["DeclineRow", "Profile", "ProfileRow", "profile"]
 
-# The profile blocks open in this context, outermost first.
+# The profile blocks open in this context, outermost first (one may be there twice).
 _active: ContextVar[tuple[Profile, ...]] = ContextVar("coheriq profiler", default=())
 _ORDER = 0  # innermost of the watchers: it times the engine's call alone
 _profiles: weakref.WeakSet[Profile] = weakref.WeakSet()  # for the fork hook
+
+
+def _calls(count: int) -> str:
+    return f"{count} call{'s' if count != 1 else ''}"
 
 
 class ProfileRow:
@@ -88,7 +84,7 @@ class DeclineRow:
     def __repr__(self) -> str:
         return (
             f"DeclineRow({self.domain}.{self.candidate} declined by {self.engine!r}: "
-            f"{self.reason!r}, {self.count} call{'s' if self.count != 1 else ''})"
+            f"{self.reason!r}, {_calls(self.count)})"
         )
 
 
@@ -98,6 +94,8 @@ class Profile:
     def __init__(self) -> None:
         self._stats: dict[tuple[str, str, str], list[int]] = {}
         self._declines: dict[tuple[str, str, str, str], int] = {}
+        # Re-entrant: a signal handler or a __del__ may call a candidate while its
+        # thread records.
         self._lock = _thread.RLock()
         self._open_entries = 0  # entered and not exited yet, in any thread
         _profiles.add(self)
@@ -118,10 +116,6 @@ class Profile:
         rows = [DeclineRow(*key, count) for key, count in items]
         return sorted(rows, key=lambda r: (-r.count, r.domain, r.candidate, r.engine, r.reason))
 
-    def _record_decline(self, key: tuple[str, str, str, str]) -> None:
-        with self._lock:
-            self._declines[key] = self._declines.get(key, 0) + 1
-
     def _record(self, key: tuple[str, str, str], nanoseconds: int) -> None:
         with self._lock:
             stats = self._stats.setdefault(key, [0, 0])
@@ -135,12 +129,7 @@ class Profile:
         observing.start(_ORDER, _timing)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         with self._lock:
             if self._open_entries == 0:
                 raise CoheriqScopeError(
@@ -149,21 +138,13 @@ class Profile:
                     "changed; remove the extra __exit__ call."
                 )
             self._open_entries -= 1
-        leave_chain(_active, self)  # the innermost entry of this profile in this context
+        leave_chain(_active, self)
         observing.stop(_ORDER)
 
     def __str__(self) -> str:
         rows = self.rows
         if not rows:
             return "no calls through coheriq candidates were recorded"
-        return self._calls_table(rows) + "".join(
-            f"\n{r.domain}.{r.candidate}: {r.engine} declined {r.count} "
-            f"call{'s' if r.count != 1 else ''} ({r.reason})"
-            for r in self.declines
-        )
-
-    @staticmethod
-    def _calls_table(rows: list[ProfileRow]) -> str:
         table = [["candidate", "engine", "calls", "total", "mean"]] + [
             [
                 f"{r.domain}.{r.candidate}",
@@ -174,13 +155,9 @@ class Profile:
             ]
             for r in rows
         ]
-        widths = [max(len(line[i]) for line in table) for i in range(5)]
-        return "\n".join(
-            "  ".join(
-                cell.ljust(w) if i < 2 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-            )
-            for line in table
+        return columns(table, 2) + "".join(
+            f"\n{r.domain}.{r.candidate}: {r.engine} declined {_calls(r.count)} ({r.reason})"
+            for r in self.declines
         )
 
 
@@ -217,15 +194,14 @@ class _Timed(observing.View):
         self, domain: AccelerationDomain, found: Any, profiles: tuple[Profile, ...]
     ) -> None:
         super().__init__(domain, found)
-        self.profiles = profiles
+        # Once each: a nested block's calls count for the outer ones too, once for a
+        # profile entered twice.
+        self.profiles = dict.fromkeys(profiles)
 
     def __getitem__(self, name: str) -> Callable[..., Any]:
-        domain = self.domain
+        domain, profiles = self.domain, self.profiles
         member = self.member(name)
         key = (domain.name, name, domain.scopes.active_engine() or "?")
-        # A nested block's calls count for the outer ones too, and once for a
-        # profile entered twice.
-        profiles = dict.fromkeys(self.profiles)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             start = perf_counter_ns()
@@ -250,9 +226,11 @@ def _timing(domain: AccelerationDomain) -> Callable[[Any], Any]:
 
 
 def _count_decline(state: Any, candidate: str, engine: str, reason: str) -> None:
-    """Count a decline in the profiles open in this context (a declines watcher)."""
+    """A declines watcher: count a decline in the profiles open in this context."""
+    key = (state.name, candidate, engine, reason)
     for profile in dict.fromkeys(_active.get()):
-        profile._record_decline((state.name, candidate, engine, reason))
+        with profile._lock:
+            profile._declines[key] = profile._declines.get(key, 0) + 1
 
 
 declines.watchers.append(_count_decline)

@@ -1,10 +1,4 @@
-"""Carrying the engine choice into other threads and processes: :func:`snapshot`.
-
-A scope lives in a context variable, so a thread-pool worker does not see it, and
-a process started with ``spawn`` sees neither scopes nor ``enable_engine`` calls
-of its parent. A :class:`Snapshot` records the engine each domain runs on in the
-current context and re-creates that elsewhere.
-"""
+"""Carrying the engine choice into other threads and processes: :func:`snapshot`."""
 
 from __future__ import annotations
 
@@ -14,12 +8,12 @@ import sys
 from .._api.verbs import enable_engine, import_domain, using_engine
 from .._library.domain import all_domains
 from .._stdlib import TYPE_CHECKING
-from ..exceptions import CoheriqEngineSettledError, CoheriqScopeError
+from ..exceptions import CoheriqEngineSettledError
+from . import take_entry
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import ExitStack
-    from types import TracebackType
     from typing import Any, TypeVar
 
     from .verification import Verification
@@ -52,8 +46,7 @@ class Snapshot:
         self.engines = engines
         self.env_vars = env_vars
         self.verifications = verifications
-        # Every entry not exited yet, in whatever context (see __exit__).
-        self._stacks: list[tuple[ExitStack, list[using_engine]]] = []
+        self._stacks: list[tuple[ExitStack, list[using_engine]]] = []  # entries not exited
 
     def __repr__(self) -> str:
         return f"Snapshot({self.engines!r})"
@@ -102,27 +95,11 @@ class Snapshot:
         self._stacks.append((stack, blocks))
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # The entry of this context (a snapshot may be entered by several tasks at
-        # once), else the newest one anywhere, as using_engine does.
-        # A copy: other threads may enter and exit it while this looks.
-        stacks = list(self._stacks)
-        here = [e for e in stacks if not e[1] or e[1][0]._open_here() is not None]
-        entries = here or stacks
-        try:
-            entry = entries[-1]
-            self._stacks.remove(entry)
-        except (IndexError, ValueError):  # none left, or another thread took it just now
-            raise CoheriqScopeError(
-                f"{self!r} was exited more often than it was entered: each `with` block "
-                "ends one entry."
-            ) from None
-        entry[0].close()
+    def __exit__(self, *exc: object) -> None:
+        def here(entry: tuple[ExitStack, list[using_engine]]) -> bool:
+            return not entry[1] or entry[1][0]._open_here() is not None
+
+        take_entry(self._stacks, here, self)[0].close()
 
     def wrap(self, fn: Callable[..., T]) -> Callable[..., T]:
         """Return a callable that runs ``fn`` inside this snapshot's scopes.

@@ -1,13 +1,10 @@
-"""What a verification found (:func:`coheriq.verify`): its rows, its mismatches, its table.
-
-Plain records, filled by :mod:`coheriq._tools.verification` as calls are compared, and
-the text a :class:`~coheriq.Verification` prints.
-"""
+"""What a verification found (:func:`coheriq.verify`): its rows, its mismatches, its table."""
 
 from __future__ import annotations
 
 from .._stdlib import TYPE_CHECKING
 from ..exceptions import CoheriqError
+from . import columns
 
 if TYPE_CHECKING:
     from typing import Any
@@ -143,37 +140,17 @@ def table(title: str, engine: str, rows: list[VerificationRow]) -> str:
     """The report as text: ``title``, a line per row, then each mismatch and note kept."""
     if not rows:
         return f"{title}: no calls of its candidates on {engine!r} were made"
-    header = [
-        "candidate",
-        "calls",
-        "compared",
-        "mismatches",
-        "one-sided",
-        "not comparable",
-        "engine",
-        "other",
-    ]
-    cells = [header] + [
+    header = ["candidate", "calls", "compared", "mismatches", "one-sided", "not comparable"]
+    cells = [[*header, "engine", "other"]] + [
         [
             f"{r.domain}.{r.candidate}",
-            str(r.calls),
-            str(r.compared),
-            str(r.mismatches),
-            str(r.one_sided),
-            str(r.not_comparable),
-            _milliseconds(r.engine_time),
-            _milliseconds(r.other_time),
+            *map(str, (r.calls, r.compared, r.mismatches, r.one_sided, r.not_comparable)),
+            f"{r.engine_time * 1e3:.3f} ms",
+            f"{r.other_time * 1e3:.3f} ms",
         ]
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
-    lines = [title] + [
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-        )
-        for line in cells
-    ]
+    lines = [title, columns(cells, 1)]
     lines += [f"mismatch: {m}" for r in rows for m in r.examples]
     lines += [f"note: {r.domain}.{r.candidate}: {note}" for r in rows for note in r.notes]
     lines += [
@@ -183,7 +160,3 @@ def table(title: str, engine: str, rows: list[VerificationRow]) -> str:
         for who in sorted(r.answered)
     ]
     return "\n".join(lines)
-
-
-def _milliseconds(seconds: float) -> str:
-    return f"{seconds * 1e3:.3f} ms"

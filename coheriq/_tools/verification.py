@@ -1,26 +1,10 @@
 """Running an engine and another implementation side by side: :func:`verify`.
 
-While a verification is on for a context, every call of a function candidate
-that the program makes there on the verified engine, where the engine and the
-other implementation (the reference, by default) run different code, runs that
-engine's implementation (whose result, or exception, the program gets) and then
-the other implementation on its own copy of the arguments, inside a
-``using_engine`` block of it; the two results are compared by the library's
-rules (:mod:`coheriq._library.comparing`), and the outcome is recorded in the
-:class:`Verification`. Calls made inside a verified call (the engine's
-code calling the library, say) are part of it and are not verified on their
-own; where the other side's run reaches a candidate with side effects, it is
-stopped there and the call is not compared, so that no such candidate runs
-twice. Constructing a class candidate is never compared: its objects are,
-through the calls that return or take them.
-
-A verification is a watcher (see :mod:`coheriq._library.observing`), carried like a
-block: asyncio tasks created inside it and :func:`coheriq.snapshot` carry it.
-When none is on anywhere, the proxies' fast path is what it is without this
-module. ``<PREFIX>_VERIFY=ENGINE`` (or ``ENGINE:OTHER``) turns one on for the
-whole process from the domain's materialization, prints its report to standard
-error at exit, and where it found a difference ends the process with status 1
-(see :func:`_finish`).
+A verification is a watcher (:mod:`coheriq._library.observing`) carried like a block. Each
+call of a function candidate on the verified engine in a context it covers, where the other
+side runs other code, also runs the other side on a copy of the arguments; the two outcomes
+are compared by the library's rules and recorded. ``<PREFIX>_VERIFY`` turns one on for the
+whole process (:func:`from_environment`).
 """
 
 from __future__ import annotations
@@ -50,7 +34,8 @@ from .._stdlib import (
     leave_chain,
     outside_coheriq,
 )
-from ..exceptions import CoheriqScopeError, CoheriqTypeError
+from ..exceptions import CoheriqTypeError
+from . import take_entry
 from .verdicts import (
     CoheriqVerificationError,
     CoheriqVerificationWarning,
@@ -61,7 +46,6 @@ from .verdicts import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
-    from types import TracebackType
     from typing import Any, Literal, TypeVar
 
     from .._api.verbs import EngineLike
@@ -74,12 +58,11 @@ __all__ = ["Verification", "register_comparison", "verify"]
 
 # The verifications open in this context, outermost first.
 _active: ContextVar[tuple[Verification, ...]] = ContextVar("coheriq verifications", default=())
-# The names of the domains whose verified call runs its engine's implementation in
-# this context: the calls it makes are part of it.
+# The domains whose verified call runs its engine's side in this context: its calls are part of it.
 _inside: ContextVar[frozenset[str]] = ContextVar("coheriq verified calls", default=frozenset())
 _ORDER = 1  # outside the profiler: comparing is not the engine's time
-# Domain name -> the verification its <PREFIX>_VERIFY variable turned on.
-_environment: dict[str, Verification] = {}
+_environment: dict[str, Verification] = {}  # domain name -> what its <PREFIX>_VERIFY turned on
+_GENERATORS = CO_GENERATOR | CO_ASYNC_GENERATOR
 
 
 class Verification:
@@ -117,8 +100,8 @@ class Verification:
         self._against_name = against if isinstance(against, str) else None
         self._rows: dict[str, VerificationRow] = {}
         self._lock = _thread.RLock()
-        self._spent_ns = 0  # the time the other side and comparing took, for budget
-        # The copy of the domain last called through, its engine and its other implementation.
+        self._spent_ns = 0  # running the other side and comparing, for the budget
+        # The copy of the domain last called through, the engine's class and the other side's.
         self._other: tuple[AccelerationDomain, EngineMeta, EngineMeta] | None = None
         self._blocks: list[using_engine] = []  # the using_engine blocks entered, innermost last
 
@@ -126,8 +109,6 @@ class Verification:
         engine = self._engine_name or self.engine
         against = self._against_name or self.against
         return f"<Verification of {self._name!r}: {engine!r} against {against!r}>"
-
-    # -- entering and leaving --------------------------------------------------------
 
     def __enter__(self) -> Verification:
         found = lookup_domain(self.domain)
@@ -139,25 +120,11 @@ class Verification:
         self.carry_in()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: Any) -> None:
         with self._lock:
-            if not self._blocks:
-                raise CoheriqScopeError(
-                    f"{self!r} was exited more often than it was entered: each `with` "
-                    "block, or __exit__ call, ends one __enter__."
-                )
-            # The entry open in this context (one verification may be entered by
-            # several threads or tasks at once), else the newest, as using_engine does.
-            here = [b for b in self._blocks if b._open_here() is not None]
-            block = (here or self._blocks)[-1]
-            self._blocks.remove(block)
-        self.carry_out()  # this context's innermost entry of it ends
-        block.__exit__(exc_type, exc, tb)
+            block = take_entry(self._blocks, lambda b: b._open_here() is not None, self)
+        self.carry_out()
+        block.__exit__(*exc)
 
     def carry_in(self) -> None:
         """Cover this context too (a :class:`~coheriq.Snapshot` entered elsewhere)."""
@@ -187,10 +154,7 @@ class Verification:
     def _resolve(
         self, found: AccelerationDomain
     ) -> tuple[AccelerationDomain, EngineMeta, EngineMeta]:
-        """Check both sides in ``found`` (a copy of the domain); start the other one.
-
-        Returns the copy, the engine's class and the other implementation's.
-        """
+        """Both sides' classes in ``found`` (a copy of the domain), the other side started."""
         other = self._other
         if other is not None and other[0] is found:
             return other
@@ -208,21 +172,10 @@ class Verification:
         self._other = (found, engine_cls, other_cls)
         return self._other
 
-    def _two_implementations(self, domain: AccelerationDomain, name: str) -> bool:
-        """Whether the engine and the other side run different code for candidate ``name``.
-
-        Not where neither overrides it (both run the reference), nor where one
-        engine takes the other's implementation by deriving from it: running one
-        implementation twice compares nothing, and results that embed copies of
-        the arguments (a composed function) would differ for no fault of either.
-        """
-        _, engine_cls, other_cls = self._resolve(domain)
-        return supplier(engine_cls, name) is not supplier(other_cls, name)
-
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this verification."""
         flags = code_flags_behind(fn)
-        if flags & (CO_GENERATOR | CO_ASYNC_GENERATOR):
+        if flags & _GENERATORS:
             raise CoheriqTypeError(
                 f"{self!r} cannot decorate generator function {fn.__qualname__!r}: its "
                 "body runs after the call returns. Open the verification with a `with` "
@@ -230,8 +183,6 @@ class Verification:
             )
         verified: F = calls_inside(fn, lambda: self, coroutine=bool(flags & CO_COROUTINE))
         return verified
-
-    # -- the report ------------------------------------------------------------------
 
     @property
     def rows(self) -> list[VerificationRow]:
@@ -271,34 +222,6 @@ class Verification:
         title = f"verification of {self._name!r}: {engine!r} against {against!r}"
         return table(title, engine, self.rows)
 
-    # -- a verified call -------------------------------------------------------------
-
-    def _row(self, domain: AccelerationDomain, name: str) -> VerificationRow:
-        row = self._rows.get(name)
-        if row is None:
-            with self._lock:
-                row = self._rows.setdefault(
-                    name,
-                    VerificationRow(
-                        domain.name, name, self._engine_name or "?", self._against_name or "?"
-                    ),
-                )
-        return row
-
-    def _skip_reason(self, domain: AccelerationDomain, name: str, row: VerificationRow) -> str:
-        """Why this call is run on the engine alone, or "" to compare it."""
-        if name in domain.comparisons.side_effects:
-            return "marked with side effects: run on the engine only"
-        if code_flags(domain.state.candidates[name].reference) & (
-            CO_GENERATOR | CO_ASYNC_GENERATOR
-        ):
-            return "a generator function: what it yields is not compared"
-        if (row.calls - 1) % self.every:
-            return f"sampled: every {self.every}th call is compared"
-        if self.budget is not None and self._spent_ns >= self.budget * 1e9:
-            return f"the time budget of {self.budget} s was spent"
-        return ""
-
     def call(
         self,
         domain: AccelerationDomain,
@@ -308,25 +231,25 @@ class Verification:
         kwargs: dict[str, Any],
         chain: declines.Chain | None = None,
     ) -> Any:
-        """Run ``member`` (the engine's) for the program, and the other side to compare.
+        """Run ``member`` (the engine's) for the program, then the other side to compare.
 
-        ``chain``: the engine's :class:`~coheriq._engines.declines.Chain` that
-        ``member`` runs, where its implementation may decline.
+        ``chain``: the :class:`~coheriq._engines.declines.Chain` that ``member``
+        runs, where its implementation may decline.
         """
-        prepared = self._prepare(domain, name, args, kwargs)
-        if prepared is None:
+        call = self._prepare(domain, name, args, kwargs, chain)
+        if call is None:
             return member(*args, **kwargs)
         try:
-            with self._engine_side(domain, prepared, chain) as engine:
+            with self._engine_side(call):
                 result = member(*args, **kwargs)
         except Exception as error:
             with self._other_side(domain, guarded=True) as (members, guard):
-                other = _outcome(members[name], prepared.theirs, guard)
-            self._judge(domain, name, prepared, engine.nanoseconds, other, error=error)
+                other = _outcome(members[name], call.theirs, guard)
+            self._judge(call, other, error=error)
             raise
         with self._other_side(domain, guarded=True) as (members, guard):
-            other = _outcome(members[name], prepared.theirs, guard)
-        self._judge(domain, name, prepared, engine.nanoseconds, other, result=result)
+            other = _outcome(members[name], call.theirs, guard)
+        self._judge(call, other, result=result)
         return result
 
     async def call_async(
@@ -339,57 +262,48 @@ class Verification:
         chain: declines.Chain | None = None,
     ) -> Any:
         """:meth:`call` for an ``async def`` candidate: each side's coroutine is awaited."""
-        prepared = self._prepare(domain, name, args, kwargs)
-        if prepared is None:
+        call = self._prepare(domain, name, args, kwargs, chain)
+        if call is None:
             return await member(*args, **kwargs)
         try:
-            with self._engine_side(domain, prepared, chain) as engine:
+            with self._engine_side(call):
                 result = await member(*args, **kwargs)
         except Exception as error:
             with self._other_side(domain, guarded=True) as (members, guard):
-                other = await _outcome_async(members[name], prepared.theirs, guard)
-            self._judge(domain, name, prepared, engine.nanoseconds, other, error=error)
+                other = await _outcome_async(members[name], call.theirs, guard)
+            self._judge(call, other, error=error)
             raise
         with self._other_side(domain, guarded=True) as (members, guard):
-            other = await _outcome_async(members[name], prepared.theirs, guard)
-        self._judge(domain, name, prepared, engine.nanoseconds, other, result=result)
+            other = await _outcome_async(members[name], call.theirs, guard)
+        self._judge(call, other, result=result)
         return result
 
-    @contextmanager
-    def _engine_side(
-        self, domain: AccelerationDomain, prepared: _Prepared, chain: declines.Chain | None
-    ) -> Iterator[_EngineRun]:
-        """The engine's run of a verified call: :meth:`call`'s and :meth:`call_async`'s.
-
-        The calls made inside it are part of it; it is timed; and where the
-        call's own chain declined it, who answered is counted (a decline of a
-        call made inside it, which sets the same variable, is not).
-        """
-        run = _EngineRun()
-        inside = _inside.set(_inside.get() | {domain.name})
-        who = declines.answered.set(None)
-        started = perf_counter_ns()
-        try:
-            yield run
-        finally:
-            run.nanoseconds = perf_counter_ns() - started
-            _inside.reset(inside)
-            answered = declines.answered.get()
-            declines.answered.reset(who)
-            if answered is not None and chain is not None and answered[0] is chain:
-                with self._lock:
-                    row = prepared.row
-                    row.answered[answered[1]] = row.answered.get(answered[1], 0) + 1
-
     def _prepare(
-        self, domain: AccelerationDomain, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> _Prepared | None:
-        """Count the call; give the other side its arguments, or None to run the engine alone."""
-        row = self._row(domain, name)
+        self,
+        domain: AccelerationDomain,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        chain: declines.Chain | None,
+    ) -> _Call | None:
+        """Count the call and copy its arguments for the other side; None: the engine alone."""
         with self._lock:
+            row = self._rows.get(name)
+            if row is None:
+                engine, against = self._engine_name or "?", self._against_name or "?"
+                row = self._rows[name] = VerificationRow(domain.name, name, engine, against)
             row.calls += 1
             number = row.calls
-            skip = self._skip_reason(domain, name, row)
+            if name in domain.comparisons.side_effects:
+                skip = "marked with side effects: run on the engine only"
+            elif code_flags(domain.state.candidates[name].reference) & _GENERATORS:
+                skip = "a generator function: what it yields is not compared"
+            elif (number - 1) % self.every:
+                skip = f"sampled: every {self.every}th call is compared"
+            elif self.budget is not None and self._spent_ns >= self.budget * 1e9:
+                skip = f"the time budget of {self.budget} s was spent"
+            else:
+                skip = ""
         if not skip:
             self._resolve(domain)  # an engine that cannot be found is an error of its own
             started = perf_counter_ns()
@@ -410,22 +324,47 @@ class Verification:
                     "with domain.register_comparison(type, copy=...)"
                 )
             else:
-                self._spend(perf_counter_ns() - started)
-                return _Prepared(row, number, (args, kwargs), theirs, summarize(args, kwargs))
+                with self._lock:
+                    self._spent_ns += perf_counter_ns() - started
+                mine = (args, kwargs)
+                return _Call(
+                    domain, name, chain, row, number, mine, theirs, summarize(args, kwargs)
+                )
         with self._lock:
             row.not_compared += 1
         self._note(row, skip)
         return None
 
     @contextmanager
+    def _engine_side(self, call: _Call) -> Iterator[None]:
+        """The engine's run of ``call``, timed; the calls made in it are part of it.
+
+        Where the call's own chain declined it, who answered is counted (not a
+        decline of a call made inside it, which sets the same variable).
+        """
+        inside = _inside.set(_inside.get() | {call.domain.name})
+        who = declines.answered.set(None)
+        started = perf_counter_ns()
+        try:
+            yield
+        finally:
+            call.engine_ns = perf_counter_ns() - started
+            _inside.reset(inside)
+            answered = declines.answered.get()
+            declines.answered.reset(who)
+            if answered is not None and answered[0] is call.chain:
+                with self._lock:
+                    counts = call.row.answered
+                    counts[answered[1]] = counts.get(answered[1], 0) + 1
+
+    @contextmanager
     def _other_side(
         self, domain: AccelerationDomain, *, guarded: bool
     ) -> Iterator[tuple[Mapping[str, Any], _Guard]]:
-        """A block of the other implementation, no watcher seeing it; gives its members.
+        """A block of the other implementation that no watcher sees; gives its members.
 
-        ``guarded``: the calls made in it of a candidate with side effects, in any
-        domain, stop the run instead (see :class:`_Guard`); the engine's run made
-        them, or the program did not ask for them.
+        ``guarded``: a call made in it of a candidate with side effects, in any
+        domain, stops the run instead (see :class:`_Guard`).
         """
         found, _, other_cls = self._resolve(domain)
         guard = _Guard()
@@ -439,22 +378,20 @@ class Verification:
 
     def _judge(
         self,
-        domain: AccelerationDomain,
-        name: str,
-        prepared: _Prepared,
-        engine_ns: int,
+        call: _Call,
         other: _Outcome,
         *,
         result: Any = None,
         error: BaseException | None = None,
     ) -> None:
-        """Compare the two outcomes of a call, record them, and warn or raise as told."""
+        """Compare the two outcomes of ``call``, record them, and warn or raise as told."""
+        row = call.row
         if other.stopped_at is not None:
-            self._spend(other.nanoseconds)
             with self._lock:
-                prepared.row.not_compared += 1
+                self._spent_ns += other.nanoseconds
+                row.not_compared += 1
             self._note(
-                prepared.row,
+                row,
                 f"the other side reached {other.stopped_at}, marked with side effects: it "
                 "was stopped there, so that the candidate does not run twice, and the call "
                 "was not compared",
@@ -463,101 +400,90 @@ class Verification:
         started = perf_counter_ns()
         quiet = observing.quiet.set(True)
         try:
-            difference, one_sided, opaque = self._difference(
-                domain, name, result, error, other.result, other.error
-            )
-            if difference is None and error is None:
-                difference = self._arguments_difference(domain, prepared)
+            difference, one_sided, opaque = self._difference(call, result, error, other)
         finally:
             observing.quiet.reset(quiet)
-        self._spend(perf_counter_ns() - started + other.nanoseconds)
-        row, mismatch = prepared.row, None
         with self._lock:
-            # A result that compares by identity only, in whole or in part, with no
-            # difference found elsewhere: both sides ran, nothing was compared.
+            self._spent_ns += perf_counter_ns() - started + other.nanoseconds
+            # Results that compare by identity only, and nothing else differed: not compared.
             if difference is None and opaque:
                 row.not_comparable += 1
             else:
                 row.compared += 1
-            row.engine_time += engine_ns / 1e9
+            row.engine_time += call.engine_ns / 1e9
             row.other_time += other.nanoseconds / 1e9
-            if difference is not None:
-                row.mismatches += 1
-                row.one_sided += one_sided
-                mismatch = Mismatch(
-                    domain.name,
-                    name,
-                    prepared.number,
-                    prepared.arguments,
-                    difference,
-                    "exception" if one_sided else "result",
-                )
-                if len(row.examples) < self.examples:
-                    row.examples.append(mismatch)
-                else:
-                    mismatch = None if self.on_mismatch == "warn" else mismatch
-        if difference is not None:
-            self._tell(mismatch, row, error)
+            if difference is None:
+                return
+            row.mismatches += 1
+            row.one_sided += one_sided
+            kind = "exception" if one_sided else "result"
+            mismatch = Mismatch(
+                call.domain.name, call.name, call.number, call.arguments, difference, kind
+            )
+            shown = len(row.examples) < self.examples
+            if shown:
+                row.examples.append(mismatch)
+        if self.on_mismatch == "raise":
+            raise CoheriqVerificationError(
+                f"Verification of engine {row.engine!r} against {row.against!r} failed: "
+                f"{mismatch}. The program would have got the engine's result; turn "
+                "on_mismatch='raise' off to go on and record every mismatch."
+            ) from error
+        if self.on_mismatch == "warn" and shown:  # the report counts the others
+            import warnings
+
+            more = (
+                f" Further mismatches of {row.domain}.{row.candidate} are counted, not shown."
+                if len(row.examples) == self.examples
+                else ""
+            )
+            message = f"Engine {row.engine!r} and {row.against!r} disagree: {mismatch}.{more}"
+            warnings.warn(message, CoheriqVerificationWarning, stacklevel=outside_coheriq()[1])
 
     def _difference(
-        self,
-        domain: AccelerationDomain,
-        name: str,
-        result: Any,
-        error: BaseException | None,
-        other: Any,
-        other_error: BaseException | None,
+        self, call: _Call, result: Any, error: BaseException | None, other: _Outcome
     ) -> tuple[str | None, bool, bool]:
-        """How the two outcomes differ (None where they agree), whether by an exception,
-        and whether the results held values that compare by identity only (not compared)."""
-        against = self._against_name
-        if error is not None or other_error is not None:
-            if error is not None and other_error is not None:
-                if type(error) is type(other_error):
-                    return None, False, False
-                return (
-                    f"the engine raised {_exception(error)}, {against} raised "
-                    f"{_exception(other_error)}",
-                    True,
-                    False,
-                )
-            if error is not None:
-                return f"only the engine raised: {_exception(error)}", True, False
-            assert other_error is not None
+        """How the two outcomes differ (None where they agree), whether one side raised,
+        and whether the results compare by identity only (so were not compared)."""
+        against, other_error = self._against_name, other.error
+        if error is not None and other_error is not None:
+            if type(error) is type(other_error):
+                return None, False, False
+            raised = f"{_exception(error)}, {against} raised {_exception(other_error)}"
+            return f"the engine raised {raised}", True, False
+        if error is not None:
+            return f"only the engine raised: {_exception(error)}", True, False
+        if other_error is not None:
             return f"only {against} raised: {_exception(other_error)}", True, False
+        comparisons, rtol, atol = call.domain.comparisons, self.rtol, self.atol
         skipped: list[str] = []
         try:
-            found = domain.comparisons.difference(
-                name, result, other, rtol=self.rtol, atol=self.atol, skipped=skipped
+            found = comparisons.difference(
+                call.name, result, other.result, rtol=rtol, atol=atol, skipped=skipped
             )
+        except CoheriqTypeError:
+            raise  # a library's compare that answered neither a bool nor a sentence
+        except Exception as failure:
+            found = f"comparing the results raised {_exception(failure)}"
+        else:
             if skipped:
                 self._note(
-                    self._row(domain, name),
+                    call.row,
                     f"results of type {skipped[0]!r} compare by identity only and were not "
                     "compared (counted as not comparable): the library, or the engine's "
                     "author, can register a comparison for the type",
                 )
-        except CoheriqTypeError:
-            raise
-        except Exception as failure:
-            found = f"comparing the results raised {_exception(failure)}"
+        if found is None:
+            # The program's arguments as the engine left them, against the other side's copies.
+            try:
+                found = comparisons.arguments_difference(
+                    call.mine, call.theirs, rtol=rtol, atol=atol
+                )
+            except CoheriqTypeError:
+                raise
+            except Exception as failure:
+                found = f"comparing the arguments after the call raised {_exception(failure)}"
         return found, False, bool(skipped)
-
-    def _arguments_difference(self, domain: AccelerationDomain, prepared: _Prepared) -> str | None:
-        """How the two sides' arguments differ after the call (None where they agree).
-
-        In place: the program's arguments, as the engine left them, against the
-        other side's copies, as it left them. A comparison that raises is a
-        difference, as for results: the program still gets the engine's result.
-        """
-        try:
-            return domain.comparisons.arguments_difference(
-                prepared.mine, prepared.theirs, rtol=self.rtol, atol=self.atol
-            )
-        except CoheriqTypeError:
-            raise  # a library's compare that answered something else: see _verdict
-        except Exception as failure:
-            return f"comparing the arguments after the call raised {_exception(failure)}"
 
     def _note(self, row: VerificationRow, note: str) -> None:
         """Keep ``note`` in ``row``, once per kind (what it says before its first colon)."""
@@ -565,34 +491,6 @@ class Verification:
         with self._lock:
             if all(kept.split(":")[0] != kind for kept in row.notes):
                 row.notes.append(note)
-
-    def _tell(self, mismatch: Mismatch | None, row: VerificationRow, error: Any) -> None:
-        """Warn of, or raise for, a mismatch, as ``on_mismatch`` says."""
-        if self.on_mismatch == "record":
-            return
-        if self.on_mismatch == "raise":
-            shown = mismatch or row.examples[-1]
-            raise CoheriqVerificationError(
-                f"Verification of engine {row.engine!r} against {row.against!r} failed: "
-                f"{shown}. The program would have got the engine's result; turn "
-                "on_mismatch='raise' off to go on and record every mismatch."
-            ) from error
-        if mismatch is None:
-            return  # warned of the first few already; the report has the count
-        import warnings
-
-        more = (
-            f" Further mismatches of {row.domain}.{row.candidate} are counted, not shown."
-            if len(row.examples) == self.examples
-            else ""
-        )
-        message = f"Engine {row.engine!r} and {row.against!r} disagree: {mismatch}.{more}"
-        warnings.warn(message, CoheriqVerificationWarning, stacklevel=outside_coheriq()[1])
-
-    def _spend(self, nanoseconds: int) -> None:
-        if self.budget is not None:
-            with self._lock:
-                self._spent_ns += nanoseconds
 
 
 def verify(
@@ -753,38 +651,41 @@ def active_verification(domain: Any) -> Verification | None:
     return _environment.get(domain.name)
 
 
-class _Prepared:
-    """A call to compare: its row and number, both sides' arguments, and their summary."""
+class _Call:
+    """A call to compare: where it runs, its row and number, both sides' arguments."""
 
-    __slots__ = ("arguments", "mine", "number", "row", "theirs")
+    __slots__ = (
+        "arguments",
+        "chain",
+        "domain",
+        "engine_ns",
+        "mine",
+        "name",
+        "number",
+        "row",
+        "theirs",
+    )
 
     def __init__(
         self,
+        domain: AccelerationDomain,
+        name: str,
+        chain: declines.Chain | None,
         row: VerificationRow,
         number: int,
         mine: tuple[Any, Any],
         theirs: tuple[Any, Any],
         arguments: str,
     ) -> None:
-        self.row, self.number, self.mine, self.theirs = row, number, mine, theirs
-        self.arguments = arguments  # as the call was made, before either side ran
-
-
-class _EngineRun:
-    """How long the engine's run of a verified call took (set when it ends)."""
-
-    __slots__ = ("nanoseconds",)
-
-    def __init__(self) -> None:
-        self.nanoseconds = 0
+        self.domain, self.name, self.chain, self.row, self.number = domain, name, chain, row, number
+        self.mine, self.theirs = mine, theirs
+        self.arguments = arguments  # summarized before either side ran
+        self.engine_ns = 0  # how long the engine's run took, once it ended
 
 
 class _Outcome:
-    """What the other side's implementation returned or raised, and how long it took.
-
-    ``stopped_at``: the candidate with side effects (``domain.name``) at which
-    its run was stopped, or None.
-    """
+    """What the other side returned or raised, how long it took, and the candidate with
+    side effects (``"domain.name"``) at which it was stopped, or None."""
 
     __slots__ = ("error", "nanoseconds", "result", "stopped_at")
 
@@ -822,21 +723,16 @@ async def _outcome_async(
 
 
 class _Stop(BaseException):
-    """Stops the other side's run where it calls a candidate with side effects.
+    """Stops the other side's run at a candidate with side effects.
 
-    A BaseException, so that the library's ``except Exception`` does not take it
-    for an error of its own; where code catches it all the same, the guard has
-    recorded the call, and the outcome is not compared anyway.
+    Not an Exception, so that the library's ``except Exception`` lets it pass;
+    code that catches it all the same leaves the call uncompared anyway.
     """
 
 
 class _Guard:
-    """What the other side's calls find (set as :data:`observing.quiet` while it runs).
-
-    Each call finds what it would without watchers, except a function candidate
-    marked with side effects (in any domain): calling that stops the run, so that
-    the candidate does not run a second time, after the engine's run.
-    """
+    """What the other side's calls find (its :data:`observing.quiet`): what they would
+    without watchers, but a function candidate with side effects stops the run."""
 
     __slots__ = ("reached",)
 
@@ -844,9 +740,7 @@ class _Guard:
         self.reached: str | None = None  # "domain.candidate" where the run was stopped
 
     def __call__(self, domain: AccelerationDomain, found: Any) -> Any:
-        if not domain.comparisons.side_effects:
-            return found
-        return _Guarded(domain, found, self)
+        return _Guarded(domain, found, self) if domain.comparisons.side_effects else found
 
 
 class _Guarded(observing.View):
@@ -882,20 +776,23 @@ class _Checked(observing.View):
         self.verification = verification
 
     def __getitem__(self, name: str) -> Callable[..., Any]:
-        domain, found = self.domain, self.found
+        domain = self.domain
         member: Callable[..., Any] = self.member(name)
         verification = self.verification
         info = domain.state.candidates.get(name)
-        engine = _running_engine(domain, found)
         if (
             info is None
             or info.is_class
-            or engine != verification._engine_name
-            or not verification._two_implementations(domain, name)
+            or _running_engine(domain, self.found) != verification._engine_name
         ):
             return member
-        # The chain that says whether this call was declined (a profile's timer, a
-        # watcher's wrapper, may stand between).
+        # Only where the two sides run different code: running one implementation
+        # twice compares nothing.
+        _, engine_cls, other_cls = verification._resolve(domain)
+        if supplier(engine_cls, name) is supplier(other_cls, name):
+            return member
+        # The chain that says whether this call was declined (a profile's timer may stand
+        # between).
         chain = declines.chain_of(self.unwatched(name))
 
         if code_flags(info.reference) & CO_COROUTINE:
@@ -914,8 +811,8 @@ class _Checked(observing.View):
 class _Nested(observing.View):
     """What a call made inside a verified call of its domain finds: part of that call.
 
-    Not verified on its own; a decline of it is not the verified call's (a
-    recursive candidate's inner calls run the very chain the verified call runs).
+    A decline of it is not the verified call's (a recursive candidate's inner
+    calls run the very chain the verified call runs).
     """
 
     __slots__ = ()
@@ -934,10 +831,10 @@ class _Nested(observing.View):
 
 
 def _running_engine(domain: AccelerationDomain, found: Any) -> str | None:
-    """The engine whose member a call takes from ``found`` (see :mod:`coheriq._choice.records`).
+    """The engine whose member a call takes from ``found``.
 
-    Not the engine of the block around: a copy of a reloaded library that cannot
-    run that block's engine runs its own choice instead.
+    Not the block's: a copy of a reloaded library that cannot run that block's
+    engine runs its own choice instead.
     """
     scope = found
     while scope is not None and not hasattr(scope, "live"):  # a watcher's view, Unsettled
@@ -966,18 +863,21 @@ def _check_options(
     def number(value: object) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
 
+    def whole(value: object, least: int) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
     problems = []
     if rtol is not None and not number(rtol):
         problems.append(f"rtol is a number of at least 0, not {rtol!r}")
     if atol is not None and not number(atol):
         problems.append(f"atol is a number of at least 0, not {atol!r}")
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+    if not whole(every, 1):
         problems.append(f"every is a whole number of at least 1, not {every!r}")
     if budget is not None and not number(budget):
         problems.append(f"budget is a number of seconds, at least 0, not {budget!r}")
     if on_mismatch not in ("warn", "record", "raise"):
         problems.append(f"on_mismatch is 'warn', 'record' or 'raise', not {on_mismatch!r}")
-    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
+    if not whole(examples, 0):
         problems.append(f"examples is a whole number of at least 0, not {examples!r}")
     if problems:
         raise CoheriqTypeError("coheriq.verify: " + "; ".join(problems) + ".")
@@ -989,15 +889,10 @@ def _exception(error: BaseException) -> str:
     return f"{type(error).__name__}({text!r})"
 
 
-# -- <PREFIX>_VERIFY ------------------------------------------------------------------
-
-
 def from_environment(domain: AccelerationDomain) -> None:
-    """Turn on the verification ``<PREFIX>_VERIFY`` names, for the whole process.
+    """Turn on, for the whole process, the verification that ``<PREFIX>_VERIFY`` names.
 
-    Called by ``import coheriq``'s hook (:data:`observing.on_materialized`) once
-    ``domain``, whose own variable is set, is materialized: this module is
-    imported then, and only then.
+    ``import coheriq`` calls it once ``domain``, whose variable is set, is materialized.
     """
     variable = f"{domain.env_prefix}_VERIFY"
     value = os.environ.get(variable, "").strip()
@@ -1026,29 +921,23 @@ def from_environment(domain: AccelerationDomain) -> None:
         _at_exit()
 
 
-# -- at exit: the reports, and the exit status --------------------------------------------
-
 # The verifications <PREFIX>_VERIFY turned on, and their variables, in that order.
 _reported: list[tuple[Verification, str]] = []
-_FAILED = 1  # the exit status where one found a difference, as `coheriq verify`'s
 _ending: list[bool] = []  # [True] once _finish runs the exit handlers before it ends
 
 
 def _at_exit() -> None:
     """Have the reports printed at exit, and a difference end the process with status 1.
 
-    :func:`_report` prints them in its turn among the exit handlers (after those
-    registered after the library's materialization, which may still call it).
-    :func:`_finish` is registered with :mod:`atexit` when the interpreter starts
-    to shut down (threading's hook for that runs before the exit handlers), so
-    that it runs first: where a verification found a difference, it runs the
-    others (the report among them) before it ends the process.
+    :func:`_report` prints them in its turn among the exit handlers. :func:`_finish`
+    is registered when the interpreter starts to shut down (threading's hook runs
+    before the exit handlers), so that it runs first.
     """
     import atexit
     import threading
 
     atexit.register(_report)
-    hook = getattr(threading, "_register_atexit", None)  # CPython 3.9 and later
+    hook = getattr(threading, "_register_atexit", None)
     if hook is not None:
         try:
             hook(atexit.register, _finish)
@@ -1057,14 +946,9 @@ def _at_exit() -> None:
 
 
 def _finish() -> None:
-    """The first exit handler: where a verification found a difference, end the process.
+    """Where a verification found a difference, run the other exit handlers, then end.
 
-    The other exit handlers run first, once each and in their order (the report
-    among them); then the open files are flushed, and :func:`os._exit` ends the
-    process with status 1, skipping the rest of the interpreter's end (objects'
-    ``__del__``). Where there is no difference, it leaves the exit as it is.
-    (It may not run the others and return: from Python 3.14 on, they would then
-    run a second time.)
+    It may not run them and return: from Python 3.14 on, they would run again.
     """
     if not _failed():
         return
@@ -1083,40 +967,22 @@ def _report() -> None:
         if verification.rows or _in_main_process():
             print(f"{variable} (process {os.getpid()}): {verification}", file=sys.stderr)
     if not _ending and _failed():
-        # After _finish looked (a later exit handler's call), or without it: the exit
-        # handlers registered before the library's materialization do not run.
         _end()
 
 
 def _failed() -> bool:
-    """Whether a verification found a difference that should fail this process.
-
-    Not where the program ended with an uncaught exception (its status is not 0
-    then: it keeps it), nor in a worker process (multiprocessing: it keeps its
-    own; its report says what it found).
-    """
+    """Whether a difference should fail this process: in the main one, where the program
+    did not end with an uncaught exception (it keeps its own status then)."""
     return (
         any(not verification.ok for verification, _ in _reported)
         and _in_main_process()
-        and not _program_failed()
+        and getattr(sys, "last_exc", None) is None
+        and getattr(sys, "last_value", None) is None
     )
 
 
 def _end() -> None:
-    """End the process with status 1, its open files flushed."""
-    _flush_files()
-    os._exit(_FAILED)
-
-
-def _program_failed() -> bool:
-    """Whether the program ended with an uncaught exception (its status is not 0 then)."""
-    return (
-        getattr(sys, "last_exc", None) is not None or getattr(sys, "last_value", None) is not None
-    )
-
-
-def _flush_files() -> None:
-    """Flush every open file, as the interpreter's end would (:func:`os._exit` does not)."""
+    """End the process with status 1, after flushing every open file (``os._exit`` does not)."""
     import gc
     import io
 
@@ -1131,6 +997,7 @@ def _flush_files() -> None:
             stream.flush()
         except Exception:
             continue
+    os._exit(1)  # as `coheriq verify` does
 
 
 def _in_main_process() -> bool:
