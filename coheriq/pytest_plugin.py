@@ -1,56 +1,31 @@
-"""coheriq's pytest plugin: run a suite on any engine, per engine, or in isolation.
+"""coheriq's pytest plugin: run a library's suite on any engine, per engine, or in isolation.
 
-Installed with coheriq (entry point ``pytest11``) and inert until used. One
-workflow: a library's own CI runs its suite as it is, and its marked tests run
-on every installed engine; an engine's author runs the same suite with
-``--coheriq-engine`` and gets their engine only.
+Installed with coheriq (entry point ``pytest11``) and inert until used; :doc:`testing`
+is its guide.
 
 ``--coheriq-engine=DOMAIN:ENGINE`` (repeatable), or ``COHERIQ_TEST_ENGINES="a:x,b:y"``
-    Enables the engine for the whole run, before any test is collected, exactly
-    as :func:`coheriq.enable_engine` would, and runs the domain's
-    ``coheriq_engines`` cases on that engine only: the cases of its other
-    engines (the reference included) are deselected, and a line after
-    "collected" says so. ``DOMAIN:gpu,compiled`` is an ordered choice: the first
-    of them that starts here (in the environment variable,
-    ``"a:gpu,compiled,b:y"``: a name without ``DOMAIN:`` continues the list
-    before it). A domain that is not registered yet is imported first (the
-    module a package advertises for it, else the module of its name). Any
-    problem stops the run at start-up with one message; a domain that does not
-    exist gets the domains that do, and the closest of them. The report header
-    says which engine each domain runs on, and what an ordered choice passed
-    over.
+    Enables the engine before any test is collected, as :func:`coheriq.enable_engine`
+    would (importing the domain's library first), and deselects the domain's
+    ``coheriq_engines`` cases of other engines. ``DOMAIN:gpu,compiled`` is an ordered
+    choice; a library accelerated from the outside may be named alone. Any problem
+    stops the run at start-up with one message.
 
-``--coheriq-verify=DOMAIN:ENGINE`` or ``DOMAIN:ENGINE:AGAINST`` (repeatable)
-    As ``--coheriq-engine=DOMAIN:ENGINE``, and each test runs inside
-    :func:`coheriq.verify`: every call of the domain's candidates on ENGINE is
-    also run on AGAINST (the reference by default) and compared. A test during
-    which the two disagreed fails, with the mismatches; the report ends with the
-    verification's table.
+``--coheriq-verify=DOMAIN:ENGINE[:AGAINST]`` (repeatable)
+    As ``--coheriq-engine``, and each test runs inside :func:`coheriq.verify` against
+    AGAINST (the reference by default): a test during which they disagreed fails.
 
 ``@pytest.mark.coheriq_engines("mylib")``
-    Runs the test once per available engine of the domain and once on the
-    reference, each inside :class:`coheriq.using_engine`, with ids such as
-    ``test_x[reference]`` and ``test_x[fast]`` (with ``--coheriq-engine``, on the
-    chosen engine only). The test may take the fixture ``coheriq_engine`` to
-    learn which engine it runs on. An engine that fails to load fails its own
-    case only; one that loads but cannot start on this machine (its ``__init__``
-    raised: no GPU, no cluster) skips its case, with the reason.
+    Runs the test once per engine of the domain, the reference included, each inside
+    :class:`coheriq.using_engine` (ids ``test_x[reference]``, ``test_x[fast]``). An
+    engine that fails to load fails its case; one that cannot start here skips it.
 
 ``@pytest.mark.coheriq_xfail("mylib", "fast", reason="...")``
-    Marks the test as expected to fail when it runs on that engine (scoped or
-    global) of the domain, and only then. ``engine`` may be a list of names.
-    Where no domain of that name exists when the test runs (the library is not
-    imported, or another library's suite shares the plugin), the marker does
-    nothing, so a plugin can add it by test id to a suite it does not own.
+    Expects the test to fail where it runs on that engine (or list of engines) of the
+    domain; where no such domain exists, the marker does nothing.
 
-``coheriq_isolated`` (fixture)
-    Runs the test in a clean coheriq world (see :func:`coheriq.testing.isolated`).
-
-The report header names every domain known at start-up and its engine, and
-each domain that installed packages advertise, not imported yet, whose
-variable is set: ``<PREFIX>_ENGINE`` where the advertised module's source
-creates the domain with ``env_prefix="PREFIX"`` (read, never run), else the
-usual ``<NAME>_ENGINE``.
+Each domain gets a line saying its engine and how it was chosen: in the report
+header where it exists at start-up, after "collected" where the test modules
+created it, at the end where a test did.
 """
 
 from __future__ import annotations
@@ -95,6 +70,7 @@ VERIFY_OPTION = "--coheriq-verify"
 _chosen = pytest.StashKey[dict[str, tuple[str, str]]]()
 # domain -> how many of its coheriq_engines cases, made for other engines, were deselected
 _deselected = pytest.StashKey[dict[str, int]]()
+_reported = pytest.StashKey[set[str]]()  # the domains whose line the run has written
 _failed_to_start = pytest.StashKey[bool]()
 _verifications = pytest.StashKey[list["Verification"]]()  # the coheriq.verify objects of the run
 # (domain, candidate, engine, reason) -> calls declined in the run (see may_decline).
@@ -123,12 +99,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Accelerate the libraries named that never adopted coheriq, before conftests import them.
+    """Accelerate from the outside the declared libraries named, before conftests import them.
 
-    A library that no domain stands for yet, and that installed packages declare
-    (see :func:`coheriq.accelerate`), is accelerated from the outside now: its
-    modules are marked as its own suite's conftest files and tests import them.
-    The engine itself is enabled in :func:`pytest_configure`, as for any library.
+    Their engines are enabled in :func:`pytest_configure`, as any library's.
     """
     given = getattr(early_config.known_args_namespace, "coheriq_engine", None) or []
     verified = getattr(early_config.known_args_namespace, "coheriq_verify", None) or []
@@ -233,18 +206,19 @@ def _marked_only(text: str) -> bool:
 
 
 def _parse(text: str, source: str) -> tuple[str, str, str]:
-    domain, sep, engine = text.strip().partition(":")
-    if not sep and domain.strip():
+    """``DOMAIN:ENGINE`` -> (domain, engine, source)."""
+    domain, sep, engine = (part.strip() for part in text.partition(":"))
+    if not sep and domain:
         raise pytest.UsageError(
             f"{source}: {text!r} names no engine, and no installed package declares library "
-            f"{domain.strip()!r} (a library accelerated from the outside may be named alone: "
-            f"marked, no engine chosen). Write DOMAIN:ENGINE, for example {domain.strip()}:fast."
+            f"{domain!r} (a library accelerated from the outside may be named alone: "
+            f"marked, no engine chosen). Write DOMAIN:ENGINE, for example {domain}:fast."
         )
-    if not sep or not domain.strip() or not engine.strip():
+    if not domain or not engine:
         raise pytest.UsageError(
             f"{source}: {text!r} is not DOMAIN:ENGINE; write for example mylib:fast."
         )
-    return domain.strip(), engine.strip(), source
+    return domain, engine, source
 
 
 def _enable(domain: str, engine: str, source: str) -> str:
@@ -317,204 +291,80 @@ def _undeclared(library: str) -> str:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    chosen = config.stash.get(_chosen, {})
-    domains = all_domains()
-    shown: list[tuple[str, str]] = []  # (domain, engine) for each engine the header names
-    lines = [_header_of(domain, chosen, shown) for domain in domains]
-    header = ["coheriq: " + "; ".join(lines)] if lines else []
-    later = _named_before_import({domain.name for domain in domains}, shown)
-    return header + later + _stated(shown)
+    return _report_domains(config, "before the run")
 
 
-def _stated(shown: list[tuple[str, str]]) -> list[str]:
-    """A line for each engine shown that states what it is, read without importing it.
+def _report_domains(config: pytest.Config, when: str) -> list[str]:
+    """A line for each domain registered since the last report, and for the engines it names.
 
-    Only engines named in the header are looked up, so that a run on the
-    reference reads no package metadata.
+    Empty under ``-q``, as pytest's header is. ``when``: when an engine chosen
+    otherwise than by the option or the domain's variable was chosen.
     """
+    if config.get_verbosity() < 0:
+        return []
+    reported = config.stash.setdefault(_reported, set())
+    new = [domain for domain in all_domains() if domain.name not in reported]
+    reported.update(domain.name for domain in new)
+    chosen = config.stash.get(_chosen, {})
+    lines, named = [], []
+    for domain in new:
+        line, engines = _domain_line(domain, chosen, when)
+        lines.append(f"coheriq: {line}")
+        named += [(domain.name, engine) for engine in engines]
+    return lines + _stated(named)
+
+
+def _domain_line(
+    domain: AccelerationDomain, chosen: dict[str, tuple[str, str]], when: str
+) -> tuple[str, list[str]]:
+    """``mylib on 'fast' (how it was chosen)``, and the engines the line names."""
+    settled = domain.choice.settled
+    engine = settled.engine if settled else None  # None: not chosen yet
+    variable = domain.env_var
+    value = os.environ.get(variable, "").strip() if variable else ""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    tried = f"; tried {describe_tried(settled.tried)}" if settled and settled.tried else ""
+    after = ""
+    if domain.name in chosen:
+        how = OPTION
+    elif engine is not None and engine not in names:
+        how = f"chosen {when}"
+    elif names:
+        how = f"{variable}={value}"
+        after = (
+            f"; its coheriq_engines cases still run on every engine "
+            f"({OPTION}={domain.name}:{','.join(names)} runs them on it only)"
+        )
+        if engine is None:
+            after = ", chosen at its first call" + after
+    else:
+        engine, how = REFERENCE, "at first use"
+    if engine is not None:
+        names = [engine]
+    on = ", ".join(map(repr, names))
+    if len(names) > 1:
+        on = f"the first of {on} that starts here"
+    # Declared candidates of modules the tests import later (or never: then the
+    # run did not test them on any engine).
+    later = len(domain.not_imported)
+    waiting = f", {later} candidates not imported yet" if later else ""
+    return f"{domain.name} on {on} ({how}{tried}){waiting}{after}", names
+
+
+def _stated(named: list[tuple[str, str]]) -> list[str]:
+    """A line for each engine named that states what it is (read without importing it)."""
     lines, read = [], {}
-    for domain, engine in shown:
+    for domain, engine in named:
         if engine == REFERENCE:
             continue
         if domain not in read:
             read[domain] = engine_statements(domain)
         statement = read[domain].get(engine)
         if statement is None or statement.problem is not None or not statement.description:
-            continue  # states nothing the header could show
+            continue  # states nothing the line could show
         needs = f" Needs {statement.needs}." if statement.needs else ""
         lines.append(f"coheriq: engine {engine!r} of {domain}: {statement.description}{needs}")
     return lines
-
-
-def _header_of(
-    domain: AccelerationDomain, chosen: dict[str, tuple[str, str]], shown: list[tuple[str, str]]
-) -> str:
-    """``mylib on 'fast' (how it was chosen)``, for a registered domain; adds to ``shown``."""
-    engine = domain.scopes.active_engine()  # None: not chosen yet
-    settled = domain.choice.settled
-    tried = f"; tried {describe_tried(settled.tried)}" if settled and settled.tried else ""
-    if domain.name in chosen:
-        how = f"{OPTION}{tried}"
-    elif engine is not None:
-        how = "chosen before the run"
-    else:
-        variable = domain.env_var
-        value = os.environ.get(variable, "").strip() if variable else ""
-        engine = value or REFERENCE
-        how = f"{variable}={value}" if value else "at first use"
-    shown += [(domain.name, e.strip()) for e in (engine or "").split(",") if e.strip()]
-    later = domain.not_imported
-    # Declared candidates of modules the tests import later (or never: then
-    # the run did not test them on any engine).
-    waiting = f", {len(later)} candidates not imported yet" if later else ""
-    return f"{domain.name} on {engine!r} ({how}){waiting}"
-
-
-def _named_before_import(imported: set[str], shown: list[tuple[str, str]]) -> list[str]:
-    """Header lines for advertised domains, not imported yet, whose variable names engines.
-
-    The header is written before collection, so a library that only its test
-    modules import is not imported yet, and its domain, which knows its variable,
-    does not exist. The plugin does not import the library to find out: it is
-    active in every pytest run where coheriq is installed, and importing a
-    library (and what it imports: NumPy, JAX) before the tests, to print a
-    header, would slow down and change other projects' runs (import order,
-    warnings, coverage). It reads the source of the module the package
-    advertises instead, without running it: where that module creates the
-    domain with a literal ``env_prefix`` (``AccelerationDomain("mylib",
-    env_prefix="ML")``), that is its variable (``ML_ENGINE``), and where it
-    creates the domain without one, the domain has none. Otherwise (the domain
-    is created elsewhere, or its prefix is computed) the line assumes the
-    conventional variable ``<NAME>_ENGINE`` and says so.
-    """
-    # Package metadata is read only when such a variable is set at all, so that the
-    # plugin costs nothing where it is not used.
-    named = {
-        key: value.strip()
-        for key, value in os.environ.items()
-        if key.endswith("_ENGINE") and value.strip()
-    }
-    if not named:
-        return []
-    lines = []
-    for name, ep in sorted(discovery.advertised_domains().items()):
-        if name in imported:
-            continue
-        module = discovery.module_of(ep)
-        found, prefix = _env_prefix_in_source(module, name)
-        if found and prefix is None:
-            continue  # the library's domain has no variable
-        variable = f"{prefix}_ENGINE" if found else f"{name.upper()}_ENGINE"
-        value = named.get(variable)
-        if value and variable.isidentifier():
-            said = f"its variable (env_prefix={prefix!r} in module {module})" if found else ""
-            lines.append(_variable_line(name, variable, value, said))
-            shown += [(name, engine.strip()) for engine in value.split(",") if engine.strip()]
-    return lines
-
-
-def _variable_line(name: str, variable: str, value: str, said: str = "") -> str:
-    """The header's line for ``variable``; ``said``: how it is known to be the domain's."""
-    names = [engine.strip() for engine in value.split(",") if engine.strip()]
-    which = ", ".join(repr(engine) for engine in names)  # in the order of preference
-    if len(names) > 1:
-        which += " (the first that starts here)"
-    chosen = (
-        f"{variable}={value}, {said}, names {which}, chosen at its first call"
-        if said
-        else f"{variable}={value} names {which}, chosen at its first call if {variable} is "
-        "its variable"
-    )
-    return (
-        f"coheriq: {name} not imported yet; {chosen}; its coheriq_engines cases still run on "
-        f"every engine ({OPTION}={name}:{','.join(names)} runs them on it only)"
-    )
-
-
-_MAX_SOURCE = 1 << 20  # a module that creates a domain is not larger; a larger one is not read
-
-
-def _env_prefix_in_source(module: str, domain: str) -> tuple[bool, str | None]:
-    """``(found, env_prefix)``: how ``module``'s source creates domain ``domain``; runs nothing.
-
-    ``found`` is true where the source has a call ``AccelerationDomain(NAME, ...)``
-    (``coheriq.AccelerationDomain`` too) whose name is ``domain`` (a string, or
-    ``__name__`` where that is the module's) and whose ``env_prefix`` is absent,
-    ``None`` or a string; ``env_prefix`` is then that string, or ``None``.
-    Otherwise (no such call, a name or prefix that is computed, a module that
-    cannot be found or read) it is ``(False, None)``: the source does not say.
-    """
-    import ast
-
-    source = _source_of(module)
-    if source is None:
-        return False, None
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False, None
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and _names_domain_class(node.func)):
-            continue
-        given = {k.arg: k.value for k in node.keywords if k.arg is not None}
-        first = node.args[0] if node.args else given.get("name")
-        if isinstance(first, ast.Name) and first.id == "__name__":
-            made = module
-        elif isinstance(first, ast.Constant) and isinstance(first.value, str):
-            made = first.value
-        else:
-            continue
-        if made != domain:
-            continue
-        prefix = given.get("env_prefix")
-        if prefix is None:
-            return True, None
-        if isinstance(prefix, ast.Constant) and (
-            prefix.value is None or isinstance(prefix.value, str)
-        ):
-            return True, prefix.value
-        return False, None  # computed: the source does not say
-    return False, None
-
-
-def _names_domain_class(func: object) -> bool:
-    """Whether a call's function is ``AccelerationDomain`` or ``something.AccelerationDomain``."""
-    import ast
-
-    if isinstance(func, ast.Name):
-        return func.id == "AccelerationDomain"
-    return isinstance(func, ast.Attribute) and func.attr == "AccelerationDomain"
-
-
-def _source_of(module: str) -> bytes | None:
-    """The source of ``module``, found as the import system finds it, never imported.
-
-    Only the top-level name is given to ``importlib.util.find_spec`` (which
-    imports the parents of a dotted name); each further part is looked up in
-    its parent's search locations. ``None`` where it is not a Python source file.
-    """
-    import importlib.machinery
-    import importlib.util
-
-    parts = module.split(".")
-    try:
-        spec = importlib.util.find_spec(parts[0])
-        for depth in range(1, len(parts)):
-            if spec is None or not spec.submodule_search_locations:
-                return None
-            inside = list(spec.submodule_search_locations)
-            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]), inside)
-    except Exception:  # a finder that fails, a name that is no module's: the source cannot say
-        return None
-    origin = spec.origin if spec is not None and spec.has_location else None
-    if not origin or not origin.endswith(".py") or not os.path.isfile(origin):
-        return None
-    try:
-        with open(origin, "rb") as file:
-            data = file.read(_MAX_SOURCE + 1)
-    except OSError:
-        return None
-    return None if len(data) > _MAX_SOURCE else data  # ast reads its coding cookie
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -547,12 +397,7 @@ def _case(item: pytest.Item) -> tuple[str, str] | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the coheriq_engines cases of engines other than the one the run chose.
-
-    An engine's author runs a library's suite to test their engine: the cases of
-    other teams' engines (installed, maybe broken, maybe unable to start here)
-    would only add failures and skips that are not theirs.
-    """
+    """Deselect the coheriq_engines cases of engines other than the one the run chose."""
     chosen = config.stash.get(_chosen, {})
     if not chosen:
         return
@@ -571,9 +416,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
-    """After "collected ...": why some coheriq_engines cases were deselected."""
+    """After "collected ...": the domains the test modules created, and what was deselected."""
     chosen = config.stash.get(_chosen, {})
-    lines = []
+    lines = _report_domains(config, "before the run")
     for domain, count in config.stash.get(_deselected, {}).items():
         engine, source = chosen[domain]
         lines.append(
@@ -648,6 +493,11 @@ def _mismatch_state(verification: Verification) -> tuple[int, set[int]]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    created = _report_domains(config, "during the run")  # by the tests, as they ran
+    if created:
+        terminalreporter.write_sep("-", "coheriq domains")
+        for line in created:
+            terminalreporter.write_line(line)
     for verification in config.stash.get(_verifications, []):
         terminalreporter.write_sep("-", "coheriq verification")
         terminalreporter.write_line(str(verification))
@@ -707,13 +557,14 @@ def pytest_runtest_setup_xfail(item: pytest.Item) -> None:
     # A second pytest_runtest_setup (pytest reads only names starting with "pytest_"),
     # trylast: it runs after the fixtures are set up, inside the case's engine scope.
     for marker in item.iter_markers("coheriq_xfail"):
-        domain, engines = _xfail_target(item, marker)
+        name, engines = _xfail_target(item, marker)
         names = {engines} if isinstance(engines, str) else set(engines)
-        if domain not in {d.name for d in all_domains()}:
+        domain = next((d for d in all_domains() if d.name == name), None)
+        if domain is None:
             continue  # nothing of that domain can run here
-        running = lookup_domain(domain).scopes.active_engine()
+        running = domain.scopes.active_engine()
         if running is None:  # as the test's first call would, make the global choice
-            running = lookup_domain(domain).choice.settle().engine
+            running = domain.choice.settle().engine
         if running in names:
             reason = marker.kwargs.get("reason", "") or f"known to fail on {running!r}"
             # Without strict=, the project's xfail_strict setting decides, as for xfail.

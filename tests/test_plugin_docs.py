@@ -42,7 +42,7 @@ def test_the_engine_authors_run_says_what_it_ran_and_left_out(pytester, monkeypa
     assert result.ret == 0, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(
         [
-            documented("coheriq: ragbatch on 'numpy'"),
+            documented("coheriq: ragbatch on 'numpy' (--coheriq-engine)"),
             documented("coheriq: engine 'numpy' of ragbatch"),  # from its statement
             documented("coheriq: deselected"),
         ]
@@ -62,10 +62,15 @@ def test_a_mistyped_domain_is_one_message_with_the_domains_that_exist(pytester, 
     result.stderr.fnmatch_lines([pattern])
 
 
-def test_the_header_says_what_the_librarys_variable_names(pytester, monkeypatch):
+def test_the_run_says_what_the_librarys_variable_names(pytester, monkeypatch):
     monkeypatch.delenv("COHERIQ_TEST_ENGINES", raising=False)
     monkeypatch.setenv("RAGBATCH_ENGINE", "numpy")
     pytester.makepyfile(test_numpy="def test_it():\n    import ragbatch\n")
     result = pytest_in_child(pytester)
     assert result.ret == 0, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines([documented("coheriq: ragbatch not imported yet")])
+    result.stdout.fnmatch_lines(
+        [
+            documented("coheriq: ragbatch on 'numpy' (RAGBATCH_ENGINE=numpy)"),
+            documented("coheriq: engine 'numpy' of ragbatch"),
+        ]
+    )

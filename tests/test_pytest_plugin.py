@@ -309,7 +309,8 @@ def test_the_cases_of_another_domain_still_run_on_every_engine(project):
     assert "deselected" not in result.stdout.str()
 
 
-# The header, for a library that only the tests import (not imported when it is written).
+# The line of each domain: in the header, after collection, or at the end of the run,
+# where the domain is first there; the plugin never imports a library to write it.
 
 IMPORTED_BY_THE_TEST_ONLY = """
     import sys
@@ -320,8 +321,10 @@ IMPORTED_BY_THE_TEST_ONLY = """
         assert plugdom.which() == "gpu"
 """
 
+IMPORTED_BY_THE_TEST_MODULE = "import plugdom\n\ndef test_nothing():\n    pass\n"
 
-def test_header_says_what_the_domains_variable_names_before_the_library_is_imported(
+
+def test_the_run_says_what_the_domains_variable_chose_for_a_library_a_test_imports(
     project, monkeypatch
 ):
     advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
@@ -330,18 +333,15 @@ def test_header_says_what_the_domains_variable_names_before_the_library_is_impor
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "coheriq: plugdom not imported yet; PLUGDOM_ENGINE=gpu, its variable "
-            "(env_prefix='PLUGDOM' in module plugdom), names 'gpu', chosen at its first call; "
-            "its coheriq_engines cases still run on every engine (--coheriq-engine=plugdom:gpu "
-            "runs them on it only)"
+            "*- coheriq domains -*",
+            "coheriq: plugdom on 'gpu' (PLUGDOM_ENGINE=gpu); its coheriq_engines cases still "
+            "run on every engine (--coheriq-engine=plugdom:gpu runs them on it only)",
         ]
     )
 
 
 @pytest.mark.parametrize("create", ['"plugdom", env_prefix="PD"', '__name__, env_prefix="PD"'])
-def test_header_reads_a_variable_of_another_prefix_from_the_librarys_source(
-    project, monkeypatch, create
-):
+def test_the_line_names_the_domains_own_variable(project, monkeypatch, create):
     # The library's variable is PD_ENGINE, not the conventional PLUGDOM_ENGINE.
     project.makepyfile(plugdom=LIBRARY.replace('"plugdom", env_prefix="PLUGDOM"', create))
     advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
@@ -350,9 +350,8 @@ def test_header_reads_a_variable_of_another_prefix_from_the_librarys_source(
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "coheriq: plugdom not imported yet; PD_ENGINE=gpu, its variable (env_prefix='PD' "
-            "in module plugdom), names 'gpu', chosen at its first call; its coheriq_engines "
-            "cases still run on every engine (--coheriq-engine=plugdom:gpu runs them on it only)"
+            "coheriq: plugdom on 'gpu' (PD_ENGINE=gpu); its coheriq_engines cases still run on "
+            "every engine (--coheriq-engine=plugdom:gpu runs them on it only)"
         ]
     )
 
@@ -361,36 +360,65 @@ def test_header_reads_a_variable_of_another_prefix_from_the_librarys_source(
     ("create", "said"),
     [
         # No env_prefix: the library has no variable, and PLUGDOM_ENGINE is not it.
-        ('"plugdom"', None),
-        # A prefix the source does not spell out: the conventional variable, assumed.
+        ('"plugdom"', "coheriq: plugdom on 'reference' (at first use)"),
+        # A prefix computed as the library runs: the domain knows it.
         (
             '"plugdom", env_prefix="PLUG" + "DOM"',
-            "coheriq: plugdom not imported yet; PLUGDOM_ENGINE=gpu names 'gpu', chosen at its "
-            "first call if PLUGDOM_ENGINE is its variable; *",
+            "coheriq: plugdom on 'gpu' (PLUGDOM_ENGINE=gpu), chosen at its first call; its "
+            "coheriq_engines cases still run on every engine (--coheriq-engine=plugdom:gpu "
+            "runs them on it only)",
         ),
     ],
 )
-def test_header_says_only_what_the_librarys_source_supports(project, monkeypatch, create, said):
+def test_the_line_after_collection_says_what_the_domains_variable_names(
+    project, monkeypatch, create, said
+):
     project.makepyfile(plugdom=LIBRARY.replace('"plugdom", env_prefix="PLUGDOM"', create))
     advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
     monkeypatch.setenv("PLUGDOM_ENGINE", "gpu")
-    result = run(project, "def test_nothing():\n    pass\n")
+    result = run(project, IMPORTED_BY_THE_TEST_MODULE)
     result.assert_outcomes(passed=1)
-    if said is None:
-        assert "not imported yet" not in result.stdout.str()
-    else:
-        result.stdout.fnmatch_lines([said])
+    result.stdout.fnmatch_lines(["collected 1 item", said, "test_it.py .*"])
+    assert result.stdout.str().count("coheriq: ") == 1
 
 
-def test_header_keeps_the_order_of_an_ordered_choice_in_the_variable(project, monkeypatch):
-    advertise(project, "plugdom", "coheriq.domains", "plugdom", "plugdom")
+def test_the_line_keeps_the_order_of_an_ordered_choice_in_the_variable(project, monkeypatch):
     monkeypatch.setenv("PLUGDOM_ENGINE", "tpu, gpu")
-    result = run(project, "def test_nothing():\n    pass\n")
+    result = run(project, IMPORTED_BY_THE_TEST_MODULE)
     result.stdout.fnmatch_lines(
-        ["coheriq: plugdom *=tpu, gpu, its variable *, names 'tpu', 'gpu' (the first that "
-         "starts here), *"
+        ["coheriq: plugdom on the first of 'tpu', 'gpu' that starts here (PLUGDOM_ENGINE=tpu, "
+         "gpu), chosen at its first call; its coheriq_engines cases still run on every engine "
          "(--coheriq-engine=plugdom:tpu,gpu runs them on it only)"]
     )  # fmt: skip
+
+
+def test_each_domain_gets_one_line_where_it_is_first_there(project):
+    project.makeconftest("import plugdom")  # in the header
+    project.makepyfile(otherdom=LIBRARY.replace('"plugdom"', '"otherdom"'))
+    source = """
+        import coheriq, otherdom
+
+        def test_makes_a_third():
+            import thirddom
+            coheriq.enable_engine("thirddom", "fast")
+    """
+    project.makepyfile(thirddom=LIBRARY.replace('"plugdom"', '"thirddom"'))
+    result = run(project, source)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "coheriq: plugdom on 'reference' (at first use)",
+            "collected 1 item",
+            "coheriq: otherdom on 'reference' (at first use)",
+            "test_it.py .*",
+            "*- coheriq domains -*",
+            "coheriq: thirddom on 'fast' (chosen during the run)",
+        ]
+    )
+    assert result.stdout.str().count("coheriq: ") == 3
+    quiet = run(project, source, "-q")
+    quiet.assert_outcomes(passed=1)
+    assert "coheriq" not in quiet.stdout.str()
 
 
 def test_no_header_for_a_variable_of_a_domain_no_package_advertises(project, monkeypatch):
