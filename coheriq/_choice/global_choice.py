@@ -13,6 +13,7 @@ else the reference. Blocks
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .._engines.meta import EngineMeta
+    from .._engines.start import EngineStart
     from .state import DomainState
 
 
@@ -157,6 +159,10 @@ class GlobalChoice:
         self.state = state
         self.settled: Settlement | None = None
         self.unsettled = Unsettled(state)
+        # The start of the engine that is to be the choice, while it runs: a first call
+        # in another thread, which would make the choice, waits for it instead (it must
+        # not choose the reference while enable_engine starts a slow engine).
+        self.choosing: EngineStart | None = None
         # Where set (a library accelerated from the outside, which cannot be changed
         # to stop calling its candidates at import): whether the library is being
         # imported now. A call meanwhile runs the reference and chooses nothing.
@@ -177,7 +183,7 @@ class GlobalChoice:
         if settled is not None:
             return settled
         state = self.state
-        if state.engines.await_choice():  # another thread is starting the program's choice
+        if self._await_choosing():  # another thread is starting the program's choice
             return self.settle(action)
         reference = state.engines.require_reference(action)
         choice = state.copies.choice
@@ -195,6 +201,43 @@ class GlobalChoice:
             return self.settle_on(cls, reason, tried=tried, then=after_chosen(names, tried))
         cls = state.engines.engine_class(value, named_by=named_by)
         return self.settle_on(cls, f"environment variable {variable}={value!r}")
+
+    def start_for_choice(self, cls: EngineMeta) -> Mapping[str, Any]:
+        """Start ``cls``, which is to be the choice, while first calls in other threads wait."""
+        record = self._begin_choosing(cls)
+        try:
+            members: Mapping[str, Any] = self.state.engines.members_of(cls)
+        finally:
+            self._end_choosing(record)
+        return members
+
+    def _begin_choosing(self, cls: EngineMeta) -> EngineStart | None:
+        """Record this thread's start of ``cls`` as the choice's; None where one is recorded."""
+        start: EngineStart = self.state.engines.start_record(cls)
+        with self.state.lock:
+            if self.choosing is not None:
+                return None
+            self.choosing = start
+        return start
+
+    def _end_choosing(self, record: EngineStart | None) -> None:
+        """End what :meth:`_begin_choosing` recorded, once the choice is stored."""
+        if record is not None:
+            with self.state.lock:
+                self.choosing = None
+            record.finish()
+
+    def _await_choosing(self) -> bool:
+        """Wait while another thread starts the engine that is to be the choice; whether it did.
+
+        Raises:
+            CoheriqEngineError: That start waits for this thread (see EngineStart.wait).
+        """
+        start = self.choosing
+        if start is None or start.thread == _thread.get_ident():
+            return False
+        start.wait()
+        return True
 
     def member(self, name: str) -> Any:
         """What a call of candidate ``name`` runs under the global choice, made now if need be.
@@ -234,9 +277,9 @@ class GlobalChoice:
         choice = copies.choice
         if choice is not None and not inherited and choice.engine != engine:
             return choice  # type: ignore[no-any-return]
-        # While the engine starts, first calls in other threads wait, until the
-        # choice is stored (see Engines.begin_choice).
-        record = state.engines.begin_choice(cls)
+        # While the engine starts, first calls in other threads wait until the choice
+        # is stored.
+        record = self._begin_choosing(cls)
         try:
             members = state.engines.members_of(cls, then)  # starts the engine, holding no lock
             with state.lock:
@@ -256,7 +299,7 @@ class GlobalChoice:
                     copies.choice = settled
                 state.scopes.refresh_dispatch()
         finally:
-            state.engines.end_choice(record)
+            self._end_choosing(record)
         log(
             INFO,
             "domain %r runs on engine %r (%s), chosen at %s%s",

@@ -93,7 +93,7 @@ def first_that_starts(
     engine says "I cannot run here": no device, no cluster). The reference
     always starts. ``for_choice``: the engine chosen becomes the global choice,
     and first calls in other threads wait for each start (see
-    :meth:`~coheriq._engines.registry.Engines.start_for_choice`).
+    :meth:`~coheriq._choice.global_choice.GlobalChoice.start_for_choice`).
 
     Returns:
         The engine class chosen, and what was tried (see :data:`Tried`).
@@ -109,7 +109,7 @@ def first_that_starts(
             cls = engine if not isinstance(engine, str) else registry.engine_class(engine)
             # Start it: an engine that cannot run here says so now.
             if for_choice:
-                registry.start_for_choice(cls)
+                registry.state.choice.start_for_choice(cls)
             else:
                 registry.members_of(cls)
         except CoheriqEngineNotFoundError:

@@ -26,7 +26,6 @@ import sys
 # spares a module at start-up.
 from _contextvars import ContextVar
 
-from .._choice.blocks import Scope, Starting
 from .._names import REFERENCE, check_name, is_engine_name
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
 from ..exceptions import (
@@ -38,11 +37,10 @@ from ..exceptions import (
     CoheriqEngineStartError,
     CoheriqTypeError,
     did_you_mean,
-    ended,
     listing,
 )
-from .meta import EngineMeta, refusal
-from .start import EngineStart
+from .meta import EngineMeta
+from .start import EngineStart, instantiate, runs_no_code
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -83,11 +81,6 @@ def _defined_again(existing: type) -> bool:
     )
 
 
-def _runs_no_code(cls: type) -> bool:
-    """Whether instantiating ``cls`` runs no code of its own (no ``__init__``/``__new__``)."""
-    return cls.__init__ is object.__init__ and cls.__new__ is object.__new__  # type: ignore[misc,comparison-overlap]
-
-
 class Engines:
     """The engine classes of one copy of a domain, and the one instance of each.
 
@@ -116,9 +109,6 @@ class Engines:
         self._then: dict[tuple[EngineMeta, tuple[Any, ...]], dict[str, Any]] = {}
         self._started: dict[EngineMeta, Any] = {}  # the instance of each
         self._starting: dict[EngineMeta, EngineStart] = {}  # engines whose __init__ runs now
-        # The start of the engine that is to be the global choice, while it runs:
-        # a first call made meanwhile waits for it (see start_for_choice).
-        self._choosing: EngineStart | None = None
 
     def require_reference(
         self, action: str, error: type[CoheriqDomainError] = CoheriqDomainError
@@ -440,16 +430,14 @@ class Engines:
                     return members
                 start = self._starting.get(cls)
                 if start is None:
-                    reference = self.require_reference("start an engine")
-                    start = EngineStart(cls, reference, self.state.name)
-                    self._starting[cls] = start
+                    start = self._starting[cls] = self.start_record(cls)
                     break  # this thread starts the engine
             if start.thread == _thread.get_ident():
-                if _runs_no_code(cls):
+                if runs_no_code(cls):
                     # A start that runs no code of the engine's (the reference) was
                     # interrupted in this thread (a signal handler, a __del__):
                     # another instance harms nothing.
-                    return self._members_from(cls, self._start(cls))
+                    return self._members_from(cls, instantiate(self.state, cls))
                 raise CoheriqEngineError(
                     f"Engine {cls.__coheriq_name__!r} of domain {self.state.name!r} was asked "
                     "for from its own __init__ (through using_engine, enable_engine or "
@@ -458,7 +446,7 @@ class Engines:
                 )
             start.wait()
         try:
-            instance = self._start(cls)
+            instance = instantiate(self.state, cls)
             with lock:  # so that no candidate published meanwhile is missed
                 members = self._instances[cls] = self._members_from(cls, instance)
                 self._started[cls] = instance
@@ -468,95 +456,14 @@ class Engines:
             start.finish()
         return members
 
-    def start_for_choice(self, cls: EngineMeta) -> Mapping[str, Any]:
-        """:meth:`members_of` for an engine that is to be the global choice (see begin_choice)."""
-        record = self.begin_choice(cls)
-        try:
-            return self.members_of(cls)
-        finally:
-            self.end_choice(record)
-
-    def begin_choice(self, cls: EngineMeta) -> EngineStart | None:
-        """Record that this thread is choosing ``cls`` as the global engine; see end_choice.
-
-        Until :meth:`end_choice`, a first call of a candidate in another thread,
-        which would make the choice, waits instead (:meth:`await_choice`): it
-        must not choose the reference while ``enable_engine`` starts an engine
-        that takes long to set up. Returns the record, or None where another
-        thread's choice is recorded already.
-        """
-        start = EngineStart(cls, self.require_reference("start an engine"), self.state.name)
-        with self.state.lock:
-            if self._choosing is not None:
-                return None
-            self._choosing = start
-        return start
-
-    def end_choice(self, record: EngineStart | None) -> None:
-        """End what :meth:`begin_choice` recorded: the threads waiting for it go on.
-
-        Call it once the choice is stored, so that they find it.
-        """
-        if record is not None:
-            with self.state.lock:
-                self._choosing = None
-            record.finish()
-
-    def await_choice(self) -> bool:
-        """Wait while another thread starts an engine to be the global choice.
-
-        Returns whether it waited (the choice may be made now).
-
-        Raises:
-            CoheriqEngineError: That start waits for this thread (a warm-up
-                thread the engine's ``__init__`` set going and waits for).
-        """
-        start = self._choosing
-        if start is None or start.thread == _thread.get_ident():
-            return False
-        start.wait()
-        return True
+    def start_record(self, cls: EngineMeta) -> EngineStart:
+        """A record of a start of ``cls`` by this thread, which other threads can wait on."""
+        return EngineStart(cls, self.require_reference("start an engine"), self.state.name)
 
     def starting_here(self, cls: EngineMeta) -> bool:
         """Whether this thread is starting ``cls`` now (its ``__init__`` runs)."""
         start = self._starting.get(cls)
         return start is not None and start.thread == _thread.get_ident()
-
-    def _start(self, cls: EngineMeta) -> Any:
-        """Instantiate ``cls`` and return the instance (see :meth:`members_of`).
-
-        The ``__init__`` runs inside a block of its own engine whose members
-        refuse to be called: a call into the domain from there says what to do,
-        and never makes the global choice.
-        """
-        engine = cls.__coheriq_name__ or REFERENCE
-        # Refused by a candidate marked after the engine was defined (rare: looked
-        # up only where some class of the engine's holds a refusal).
-        if any("__coheriq_refused__" in vars(klass) for klass in cls.__mro__):
-            refused = refusal(cls)
-            if refused is not None:
-                raise CoheriqEngineStartError(refused)
-        if _runs_no_code(cls):  # the reference, or an engine without state
-            return cls()
-        scopes = self.state.scopes
-        around = scopes.live()
-        starting = Scope(engine, {}, around, self.state)
-        starting.members = Starting(self.state, engine, around)
-        scopes.open(starting)
-        try:
-            instance = cls()
-        except Exception as exc:
-            raise CoheriqEngineStartError(
-                f"Engine {engine!r} of domain {self.state.name!r} failed to start: its "
-                f"__init__ raised {type(exc).__name__}: {ended(exc)} Nothing was changed; fix "
-                "the engine's set-up or choose another engine."
-            ) from exc
-        finally:
-            # exit, not only close: a task or context copied during the start (an
-            # asyncio task created by __init__) then falls through to the context
-            # around the start instead of finding the start for ever.
-            scopes.exit(starting)
-        return instance
 
     def _members_then(self, cls: EngineMeta, then: tuple[Any, ...]) -> Mapping[str, Any]:
         """:meth:`members_of` ``cls``, whose declining calls go on to the engines ``then``."""
@@ -693,4 +600,4 @@ class Engines:
     def reinit_in_child(self) -> None:
         """In a forked child: forget the starts that threads of the parent had in flight."""
         self._starting.clear()
-        self._choosing = None
+        self.state.choice.choosing = None

@@ -29,18 +29,66 @@ from __future__ import annotations
 import _thread
 import sys
 
+from .._choice.blocks import Scope, Starting
+from .._names import REFERENCE
 from .._stdlib import TYPE_CHECKING
-from ..exceptions import CoheriqEngineError
+from ..exceptions import CoheriqEngineError, CoheriqEngineStartError, ended
+from .meta import refusal
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from types import CodeType, FrameType
     from typing import Any
 
-__all__ = ["POLL_SECONDS", "EngineStart"]
+    from .._choice.state import DomainState
+
+__all__ = ["POLL_SECONDS", "EngineStart", "instantiate", "runs_no_code"]
 
 POLL_SECONDS = 0.05
 """How often a thread waiting for a start looks whether the start waits for it."""
+
+
+def runs_no_code(cls: type) -> bool:
+    """Whether instantiating ``cls`` runs no code of its own (no ``__init__``/``__new__``)."""
+    return cls.__init__ is object.__init__ and cls.__new__ is object.__new__  # type: ignore[misc,comparison-overlap]
+
+
+def instantiate(state: DomainState, cls: Any) -> Any:
+    """Make the one instance of engine class ``cls`` of the domain whose state is ``state``.
+
+    Its ``__init__`` runs inside a block of its own engine whose members refuse to
+    be called (:class:`~coheriq._choice.blocks.Starting`): a call into the domain
+    from there says what to do, and never makes the global choice.
+
+    Raises:
+        CoheriqEngineStartError: The engine is refused, or its ``__init__`` raised.
+    """
+    engine = cls.__coheriq_name__ or REFERENCE
+    # Refused by a candidate marked after the engine was defined (rare: looked up only
+    # where some class of the engine's holds a refusal).
+    if any("__coheriq_refused__" in vars(klass) for klass in cls.__mro__):
+        refused = refusal(cls)
+        if refused is not None:
+            raise CoheriqEngineStartError(refused)
+    if runs_no_code(cls):  # the reference, or an engine without state
+        return cls()
+    scopes = state.scopes
+    around = scopes.live()
+    starting = Scope(engine, {}, around, state)
+    starting.members = Starting(state, engine, around)
+    scopes.open(starting)
+    try:
+        return cls()
+    except Exception as exc:
+        raise CoheriqEngineStartError(
+            f"Engine {engine!r} of domain {state.name!r} failed to start: its __init__ raised "
+            f"{type(exc).__name__}: {ended(exc)} Nothing was changed; fix the engine's "
+            "set-up or choose another engine."
+        ) from exc
+    finally:
+        # exit, not only close: a task or context copied during the start (an asyncio
+        # task its __init__ created) then falls through to the context around it.
+        scopes.exit(starting)
 
 
 class EngineStart:
