@@ -119,9 +119,9 @@ def with_targets(rows: list[Row]) -> list[Row]:
     return rows
 
 
-def build_domain() -> tuple[coheriq.AccelerationDomain, dict[str, Any]]:
+def build_domain(name: str = "bench") -> tuple[coheriq.AccelerationDomain, dict[str, Any]]:
     """A domain with f(x) and Box(x), and an engine "fast" implementing both."""
-    domain = coheriq.AccelerationDomain("bench")
+    domain = coheriq.AccelerationDomain(name)
 
     @domain.acceleration_candidate
     def f(x):
@@ -243,6 +243,17 @@ def bench_dispatch(plan: Plan) -> list[Row]:
     )
     with coheriq.using_engine(domain, "fast"):
         rows.append(ratio_row("call inside using_engine", paired("f(1)", "impl(1)", names, plan)))
+    # A domain whose global engine is not chosen yet: its calls outside blocks would
+    # choose it; a block's calls run the block's engine, as once it is chosen.
+    unchosen, unchosen_names = build_domain("bench_unchosen")
+    with coheriq.using_engine(unchosen, "fast"):
+        rows.append(
+            ratio_row(
+                "call inside using_engine, no global choice yet",
+                paired("f(1)", "impl(1)", unchosen_names, plan),
+            )
+        )
+    assert unchosen.choice.settled is None, "the benchmark chose the global engine"
     with coheriq.using_engine(domain, coheriq.REFERENCE):
         rows.append(
             ratio_row(

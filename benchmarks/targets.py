@@ -58,6 +58,7 @@ RULES: dict[str, float | tuple[str, float]] = {
     "construct a subclass of a candidate": (CLASS_FLOOR, 1.2),
     "isinstance(1, class candidate), false": 3.0,
     "call inside using_engine": (CALL_FLOOR, 1.4),
+    "call inside using_engine, no global choice yet": (CALL_FLOOR, 1.4),
     "call inside using_engine, reference": (CALL_FLOOR, 1.4),
     "enter and leave the only using_engine": 5.0,
     "enter and leave a nested using_engine": 3.0,

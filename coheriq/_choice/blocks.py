@@ -296,6 +296,11 @@ class Scopes:
         The finder is set before the flag, so that a proxy that sees the flag
         finds the right finder.
         """
+        self.refresh_finder()
+        self.refresh_looking()
+
+    def refresh_finder(self) -> None:
+        """Give the proxies the finder of what a call runs in its context (see here())."""
         state, variable = self.state, self.variable
         if self._watching is not None or state.copies.made != 1:
             state.switchboard.set_current(self._watching or self.here)
@@ -303,7 +308,6 @@ class Scopes:
             state.switchboard.set_current(variable.get, variable)
         else:  # as here() finds it, with no frame of coheriq's in a block
             state.switchboard.set_current(partial(variable.get, state.choice.unsettled))
-        self.refresh_looking()
 
     def refresh_looking(self) -> None:
         """Say whether proxies must look at the context: all a block opening changes.
