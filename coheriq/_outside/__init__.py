@@ -1,9 +1,6 @@
-"""Accelerating a library that never adopted coheriq, from the outside.
+"""Accelerating a library that never adopted coheriq, from the outside (see docs/outside.rst).
 
-``declarations`` reads what installed packages declare of a library, without
-importing; ``adapter`` makes the library's domain from it and marks its modules;
-``finder`` marks them as they are imported, reusing their real loaders;
-``activation`` turns it on (``coheriq.accelerate``, ``COHERIQ_ACCELERATE``, the
-start-up ``.pth`` file). ``python -m coheriq run`` (:mod:`coheriq.cli`) runs a
-program with it on.
+``declarations`` reads what packages declare of it, without importing; ``adapter`` makes
+its domain and marks its modules; ``finder`` marks them as they are imported; ``activation``
+and ``startup`` turn it on (``coheriq.accelerate``, ``COHERIQ_ACCELERATE``, the ``.pth`` file).
 """

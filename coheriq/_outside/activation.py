@@ -1,19 +1,8 @@
 """Turning on the acceleration of a library that never adopted coheriq.
 
-``coheriq.accelerate("statistics", "numpy")`` (or ``python -m coheriq run
---engine statistics:numpy ...``, or ``COHERIQ_ACCELERATE=statistics:numpy``)
-reads the installed packages' declarations of the library, puts the finder
-first on :data:`sys.meta_path` (see :mod:`coheriq._outside.finder`), and marks
-the declared modules imported already in place. The engine is chosen as for any
-library: by the domain's environment variable, ``<PREFIX>_ENGINE``, at the
-first call (or at once, where the library is imported already).
-
-Both variables are set in :data:`os.environ`, so that child processes (a
-multiprocessing pool, a dask worker, a subprocess) accelerate the library too:
-an installed ``coheriq-accelerate.pth`` file runs :mod:`coheriq._outside.startup`
-when an interpreter starts, which calls :func:`from_environment` when the first
-library ``COHERIQ_ACCELERATE`` names is imported, and costs an interpreter whose
-environment does not have it one dictionary lookup.
+:func:`accelerate` reads the library's declarations, installs the finder and marks its
+modules imported already; the library and its engine are named in :data:`os.environ`
+(``COHERIQ_ACCELERATE``, ``<PREFIX>_ENGINE``) so that child processes accelerate it too.
 """
 
 from __future__ import annotations
@@ -48,13 +37,11 @@ if TYPE_CHECKING:
     from .declarations import LibraryDeclaration
 
 __all__ = [
-    "ENV",
     "accelerate",
     "accelerate_if_declared",
     "adapter_of",
     "from_environment",
     "from_environment_unless_started",
-    "parse_environment",
     "said_at_start_up",
 ]
 
@@ -68,35 +55,32 @@ def accelerate(library: str, engine: str | None = None) -> AccelerationDomain | 
     """Accelerate ``library``, which never adopted coheriq, from the outside.
 
     The installed packages' declarations of the library (see
-    :mod:`coheriq._outside.declarations`) say which of its functions and classes
-    are candidates. Its modules imported from now on are marked as they run; those
-    imported already are marked in place (names other modules bound to their
-    objects before stay unmarked: :func:`coheriq.explain` lists them). Installed
-    files are never changed. With no engine chosen, the library behaves exactly as
-    before; blocks, ``explain``, ``profile`` and ``verify`` work as for a library
-    that adopted coheriq.
+    :mod:`coheriq._outside.declarations`) say which of its functions and classes are
+    candidates. Its modules imported from now on are marked as they run; those imported
+    already are marked in place (names other modules bound to their objects before stay
+    unmarked: :func:`coheriq.explain` lists them). Installed files are never changed. With
+    no engine chosen, the library behaves exactly as before; blocks, ``explain``,
+    ``profile`` and ``verify`` work as for a library that adopted coheriq.
 
     Args:
-        library: The library's top-level import name (``"statistics"``): the
-            name of its domain.
-        engine: The engine to run it on (an ordered list as ``"gpu, numpy"``
-            too), or None to choose none here. Set as the domain's environment
-            variable ``<PREFIX>_ENGINE``, so the choice is made at the first call,
-            as for any library, and child processes make it too; where the
-            library is imported already, it is enabled now.
+        library: The library's top-level import name (``"statistics"``): its domain's name.
+        engine: The engine to run it on (an ordered list as ``"gpu, numpy"`` too), or None
+            to choose none here. Set as the domain's environment variable
+            ``<PREFIX>_ENGINE``, so the choice is made at the first call, as for any
+            library, and child processes make it too; where the library is imported
+            already, it is enabled now.
 
     Returns:
-        The library's domain, where it is made already (the library is imported);
-        None until it is imported.
+        The library's domain, where it is made already (the library is imported); else None.
 
     Raises:
-        CoheriqDeclarationError: No installed package declares the library, a
-            declaration cannot be used, or a module imported already does not
-            define a name it declares (nothing is changed then).
-        CoheriqEngineNotFoundError: The library is not imported yet and no
-            installed package advertises ``engine`` for it.
-        CoheriqDomainError: The library marks its own candidates (it adopted
-            coheriq) and ``engine`` cannot be enabled for it.
+        CoheriqDeclarationError: No installed package declares the library, a declaration
+            cannot be used, or a module imported already does not define a name it declares
+            (nothing is changed then).
+        CoheriqEngineNotFoundError: The library is not imported yet and no installed package
+            advertises ``engine`` for it.
+        CoheriqDomainError: The library marks its own candidates (it adopted coheriq) and
+            ``engine`` cannot be enabled for it.
     """
     if not accelerate_if_declared(library, engine):
         raise CoheriqDeclarationError(
@@ -114,11 +98,7 @@ def accelerate(library: str, engine: str | None = None) -> AccelerationDomain | 
 def accelerate_if_declared(library: str, engine: str | None = None) -> bool:
     """:func:`accelerate` ``library`` if installed packages declare it; whether they do.
 
-    For the callers that also take libraries which adopted coheriq (the runner,
-    the pytest plugin, the command line): the declarations are read once.
-
-    Raises:
-        What :func:`accelerate` raises, but for an undeclared library.
+    Raises what :func:`accelerate` raises, but for an undeclared library.
     """
     check_name(library, "library name")
     with _lock:
@@ -138,35 +118,31 @@ def accelerate_if_declared(library: str, engine: str | None = None) -> bool:
 
 
 def _adapter_for(declaration: LibraryDeclaration) -> Adapter:
-    """A new adapter of the library ``declaration`` declares, watching its modules; those
-    imported already, marked."""
+    """A new adapter of ``declaration``'s library, watching its modules; those imported
+    already, checked (all before anything changes) and marked in place."""
     for problem in declaration.version_problems():
         warnings.warn(problem, CoheriqDeclarationWarning, stacklevel=4)
     adapter = Adapter(declaration)
     imported = [sys.modules[m] for m in declaration.modules if m in sys.modules]
-    for module in imported:  # all of them checked before anything is marked
+    for module in imported:
         adapter.check_defines(module)
     library = declaration.library
     installed_finder().watch(adapter)
     _adapters[library] = adapter
     top = sys.modules.get(library)
     if top is not None:  # imported already: the domain is made for the run that made it
-        adapter.make_domain(top)
+        adapter.make_domain(vars(top))
     for module in sorted(imported, key=lambda m: m.__name__.count(".")):
-        adapter.mark_in_place(module, imported_before=True)
+        adapter.mark_in_place(module.__name__, vars(module), imported_before=True)
     if top is not None and adapter.stepped_back is None:
         _warn_if_unreachable(adapter, top)
     return adapter
 
 
 def _warn_if_unreachable(adapter: Adapter, top: ModuleType) -> None:
-    """Warn where the library's top-level module, imported before, binds declared functions
-    and every one of them is still unmarked: the user reaches none of the candidates.
-
-    A package that re-exports its declared modules' names (``from .core import *``) bound
-    them before the call, and marking in place rebinds only the declared modules' own.
-    Classes are left out: each one left unmarked is warned of already.
-    """
+    """Warn where every declared function that ``top``, imported before, binds is unmarked
+    (it re-exports them): the user reaches no candidate. Unmarked classes are warned of
+    already."""
     library = adapter.declaration.library
     namespace = vars(top)
     declared = {name for names in adapter.declaration.modules.values() for name in names}
@@ -219,17 +195,16 @@ def adapter_of(library: str) -> Adapter | None:
 
 
 def from_environment() -> None:
-    """Accelerate what :data:`ENV` names (through the start-up file, :mod:`.startup`).
+    """Accelerate what :data:`ENV` names, once per process.
 
-    Never raises: an interpreter must start. What cannot be done is said on
-    standard error, once, with the reason. Runs once per process (``site`` may
-    read the ``.pth`` file twice, in a virtual environment).
+    Never raises (an interpreter must start): what cannot be done is said on
+    standard error, once, unless the runner's interpreter said it already.
     """
     global _started
     if _started:
         return
     _started = True
-    said = said_before()  # by the runner's interpreter, which this one replaced
+    said = said_before()
     for library, engine in parse_environment(os.environ.get(ENV, "")):
         try:
             accelerate(library, engine)
@@ -249,13 +224,7 @@ def said_at_start_up() -> list[str]:
 
 
 def from_environment_unless_started() -> None:
-    """:func:`from_environment`, where the start-up file did not run in this process.
-
-    ``import coheriq`` calls it where :data:`ENV` is set: Python ran without
-    ``site`` (``python -S``), or coheriq is imported from a source tree, or an
-    environment without its ``coheriq-accelerate.pth``. The libraries are
-    accelerated then, as :func:`accelerate` would late: those imported before are
-    marked in place.
-    """
+    """:func:`from_environment`, where the start-up file did not run in this process
+    (``python -S``, coheriq from a source tree): ``import coheriq`` calls it."""
     if not has_started():
         from_environment()

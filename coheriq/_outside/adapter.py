@@ -1,34 +1,9 @@
 """One library accelerated from the outside: its domain, made from its declaration, and its marking.
 
-An :class:`Adapter` does for an unmodified library what its own decorators do
-for a library that adopted coheriq, from the same machinery:
-
-* **The domain** is made as the library's top-level module is created (or at
-  activation, where it is imported already; or by its first declared module,
-  for a namespace package): named as the library, belonging to its top-level
-  module, with every declared candidate declared
-  (:meth:`~coheriq.AccelerationDomain.declare`) and the reference class made, so
-  engines can be checked and started before a module is imported.
-* **A module imported after activation is marked as it executes.** Where its
-  loader runs modules from source as the standard file loaders do, the import
-  system runs, in the module's own globals and through importlib's own frames,
-  the module's source compiled with a call after each statement that binds a
-  declared name (``def mean``, ``class NormalDist``, ``from _c import mean``):
-  the call binds the candidate instead, at that moment, as a decorator would
-  have done it (see :func:`marking_code`). Classes defined later in the module
-  subclass the marked class; aliases made later hold the candidate. A module run
-  with ``python -m`` runs the same code, and is marked too.
-* **A module imported before** (or one whose loader runs it its own way: a C
-  extension, Cython) is marked in place: each declared function of the module is
-  rebound to the candidate. A declared class is not: rebuilt, it would disown the
-  objects made before; it stays unmarked, with a warning. Names that other
-  modules bound to the unmarked objects before stay so; they are reported (the
-  domain's ``bound_before``, which :func:`coheriq.explain` shows), never rebound
-  behind their owner's back.
-
-A declaration that names what a module's code cannot define leaves that module
-unmarked, as if undeclared, with a :class:`~coheriq.CoheriqDeclarationWarning`.
-A library that requires coheriq marks its own candidates: its own marking wins.
+An :class:`Adapter` makes the library's domain as its top-level module is created, and
+marks each declared module: as its body binds the declared names, where its loader runs
+source as the standard loaders do (:meth:`Adapter.marking_code`); else, and for modules
+imported before, in place once it has run (classes then stay unmarked, with a warning).
 """
 
 from __future__ import annotations
@@ -50,10 +25,10 @@ if TYPE_CHECKING:
 
     from .declarations import LibraryDeclaration
 
-__all__ = ["Adapter", "marking_code", "runs_from_source"]
+__all__ = ["Adapter", "runs_from_source"]
 
-# Run in the library's top-level module's globals, with locals of its own (the
-# module's namespace gets no new name).
+# Run in the library's top-level module's globals (the domain belongs to that module, as
+# if its own body had made it), with locals of its own (its namespace gets no new name).
 _CREATE_DOMAIN = compile(
     "domain = AccelerationDomain(library, env_prefix=env_prefix)", "<coheriq adapter>", "exec"
 )
@@ -63,14 +38,13 @@ class Adapter:
     """The library that ``declaration`` declares, accelerated from the outside.
 
     Attributes:
-        declaration: What the installed packages declare of the library.
-        domain: Its domain, once made (see the module's doc); else None.
+        domain: Its domain, once made; else None.
         stepped_back: Why the adapter leaves the library alone (it marks its own
             candidates), as a sentence; else None.
         problems: A sentence for each module the declaration did not match
             (imported unmarked) and each candidate that could not be marked.
         created: The top-level module whose domain the finder made as it created
-            the module, until the module's body runs; else None.
+            the module, until the module's body runs (a later run is a reload).
     """
 
     def __init__(self, declaration: LibraryDeclaration) -> None:
@@ -79,7 +53,6 @@ class Adapter:
         self.stepped_back: str | None = None
         self.problems: list[str] = []
         self._copies: Any = None  # the registry's copies of the domain this adapter made
-        # A later run of the top-level module's body is a reload: the domain is made again.
         self.created: ModuleType | None = None
         self._unmatched: set[str] = set()  # modules whose code cannot define what is declared
         self._lock = _thread.RLock()
@@ -88,23 +61,10 @@ class Adapter:
         state = "stepped back" if self.stepped_back else ("made" if self.domain else "waiting")
         return f"<Adapter of library {self.declaration.library!r}: domain {state}>"
 
-    # -- the domain --------------------------------------------------------------------
-
-    def make_domain(self, top: ModuleType) -> None:
-        """Make the library's domain for this run of its top-level module ``top``.
-
-        See :meth:`make_domain_in`.
-        """
-        self.make_domain_in(vars(top))
-
-    def make_domain_in(self, top: dict[str, Any]) -> None:
-        """Make the library's domain for this run of its top-level module, in its globals ``top``.
-
-        As a library that adopted coheriq makes its domain when its top module
-        runs, so each run of it (a reload, a fresh import in a test suite) makes a
-        new copy of the domain (see :mod:`coheriq._library.registry`), with the
-        declared candidates declared and the reference class made.
-        """
+    def make_domain(self, top: dict[str, Any]) -> None:
+        """Make the library's domain, its candidates declared, for this run of its top-level
+        module, whose globals are ``top``: each run (a reload, a fresh import) makes a new
+        copy of it, as for an adopted library (see :mod:`coheriq._library.registry`)."""
         library = self.declaration.library
         with self._lock:
             if self.stepped_back is not None:
@@ -119,8 +79,6 @@ class Adapter:
             if copies is not None and copies is not self._copies:
                 self._step_back(f"a domain named {library!r} exists already (the library's own)")
                 return
-            # Created by code that runs in the module's globals: the domain belongs to
-            # the library's module, as if its own body had created it.
             scratch: dict[str, Any] = {
                 "AccelerationDomain": AccelerationDomain,
                 "library": library,
@@ -128,8 +86,8 @@ class Adapter:
             }
             exec(_CREATE_DOMAIN, top, scratch)
             domain: AccelerationDomain = scratch["domain"]
-            # Ours from now on, even if what follows is interrupted (Ctrl-C): the
-            # next import carries it on (a retry) instead of taking it for the library's.
+            # Ours from now on, even if what follows is interrupted (Ctrl-C): the next
+            # import carries it on instead of taking it for the library's own.
             self._copies = registry.copies_of(library)
             self.domain = domain
             # The library's own calls at import choose nothing (see GlobalChoice.member).
@@ -145,24 +103,16 @@ class Adapter:
             domain.materialize()
 
     def domain_for(self) -> AccelerationDomain | None:
-        """The domain that marks the library's modules (None where the library marks its own).
-
-        The library's top-level module makes it as it is created (see
-        :class:`~coheriq._outside.finder.MarkingLoader`), before any other
-        thread can see the module, and again each time its body runs again; a
-        top-level namespace package has no loader of its own, and its first
-        declared module makes it.
-        """
+        """The domain that marks the library's modules (None where the library marks its own);
+        made here for a top-level namespace package, which has no loader to make it."""
         with self._lock:
             if self.domain is None and self.stepped_back is None:
-                self.make_domain(sys.modules[self.declaration.library])
+                self.make_domain(vars(sys.modules[self.declaration.library]))
             return self.domain if self.stepped_back is None else None
 
     def importing(self) -> bool:
-        """Whether this thread is running the body of one of the library's modules (importing it).
-
-        Another thread's import does not count: its calls are the program's.
-        """
+        """Whether this thread is running the body of one of the library's modules (importing
+        it); another thread's import does not count: its calls are the program's."""
         library, package = self.declaration.library, self.declaration.library + "."
         frame: Any = sys._getframe(1)
         while frame is not None:
@@ -182,29 +132,27 @@ class Adapter:
         )
         log(INFO, "%s", self.stepped_back)
 
-    # -- marking -----------------------------------------------------------------------
-
     def execute(self, module: ModuleType, loader: Any) -> None:
-        """Run ``module`` with ``loader``, which runs it its own way; then mark it in place.
-
-        For the loaders that do not run modules from source as the standard file
-        loaders do (a C extension's, a zip file's, one that compiles its own code);
-        the others run :func:`marking_code` instead.
-        """
+        """Run ``module`` with ``loader``, which runs it its own way; then mark it in place."""
+        _real_loaders(vars(module))
         if module.__name__ == self.declaration.library and self.created is not module:
-            self.make_domain(module)  # its body runs again: a reload
+            self.make_domain(vars(module))  # its body runs again: a reload
         self.created = None
         domain = self.domain_for()
         loader.exec_module(module)
         if domain is not None and module.__name__ in self.declaration.modules:
-            self.mark_in_place(module, imported_before=False)
+            self.mark_in_place(module.__name__, vars(module), imported_before=False)
 
     def marking_code(self, loader: Any, name: str) -> CodeType:
-        """The code that marks declared module ``name`` as it runs (see :func:`marking_code`).
+        """The code of declared module ``name``, which marks its declared names as they are bound.
 
-        ``loader`` runs modules from source as the standard file loaders do (see
-        :func:`runs_from_source`). A module that cannot define every name declared
-        for it runs unmarked, with a :class:`~coheriq.CoheriqDeclarationWarning`.
+        ``loader`` runs modules from source (see :func:`runs_from_source`): the source,
+        compiled as it compiles it, with a call after each statement that binds a declared
+        name in the module's scope (and around each walrus that binds one) that binds the
+        candidate in its place, where a decorator would have run; names bound another way
+        are marked when the body has run. The calls have no lines of their own, so a tracer
+        sees the lines it sees unmarked. A module that cannot define every name declared for
+        it runs unmarked, with a :class:`~coheriq.CoheriqDeclarationWarning`.
         """
         import ast
 
@@ -212,33 +160,23 @@ class Adapter:
         plain = loader.get_code(name)  # from its cache, usually: what the names are read from
         missing = [n for n in names if n not in _names_in(plain)] if names else []
         if missing:  # certainly not defined: the module runs as it is
-            self._not_matching(name, missing)
+            self._problem(self._mismatch(name, missing) + " The module is imported unmarked.")
         with self._lock:
             self._unmatched.discard(name)
             if missing:
                 self._unmatched.add(name)
             _MARKING[name] = self
         path = loader.get_filename(name)
-        # Compiled as SourceLoader.source_to_code compiles the source, into a tree first.
+        # Compiled as SourceLoader.source_to_code compiles it, into a tree first.
         tree = ast.parse(loader.get_data(path), path)
         marked = _with_hooks(tree, name, () if missing else names)
         code: CodeType = compile(marked, path, "exec", dont_inherit=True)
         return code
 
     def begin(self, name: str, namespace: dict[str, Any]) -> None:
-        """Declared module ``name`` starts to run in ``namespace``: make ready to mark it.
-
-        The module's ``__loader__`` and ``__spec__.loader`` are the real loader
-        again; a run of the library's top-level module that did not create it (a
-        reload) makes the domain again (see :meth:`make_domain`).
-        """
-        loader: Any = namespace.get("__loader__")
-        if getattr(type(loader), "_coheriq_marking", False):
-            namespace["__loader__"] = loader.loader
-        spec: Any = namespace.get("__spec__")
-        loader = getattr(spec, "loader", None)
-        if getattr(type(loader), "_coheriq_marking", False):
-            spec.loader = loader.loader
+        """Declared module ``name`` starts to run in ``namespace``: make ready to mark it, its
+        loaders the real one again (and the domain made again, for a reload of the top)."""
+        _real_loaders(namespace)
         as_main = namespace.get("__name__") != name
         if name == self.declaration.library:
             if as_main:  # python -m on the library's own top-level module
@@ -251,30 +189,18 @@ class Adapter:
                 return
             created, self.created = self.created, None
             if created is None or vars(created) is not namespace:
-                self.make_domain_in(namespace)  # its body runs again: a reload
+                self.make_domain(namespace)  # its body runs again: a reload
         domain = self.domain_for()
         names = {} if name in self._unmatched else self.declaration.modules.get(name, {})
         if domain is not None and names:
             _RUNS[id(namespace)] = _Run(self, domain, name)
 
-    def mark_in_place(self, module: ModuleType, *, imported_before: bool) -> None:
-        """Rebind each declared name of ``module`` (executed already) to its candidate.
-
-        With ``imported_before``, the names other modules bound to the unmarked
-        objects are recorded in the domain's ``bound_before``.
-
-        Raises:
-            CoheriqDeclarationError: With ``imported_before``, the module does not
-                define every name its declaration gives; nothing is changed.
-        """
-        if self.stepped_back is None and imported_before:
-            self.check_defines(module)
-        self._mark_namespace(module.__name__, vars(module), imported_before=imported_before)
-
-    def _mark_namespace(
+    def mark_in_place(
         self, module: str, namespace: dict[str, Any], *, imported_before: bool
     ) -> None:
-        """:meth:`mark_in_place` for declared module ``module``, run in ``namespace``."""
+        """Rebind each declared name of ``module``, whose body has run in ``namespace``, to its
+        candidate; with ``imported_before``, record where other modules bound the unmarked
+        objects (:meth:`check_defines` is called first then)."""
         domain = self.domain if self.stepped_back is None else None
         if domain is None:
             return
@@ -294,9 +220,7 @@ class Adapter:
             value = namespace[name]
             if candidate_of(value) is not None:
                 continue  # marked as it executed, or by the library itself
-            if isinstance(value, type):
-                # Marking rebuilds a class: objects made before, and classes derived
-                # before, would no longer be its own, and nothing can tell there are none.
+            if isinstance(value, type):  # rebuilt, it would disown what was made before
                 self._class_not_in_place(module, name, value, imported_before)
                 continue
             marked = self._mark_one(domain, module, name, value, run=None)
@@ -337,11 +261,9 @@ class Adapter:
     ) -> Any:
         """The candidate for ``value`` bound to declared ``name``; ``value`` where it cannot be.
 
-        A library's wrapper around a plain function (an object, neither function
-        nor class, with a ``__wrapped__``: NumPy's ``__array_function__``
-        dispatchers) is the candidate itself, the function it holds marked in
-        place (see :func:`~coheriq._call.proxy.mark_in_place`): everything the
-        library made keeps its identity, what a protocol hands on included.
+        A library's wrapper around a plain function (neither function nor class, with a
+        ``__wrapped__``: NumPy's dispatchers) stays, the candidate, its function marked in
+        place (see :func:`~coheriq._call.proxy.mark_in_place`), so that it keeps its identity.
         """
         if not callable(value) or candidate_of(value) is not None:
             return value  # a placeholder (name = None), or a candidate already
@@ -356,15 +278,8 @@ class Adapter:
             if why is None and name in domain.state.candidates:
                 why = "its module runs again, and the candidate stands for the first run's"
             if why is None:
-                try:
-                    mark_in_place(
-                        lambda copy: domain._mark_for(copy, name, module, run), function, value
-                    )
-                except CoheriqError as error:
-                    self._problem(
-                        f"{module}.{name} stays unmarked: {error} (declared by "
-                        f"{listing(self.declaration.sources)})"
-                    )
+                marker = lambda copy: domain._mark_for(copy, name, module, run)  # noqa: E731
+                self._marked(module, name, value, mark_in_place, marker, function, value)
                 return value
             self._problem(
                 f"{module}.{name} is a {type(value).__module__}.{type(value).__qualname__} "
@@ -377,8 +292,12 @@ class Adapter:
                 f"declaration of {self.declaration.library!r} unless its callers need no "
                 "such protocol."
             )
+        return self._marked(module, name, value, domain._mark_for, value, name, module, run)
+
+    def _marked(self, module: str, name: str, value: Any, mark: Any, *args: Any) -> Any:
+        """What ``mark(*args)`` returns; ``value``, with a problem said, where it raises."""
         try:
-            return domain._mark_for(value, name, module, run)
+            return mark(*args)
         except CoheriqError as error:
             self._problem(
                 f"{module}.{name} stays unmarked: {error} (declared by "
@@ -387,12 +306,8 @@ class Adapter:
             return value
 
     def _find_bound_before(self, originals: dict[str, Any]) -> None:
-        """Record where the unmarked objects of ``originals`` are bound still.
-
-        In the domain's state (``bound_before``), which :func:`coheriq.explain`
-        reports: calls through those names run the library's own code on every
-        engine, and coheriq never rebinds another module's names.
-        """
+        """Record in the domain's ``bound_before`` (:func:`coheriq.explain` lists it) where
+        other modules bind the unmarked objects of ``originals``: they are never rebound."""
         assert self.domain is not None
         bound_before = self.domain.state.bound_before
         by_id = {id(value): name for name, value in originals.items()}
@@ -406,16 +321,9 @@ class Adapter:
                     where = f"{holder_name}.{attribute}"
                     bound_before.setdefault(candidate, []).append(where)
 
-    def _not_matching(self, module: str, missing: list[str]) -> None:
-        self._problem(self._mismatch(module, missing) + " The module is imported unmarked.")
-
     def check_defines(self, module: ModuleType) -> None:
-        """Raise unless ``module`` (run already) defines every name declared for it.
-
-        Raises:
-            CoheriqDeclarationError: Names declared for it are missing; the message
-                names them, the module, the version and the declaration.
-        """
+        """Raise :class:`~coheriq.CoheriqDeclarationError` unless ``module`` (run already)
+        defines every name declared for it."""
         names = self.declaration.modules[module.__name__]
         missing = [name for name in names if name not in vars(module)]
         if missing:
@@ -450,24 +358,28 @@ def _names_in(code: CodeType) -> set[str]:
     return found
 
 
-def _unalias(namespace: dict[str, Any], name: str, function: Any, candidate: Any) -> None:
-    """A declared function bound again, to another, in the module's body: its aliases keep it.
+def _real_loaders(namespace: dict[str, Any]) -> None:
+    """Put the real loader back in a module's ``__loader__`` and ``__spec__.loader``."""
+    loader: Any = namespace.get("__loader__")
+    if getattr(type(loader), "_coheriq_marking", False):
+        namespace["__loader__"] = loader.loader
+    spec: Any = namespace.get("__spec__")
+    loader = getattr(spec, "loader", None)
+    if getattr(type(loader), "_coheriq_marking", False):
+        spec.loader = loader.loader
 
-    ``_py_mean = mean`` before ``from _speedups import mean`` is the library's own
-    pure-Python version, kept under another name: the candidate is the name's
-    last binding, and the alias goes back to the function it was bound to, as
-    without coheriq (marking redefines the one candidate's proxy). Bound again
-    to the same function, the name stays the same candidate (see :meth:`_Run.mark`).
-    """
+
+def _unalias(namespace: dict[str, Any], name: str, function: Any, candidate: Any) -> None:
+    """Declared ``name`` is bound again, to another function: the aliases of its candidate
+    (``_py_mean = mean`` before ``from _speedups import mean``) get back ``function``, as
+    without coheriq; the candidate is the name's last binding."""
     for other, value in list(namespace.items()):
         if value is candidate and other != name:
             namespace[other] = function
 
 
-# -- the code that marks a module as it runs ------------------------------------------------
-
-# Adapter of each declared module whose marking code was made; its runs now marking.
-_MARKING: dict[str, Adapter] = {}
+# The code that marks a module as it runs calls the functions below.
+_MARKING: dict[str, Adapter] = {}  # declared module -> the adapter that made its marking code
 _RUNS: dict[int, _Run] = {}  # id of the globals a declared module runs in -> its run
 
 
@@ -502,7 +414,7 @@ class _Run:
 
 
 def _begin(module: str) -> None:
-    """Called first by the marking code of declared ``module`` (see :func:`marking_code`)."""
+    """Called first by the marking code of declared ``module`` (:meth:`Adapter.marking_code`)."""
     _MARKING[module].begin(module, sys._getframe(1).f_globals)
 
 
@@ -517,11 +429,8 @@ def _bound(module: str, *names: str) -> None:
 
 
 def _bound_to(module: str, name: str, value: Any) -> Any:
-    """Called by the marking code of ``module`` where a walrus has bound declared ``name``.
-
-    Returns what the name holds then (the candidate), as the walrus's value: the
-    code that tests or passes it on sees what the name holds, as an alias would.
-    """
+    """Called by the marking code of ``module`` where a walrus has bound declared ``name``;
+    returns what the name holds then (the candidate), as the walrus's value."""
     namespace = sys._getframe(1).f_globals  # a comprehension's frame, too, has the module's
     run = _RUNS.get(id(namespace))
     if run is None or namespace.get(name) is not value:
@@ -535,16 +444,12 @@ def _end(module: str) -> None:
     namespace = sys._getframe(1).f_globals
     run = _RUNS.pop(id(namespace), None)
     if run is not None:  # bound another way (globals()[name] = ..., a global statement)
-        run.adapter._mark_namespace(module, namespace, imported_before=False)
+        run.adapter.mark_in_place(module, namespace, imported_before=False)
 
 
 def runs_from_source(loader: Any) -> bool:
-    """Whether ``loader`` runs modules as the standard file loaders do, from source.
-
-    That is ``SourceFileLoader`` and the subclasses that keep its ``exec_module``,
-    ``get_code`` and ``source_to_code``: each runs ``exec(compile(source),
-    module.__dict__)``, and :func:`marking_code` compiles the same source.
-    """
+    """Whether ``loader`` runs modules from source as ``SourceFileLoader`` does (its class
+    keeps that loader's ``exec_module``, ``get_code`` and ``source_to_code``)."""
     import _frozen_importlib_external as external
 
     kind = type(loader)
@@ -556,25 +461,8 @@ def runs_from_source(loader: Any) -> bool:
     )
 
 
-def marking_code(adapter: Adapter, loader: Any, name: str) -> CodeType:
-    """The code of declared module ``name``, which marks its declared names as they are bound.
-
-    ``loader`` runs modules from source (see :func:`runs_from_source`). The
-    module's source, compiled as its loader compiles it, with a call after each
-    statement that binds a declared name (in the module's scope, ``if`` and
-    ``try`` blocks included), and around each walrus that binds one, that binds
-    the candidate in its place: where a decorator would have run. The import
-    system runs it as it runs the loader's own code: in the module's globals,
-    through importlib's frames, which tracebacks and warnings leave out. Names
-    bound another way are marked when the body has run. Line numbers are the
-    source's; the calls have no lines of their own, so a tracer sees the lines
-    it sees unmarked.
-    """
-    return adapter.marking_code(loader, name)
-
-
 def _with_hooks(tree: ast.Module, module: str, names: Any) -> ast.Module:
-    """``tree`` with the calls of :func:`marking_code` (``_begin``, ``_bound``, ``_end``)."""
+    """``tree`` with the calls of the marking code (``_begin``, ``_bound``, ``_end``)."""
     import ast
 
     body = tree.body
@@ -594,12 +482,12 @@ def _with_hooks(tree: ast.Module, module: str, names: Any) -> ast.Module:
     return tree
 
 
-def _first_line(statement: ast.stmt | None) -> int | None:
+def _first_line(statement: ast.stmt | None) -> int:
     """The line of the first instruction ``statement`` runs (a decorator's, a value's line)."""
     import ast
 
     if statement is None:
-        return None
+        return -1
     try:  # the compiler knows, for this version: compiled alone, in a module of its own
         code = compile(ast.Module([statement], []), "<statement>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
@@ -610,42 +498,30 @@ def _first_line(statement: ast.stmt | None) -> int | None:
 def _end_each_path(block: list[Any], module: str) -> None:
     """End ``block``, the module's last, with the ``_end`` call, on each path that completes it.
 
-    Without a location of its own, the call has the location of what runs before
-    it, on each path; a ``try``'s handlers and the branches of an ``if`` end with
-    a call of their own (the compiler would jump back, from a handler, to one
-    shared call, which a tracer sees as its line run again).
+    Each branch of a final ``if`` and handler of a final ``try`` gets a call of its own: to
+    one shared call, without a location, the compiler would jump back, which a tracer sees.
     """
     import ast
 
     last = block[-1] if block else None
     if isinstance(last, ast.If):
-        _end_each_path(last.body, module)
-        last.orelse = last.orelse or [_hook("_end", (module,))]
-        _end_each_path(last.orelse, module)
-    elif isinstance(last, ast.Try) and not last.finalbody:  # (try* too, 3.11+)
-        for handler in last.handlers:
-            _end_each_path(handler.body, module)
-        last.orelse = last.orelse or [_hook("_end", (module,))]
-        _end_each_path(last.orelse, module)
-    elif not (last is not None and _is_end(last)):
+        branches = [last.body]
+    elif isinstance(last, ast.Try) and not last.finalbody:
+        branches = [handler.body for handler in last.handlers]
+    else:
         block.append(_hook("_end", (module,)))
-
-
-def _is_end(statement: ast.stmt) -> bool:
-    """Whether ``statement`` is the ``_end`` call of :func:`_end_each_path`."""
-    import ast
-
-    call = getattr(statement, "value", None)
-    function = getattr(call, "func", None)
-    return isinstance(statement, ast.Expr) and getattr(function, "attr", None) == "_end"
+        return
+    for branch in branches:
+        _end_each_path(branch, module)
+    if last.orelse:
+        _end_each_path(last.orelse, module)
+    else:
+        last.orelse = [_hook("_end", (module,))]
 
 
 def _marked_statements(body: list[ast.stmt], module: str, names: frozenset[str]) -> list[Any]:
-    """``body``, run in the module's scope, with a ``_bound`` call after each binding.
-
-    A walrus that binds a declared name (``if (mean := _mean):``) is marked where it
-    binds, in its expression (see :func:`_bound_to`).
-    """
+    """``body``, run in the module's scope, with a ``_bound`` call after each binding (and
+    each walrus that binds a declared name in a :func:`_bound_to` call)."""
     import ast
 
     marked: list[Any] = []
@@ -711,11 +587,8 @@ def _is_block(value: Any) -> bool:
 
 
 def _bound_by(node: Any) -> set[str]:
-    """The names ``node`` binds in the scope it runs in, but by a walrus (see :func:`_bound_to`).
-
-    Nested statements (blocks, or a definition's body), the bodies of lambdas, and
-    the targets of comprehensions bind in scopes of their own and are left out.
-    """
+    """The names ``node`` binds in the scope it runs in, but by a walrus (see :func:`_bound_to`);
+    not those of nested statements, lambdas' bodies and comprehensions' targets."""
     import ast
 
     if node is None:
@@ -743,8 +616,14 @@ def _bound_by(node: Any) -> set[str]:
     return found
 
 
-def _walruses_class() -> type:
-    """Made on first use: :mod:`ast` is imported only where a declared module is compiled."""
+def _Walruses(module: str, names: frozenset[str]) -> Any:  # noqa: N802 - a class, made late
+    """A transformer that marks, in a statement's expressions, each walrus binding ``names``.
+
+    The class is made on first use: :mod:`ast` is imported only where a module is compiled.
+    """
+    global _WALRUSES
+    if _WALRUSES is not None:
+        return _WALRUSES(module, names)
     import ast
 
     class Walruses(ast.NodeTransformer):
@@ -770,26 +649,17 @@ def _walruses_class() -> type:
             node.args = self.visit(node.args)  # its defaults run here; its body has its scope
             return node
 
-    return Walruses
-
-
-def _Walruses(module: str, names: frozenset[str]) -> Any:  # noqa: N802 - a class, made late
-    """A transformer that marks, in a statement's expressions, each walrus binding ``names``."""
-    global _WALRUSES
-    if _WALRUSES is None:
-        _WALRUSES = _walruses_class()
-    return _WALRUSES(module, names)
+    _WALRUSES = Walruses
+    return Walruses(module, names)
 
 
 _WALRUSES: type | None = None
 
 
-def _call(function: str, arguments: tuple[str, ...], *last: ast.expr) -> ast.expr:
-    """``__import__("coheriq._outside.adapter", None, None, "function").function(...)``.
-
-    Called with ``*arguments, *last``, without a location of its own (see
-    :func:`_hook`); ``last`` keeps its own.
-    """
+def _call(function: str, arguments: tuple[str, ...], *last: ast.expr, line: int = -1) -> ast.expr:
+    """``__import__("coheriq._outside.adapter", None, None, "function").function(*arguments,
+    *last)``, at ``line`` or, by default, at no location of its own (see :func:`_hook`);
+    ``last`` keeps its own."""
     import ast
 
     adapter = ast.Call(
@@ -805,29 +675,20 @@ def _call(function: str, arguments: tuple[str, ...], *last: ast.expr) -> ast.exp
     pending: list[Any] = [call]
     while pending:
         node = pending.pop()
-        node.lineno = node.end_lineno = -1  # no location: as the compiler's own code
-        node.col_offset = node.end_col_offset = -1
+        node.lineno = node.end_lineno = line
+        node.col_offset = node.end_col_offset = -1 if line == -1 else 0
         pending.extend(n for n in ast.iter_child_nodes(node) if all(n is not x for x in last))
     return call
 
 
-def _hook(function: str, arguments: tuple[str, ...], line: int | None = None) -> ast.stmt:
+def _hook(function: str, arguments: tuple[str, ...], line: int = -1) -> ast.stmt:
     """The statement ``__import__("coheriq._outside.adapter", ...).function(*arguments)``.
 
-    At ``line``; without it, at no location of its own: the compiler gives it
-    the location of what runs before it (of each path, where several lead to
-    it). No new line is traced.
-
-    Reached through ``__import__`` so that the module's namespace gets no new name.
+    At ``line``; by default at no location of its own, so that the compiler gives it the
+    location of what runs before it, and no new line is traced. Through ``__import__``, so
+    that the module's namespace gets no new name.
     """
     import ast
 
-    statement = ast.Expr(_call(function, arguments))
-    if line is not None:
-        for node in ast.walk(statement):
-            node.lineno = node.end_lineno = line  # type: ignore[attr-defined]
-            node.col_offset, node.end_col_offset = 0, 0  # type: ignore[attr-defined]
-    else:
-        statement.lineno = statement.end_lineno = -1
-        statement.col_offset = statement.end_col_offset = -1
-    return statement
+    call = _call(function, arguments, line=line)
+    return ast.copy_location(ast.Expr(call), call)

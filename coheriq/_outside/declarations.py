@@ -1,35 +1,9 @@
-"""What a package declares of a library that never adopted coheriq, read without importing.
+"""What installed packages declare of a library that never adopted coheriq, read without importing.
 
-Whoever publishes an engine for an unmodified library (or a user) ships a small
-JSON file, its *declaration*, and points to it from the entry-point group
-``coheriq.declarations.<library>``::
-
-    [project.entry-points."coheriq.declarations.statistics"]
-    numpy = "statistics_numpy:statistics.coheriq-declaration.json"
-
-The value is ``MODULE:FILE``, as for an engine's statement (see
-:mod:`coheriq.statements`). The file says which functions and classes of which
-modules are candidates, and which versions of the library it was written
-against::
-
-    {"coheriq_declaration": 1, "library": "statistics",
-     "distribution": null, "versions": ">=3.10",
-     "modules": {"statistics": {"functions": ["mean", "median"],
-                                "classes": ["NormalDist"]}}}
-
-``library`` is the library's top-level import name, and the name of the domain
-made from the declaration. ``distribution`` is the name it is installed under
-(``null`` for a module of the standard library: ``versions`` then speaks of
-Python's version). The engine is named by the variable ``<LIBRARY>_ENGINE``,
-the library's name in capitals: a declaration speaks for its own library only,
-so its ``env_prefix``, if given, can only spell that name out (any other prefix
-could be another library's, and choose an engine for a library the user never
-named).
-
-Several packages may each declare one library (two engines of it): the domain
-made for it has every candidate each declares. They must agree: a name declared
-in two modules, or as a function in one and a class in the other, is an error
-that names both.
+A declaration is a JSON file that a package names from the entry-point group
+``coheriq.declarations.<library>`` (``MODULE:FILE``, as for an engine's statement): which
+functions and classes of which of the library's modules are candidates, and which versions
+of the library it was written against. Its format is in :doc:`outside`.
 """
 
 from __future__ import annotations
@@ -65,9 +39,9 @@ _CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?\s*$
 class VersionRange:
     """The versions a declaration was written against: ``">=1.2,<2"`` (PEP 440 clauses).
 
-    Release numbers are compared (``1.2.3``); a pre-, post- or local-release
-    part of the installed version is left out, and ``==1.2.*`` matches the
-    releases that start with ``1.2``.
+    Release numbers are compared (``1.2.3``); a pre-, post- or local-release part of
+    the installed version is left out, and ``==1.2.*`` matches the releases that start
+    with ``1.2``. Text that is not such clauses raises :class:`ValueError`.
     """
 
     def __init__(self, text: str) -> None:
@@ -125,11 +99,11 @@ class LibraryDeclaration:
         library: The library's top-level import name, and its domain's name.
         modules: Module name -> {candidate name -> whether it is a class}.
         env_prefix: The prefix of the environment variable that names the engine.
-        distribution: The distribution the library is installed as, or None for
-            a module of the standard library.
+        distribution: The distribution the library is installed as, or None for a module
+            of the standard library.
         ranges: ``(source, versions)`` for each declaration that states versions.
-        sources: Where each declaration combined here came from, as sentences
-            name it (``"entry point numpy of coheriq.declarations.statistics
+        sources: Where each declaration combined here came from, as sentences name it
+            (``"entry point numpy of coheriq.declarations.statistics
             (statistics_numpy:statistics.coheriq-declaration.json)"``).
     """
 
@@ -188,10 +162,7 @@ class LibraryDeclaration:
 
     @cached_property
     def adopts_coheriq(self) -> bool:
-        """Whether the installed library requires coheriq itself, and so marks its own candidates.
-
-        Read from its metadata once (each run of the library's module asks).
-        """
+        """Whether the installed library requires coheriq, and so marks its own candidates."""
         if self.distribution is None:
             return False
         from importlib.metadata import PackageNotFoundError, requires
@@ -210,7 +181,7 @@ def parse_declaration(data: object, *, source: str) -> LibraryDeclaration:
 
     Raises:
         CoheriqDeclarationError: It is not a declaration of this format; the
-            message names ``source`` and what is wrong.
+            message names ``source`` (where it came from) and what is wrong.
     """
 
     def wrong(what: str) -> CoheriqDeclarationError:
@@ -248,8 +219,6 @@ def parse_declaration(data: object, *, source: str) -> LibraryDeclaration:
         modules[module] = _names_of(module, names, wrong)
     env_prefix = data.get("env_prefix")
     if env_prefix is not None and env_prefix != own_prefix(library):
-        # Another prefix could be another library's: accelerating this one would choose
-        # an engine for that one, here and in every child process.
         raise wrong(
             f'its "env_prefix" is {env_prefix!r}, but a declaration chooses engines only '
             f"for the library it declares, and the variables of library {library!r} start "
@@ -315,7 +284,7 @@ def combine(declarations: list[LibraryDeclaration]) -> LibraryDeclaration:
     """
     first = declarations[0]
     modules: dict[str, dict[str, bool]] = {}
-    where: dict[str, tuple[str, bool, str]] = {}  # name -> module, kind, source
+    where: dict[str, tuple[str, bool, str]] = {}  # name -> module, is a class, source
     for declaration in declarations:
         source = declaration.sources[0]
         if declaration.distribution != first.distribution:

@@ -1,28 +1,12 @@
-"""What ``COHERIQ_ACCELERATE`` does as an interpreter starts, for the price of a few file reads.
+"""What ``COHERIQ_ACCELERATE`` does as an interpreter starts (the start-up ``.pth`` file loads it).
 
-The start-up file ``coheriq-accelerate.pth`` loads this module on its own, without
-importing coheriq (tens of milliseconds, in every process and child process),
-and calls :func:`start` where the variable is set. :func:`start` checks what the
-variable names against the entry points of the distributions in
-:data:`sys.path`'s directories, read from their ``entry_points.txt`` directly,
-and puts a :class:`Deferred` finder first on :data:`sys.meta_path`: the libraries
-are accelerated (:func:`coheriq._outside.activation.from_environment`) when the
-first of them is imported, and a process that never imports them pays about a
-millisecond. A library that no entry point declares, or an engine that none
-advertises, is said on standard error at once.
-
-They are accelerated at once, as :func:`coheriq.accelerate` would, where
-waiting is not safe or the quick look cannot tell: a library imported already,
-or a name or an engine the entry points found here do not confirm (a package
-found otherwise than in a directory of :data:`sys.path`). A module of the
-standard library waits too: where coheriq imports it itself while accelerating,
-the import that triggered the acceleration is given that module (run once).
-
-Standard library only, and nothing of coheriq: this module is loaded on its own.
+Standard library only, loaded without importing coheriq: :func:`start` checks the
+names against the installed entry points and accelerates the libraries as the first
+of them is imported (:class:`Deferred`), or at once where waiting is unsafe or unconfirmed.
 """
 
-# No `from __future__ import annotations`: every module imported here is one more
-# in every process; the annotations of names imported for type checkers are quoted.
+# No `from __future__ import annotations`: every module imported here is one more in
+# every process; annotations of names imported for type checkers are quoted.
 import os
 import sys
 from _thread import RLock, get_ident
@@ -42,6 +26,7 @@ __all__ = [
     "has_started",
     "parse_environment",
     "said_before",
+    "spec_after",
     "start",
 ]
 
@@ -49,37 +34,39 @@ ENV = "COHERIQ_ACCELERATE"
 """The variable naming the libraries to accelerate: ``"statistics:numpy,cachetools"``."""
 
 SAID_ENV = "_COHERIQ_ACCELERATE_SAID"
-"""Set by ``python -m coheriq run`` for the program's interpreter, which it becomes: the
-libraries whose start-up message the runner's own interpreter said already (said once, as
-under ``python``). Taken out of the environment at start-up: the program never sees it."""
+"""The libraries whose start-up message ``python -m coheriq run``'s own interpreter said
+already (so the program's does not say it again); taken out of the environment at start-up."""
+
+# How long an import waits for another thread's acceleration: two named libraries imported
+# at once by two threads, where accelerating one imports the other, wait for each other in
+# a way the import system's deadlock detection cannot see (this lock is not one of its own).
+WAIT_SECONDS = 60.0
 
 _lock = RLock()  # held while accelerating
-_started = False  # start has run (site may read the .pth file twice)
-_activated = False  # the libraries are accelerated
-_deferred: "Deferred | None" = None  # on sys.meta_path until then
-_said: "set[str] | None" = None  # SAID_ENV's libraries, once read
+_started = False  # site may read the .pth file twice
+_activated = False
+_deferred: "Deferred | None" = None  # on sys.meta_path until activated
+_said: "set[str] | None" = None
 
 
 def parse_environment(value: str) -> list[tuple[str, str | None]]:
     """``"statistics:numpy,cachetools"`` -> ``[("statistics", "numpy"), ("cachetools", None)]``.
 
-    One engine per library here: an ordered list of engines goes in the
-    library's own variable (``STATISTICS_ENGINE="gpu, numpy"``).
+    One engine per library here; an ordered list goes in the library's own variable.
     """
     found: list[tuple[str, str | None]] = []
     for item in value.split(","):
         item = item.strip()
-        if not item:
-            continue
-        library, colon, engine = (part.strip() for part in item.partition(":"))
-        found.append((library, engine if colon and engine else None))
+        if item:
+            library, colon, engine = (part.strip() for part in item.partition(":"))
+            found.append((library, engine if colon and engine else None))
     return found
 
 
 def start() -> None:
     """Accelerate what :data:`ENV` names: when one of its libraries is imported, or now.
 
-    Never raises: an interpreter must start. Runs once per process.
+    Never raises (an interpreter must start); runs once per process.
     """
     global _started, _deferred
     if _started:
@@ -103,30 +90,20 @@ def has_started() -> bool:
 
 
 def said_before() -> "set[str]":
-    """The libraries whose start-up message the runner's interpreter said already
-    (:data:`SAID_ENV`, taken out of the environment the first time)."""
+    """The libraries :data:`SAID_ENV` names (taken out of the environment the first time)."""
     global _said
     if _said is None:
         _said = {name for name in os.environ.pop(SAID_ENV, "").split(",") if name}
     return _said
 
 
-# How long an import waits for another thread's acceleration before it fails, saying
-# why: two libraries the variable names, imported at once by two threads where
-# accelerating one imports the other, wait for each other in a way the import
-# system's deadlock detection cannot see (this lock is not one of its locks).
-WAIT_SECONDS = 60.0
-
-
 def activate(wait: bool = True) -> None:
-    """Accelerate what :data:`ENV` names now (once; what cannot be done is said on stderr).
+    """Accelerate what :data:`ENV` names now, once (what cannot be done is said on stderr).
 
-    Where another thread is accelerating them, waits until it is done; or, with
-    ``wait`` False, returns at once.
+    Waits for another thread accelerating them, or, with ``wait`` False, returns at once.
 
     Raises:
-        ImportError: Another thread's acceleration did not end within
-            :data:`WAIT_SECONDS` (it waits for this thread's import).
+        ImportError: That thread did not finish within :data:`WAIT_SECONDS`.
     """
     global _activated
     if not _lock.acquire(wait, WAIT_SECONDS if wait else -1):
@@ -145,31 +122,33 @@ def activate(wait: bool = True) -> None:
         _activated = True
         if _deferred is not None and _deferred in sys.meta_path:
             sys.meta_path.remove(_deferred)
-        # By name, as the start-up file did before this module: this module stands
-        # outside coheriq's layers (loaded on its own, it imports nothing of coheriq's),
-        # and activation imports it, for the variable's syntax.
+        # By name: this module stands outside coheriq's layers (activation imports it).
         __import__("coheriq._outside.activation", fromlist=["*"]).from_environment()
     finally:
         _lock.release()
 
 
+def spec_after(
+    finder: object, fullname: str, path: "Sequence[str] | None", target: "ModuleType | None"
+) -> "ModuleSpec | None":
+    """The spec the finders after ``finder`` on :data:`sys.meta_path` find (all, if not on it)."""
+    finders = list(sys.meta_path)
+    for other in finders[finders.index(finder) + 1 :] if finder in finders else finders:
+        find_spec = getattr(other, "find_spec", None)
+        spec: ModuleSpec | None = None if find_spec is None else find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
+
+
 class Deferred:
     """A meta path finder that accelerates the named libraries as the first of them is imported.
 
-    For any other module it answers ``None`` at once. For a module of a named
-    library it answers the spec the finders after it answer, with an
-    :class:`_Accelerating` loader around theirs: the libraries are accelerated
-    when the import system loads the module, not here. The import system calls
-    finders holding its global lock, which no other thread's import can do
-    without; it loads a module holding that module's lock only, which it can tell
-    a deadlock by. So another thread importing a module that accelerating imports
-    finishes, and accelerating waits for it.
-
-    Where coheriq itself is being imported in this thread, and imports the
-    module, it cannot accelerate then: the module is imported as without it, and
-    the libraries are accelerated at the next import once coheriq is imported
-    (the module is then marked in place, as a library imported before
-    :func:`coheriq.accelerate`).
+    For a module of a named library it gives the others' spec an :class:`_Accelerating`
+    loader: acceleration runs as the module is loaded, under that module's lock, not
+    under the import system's global lock that finders are called with. Where coheriq
+    itself is being imported in this thread, the module imports unaccelerated, and the
+    next import after it accelerates (marking that module in place).
     """
 
     def __init__(self, libraries: set[str]) -> None:
@@ -185,43 +164,29 @@ class Deferred:
         path: "Sequence[str] | None" = None,
         target: "ModuleType | None" = None,
     ) -> "ModuleSpec | None":
-        """None, or, for a module of a named library, its spec with an accelerating loader.
-
-        Imports nothing: the import system's global lock is held.
-        """
+        """None, or, for a module of a named library, its spec with an accelerating loader."""
         named = fullname.partition(".")[0] in self.libraries
         if not (named or self.waiting) or _activated:
             return None
         if _coheriq_importing():
             self.waiting = True
             return None
-        finders = list(sys.meta_path)
-        for finder in finders[finders.index(self) + 1 :] if self in finders else finders:
-            find_spec = getattr(finder, "find_spec", None)
-            spec: ModuleSpec | None = find_spec and find_spec(fullname, path, target)
-            if spec is None:
-                continue
-            if hasattr(spec.loader, "exec_module") and hasattr(spec.loader, "create_module"):
-                accelerating = _Accelerating(fullname, spec.loader, named, path, target)
-                spec.loader = accelerating  # type: ignore[assignment]  # a loader by protocol
-            return spec
-        return None
+        spec = spec_after(self, fullname, path, target)
+        loader = getattr(spec, "loader", None)
+        if spec is not None and hasattr(loader, "exec_module") and hasattr(loader, "create_module"):
+            spec.loader = _Accelerating(fullname, loader, named, path, target)  # type: ignore[assignment]
+        return spec
 
     def invalidate_caches(self) -> None:
-        """Nothing is cached here (:func:`importlib.invalidate_caches` asks every finder)."""
+        """Nothing is cached here."""
 
 
 class _Accelerating:
-    """The loader of a module imported while the libraries wait: accelerates them as it
-    creates the module, then loads the module as coheriq's finder says.
+    """The loader of a module imported while the libraries wait.
 
-    Its ``create_module`` (run under the module's own lock) accelerates, puts the
-    loader coheriq's finder gives the module (a marking loader) in the spec, in its
-    place, and returns what that loader creates. Where accelerating imported the
-    module itself (coheriq uses it), it returns that module, and loading it runs
-    nothing again. For a module of no named library (the next import after
-    coheriq's own), the real loader, once the libraries are accelerated (by this
-    thread, or being so by another).
+    Its ``create_module`` accelerates, then hands the module to the loader coheriq's
+    finder gives it (or, for a module of no named library, the real one); where
+    accelerating imported the module itself, that module is returned, run once.
     """
 
     def __init__(
@@ -238,7 +203,7 @@ class _Accelerating:
         self.path = path
         self.target = target
         self.found: Any = None  # the loader this one stands for, once accelerated
-        self.spec: ModuleSpec | None = None  # the spec it came with, if found again
+        self.spec: ModuleSpec | None = None  # the spec found again, if any
 
     def __repr__(self) -> str:
         return f"<coheriq loader accelerating before {self.loader!r}>"
@@ -250,54 +215,42 @@ class _Accelerating:
         return getattr(self.loader if self.found is None and not self.named else self._find(), name)
 
     def _find(self, spec: "ModuleSpec | None" = None) -> "Any":
-        """Accelerate (once), and the loader that loads the module from then on; ``spec``,
-        where its loader is this one, takes that loader and what comes with it."""
+        """Accelerate (once); the loader that loads the module from then on, put in ``spec``
+        (with what comes with it) where ``spec``'s loader is this one."""
         if self.found is None:
             there = self.name in sys.modules  # a reload
             activate(wait=self.named)
             module = sys.modules.get(self.name)
-            if module is not None and not there:
-                # Accelerating imported it (this thread holds its lock: no other did).
+            if module is not None and not there:  # accelerating imported it
                 self.found = _Imported(module)
             else:
-                self.found = self._found_again() if self.named else self.loader
+                if self.named:  # what coheriq's finder gives it now: a marking loader
+                    again = spec_after(None, self.name, self.path, self.target)
+                    if again is not None and again.loader is not None:
+                        self.spec = again
+                self.found = self.loader if self.spec is None else self.spec.loader
         if spec is not None and getattr(spec, "loader", None) is self:
             spec.loader = self.found
             if self.spec is not None:
-                for attribute in ("loader_state", "origin", "submodule_search_locations"):
+                for attribute in _SPEC_PARTS:
                     setattr(spec, attribute, getattr(self.spec, attribute))
-                spec.has_location = self.spec.has_location
-                spec.cached = self.spec.cached
         return self.found
 
-    def _found_again(self) -> "Any":
-        """The loader the finders give the module now (coheriq's: a marking one)."""
-        for finder in list(sys.meta_path):
-            find_spec = getattr(finder, "find_spec", None)
-            found = None if find_spec is None else find_spec(self.name, self.path, self.target)
-            if found is None:
-                continue
-            if found.loader is None:
-                break
-            self.spec = found
-            return found.loader
-        return self.loader
-
     def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
-        """Accelerate, then what the loader found then creates (the module already
-        imported, where accelerating imported it)."""
-        loader = self._find(spec)
-        create = getattr(loader, "create_module", None)
+        """Accelerate, then what the loader found creates."""
+        create = getattr(self._find(spec), "create_module", None)
         module: ModuleType | None = None if create is None else create(spec)
         return module
 
     def exec_module(self, module: "ModuleType") -> None:
-        """Run ``module`` with the loader found (where nothing created it here: a reload,
-        a lazy loader)."""
+        """Run ``module`` with the loader found (reached where nothing created it here)."""
         loader = self._find(getattr(module, "__spec__", None))
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = loader
         loader.exec_module(module)
+
+
+_SPEC_PARTS = ("loader_state", "origin", "submodule_search_locations", "has_location", "cached")
 
 
 class _Imported:
@@ -311,18 +264,17 @@ class _Imported:
         return self.module
 
     def exec_module(self, module: "ModuleType") -> None:
-        # The import system set the module's __spec__ to the one given it: its own again.
-        module.__spec__ = self.spec
+        module.__spec__ = self.spec  # the import system set it to the one given it
 
     def __getattr__(self, name: str) -> "Any":
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(getattr(self.spec, "loader", None), name)  # the module's own loader's
+        return getattr(getattr(self.spec, "loader", None), name)
 
 
 def _coheriq_importing() -> bool:
-    """Whether this thread is importing a module of coheriq (its body has not finished):
-    accelerating would import coheriq half made. Another thread's import is waited for."""
+    """Whether this thread is running the body of a module of coheriq (accelerating now
+    would use coheriq half made); another thread's import is waited for instead."""
     return any(
         getattr(getattr(module, "__spec__", None), "_initializing", False) and _importing(name)
         for name, module in list(sys.modules.items())
@@ -331,12 +283,8 @@ def _coheriq_importing() -> bool:
 
 
 def _importing(fullname: str) -> bool:
-    """Whether this thread is importing ``fullname`` (holds the import system's lock of
-    that module), rather than asking its spec (:func:`importlib.util.find_spec`).
-
-    True where the import system's private records cannot tell: an import is the case
-    this module's finder is called for.
-    """
+    """Whether this thread holds the import system's lock of ``fullname`` (True where its
+    private records cannot tell)."""
     locks = getattr(sys.modules.get("_frozen_importlib"), "_module_locks", None)
     if not isinstance(locks, dict):
         return True
@@ -346,7 +294,8 @@ def _importing(fullname: str) -> bool:
 
 
 def _can_wait(named: list[tuple[str, str | None]]) -> bool:
-    """Whether the acceleration of ``named`` can wait for their import: see the module's doc."""
+    """Whether accelerating ``named`` can wait for their import: none is imported already,
+    and the entry points seen here declare each library and advertise each engine."""
     groups = set()
     for library, engine in named:
         if not library.isidentifier() or library in sys.modules:
@@ -363,12 +312,9 @@ def _can_wait(named: list[tuple[str, str | None]]) -> bool:
 
 
 def advertised_names(groups: set[str]) -> dict[str, set[str]]:
-    """The entry-point names in each of ``groups`` (those that have any) of the distributions
-    in :data:`sys.path`'s directories, read from their ``entry_points.txt``.
-
-    A quick look, not :mod:`importlib.metadata`'s reading (several times slower): a
-    distribution it cannot see (in a zip file, found by another finder) is missing.
-    """
+    """The entry-point names in each of ``groups`` of the distributions in :data:`sys.path`'s
+    directories, from their ``entry_points.txt``: a quick look, several times faster than
+    :mod:`importlib.metadata`, that misses distributions elsewhere (a zip file)."""
     found: dict[str, set[str]] = {}
     for entry in sys.path:
         directory = entry or os.curdir
