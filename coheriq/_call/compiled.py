@@ -1,12 +1,7 @@
-"""coheriq's optional compiled part, ``coheriq/_cproxy.c``: whether this process runs it.
+"""Whether this process runs coheriq's compiled part (``coheriq/_cproxy.c``), decided at import.
 
-Loaded once, when coheriq is imported. Where it is built (and
-``COHERIQ_PURE_PYTHON=1`` does not turn it off), :mod:`coheriq._call.proxy`
-makes its compiled dispatchers, and :mod:`coheriq._call.swapped` swaps a marked
-function's code with :func:`set_code` (which CPython 3.13+ specializes again)
-and :func:`set_dispatcher` (calls then dispatch in C, with no trampoline
-frame); elsewhere the pure-Python code, the reference, does the same work a
-little slower.
+``compiled`` is its module, or None where the pure-Python reference does its work;
+``set_code`` and ``set_dispatcher`` its code swaps, or None.
 """
 
 from __future__ import annotations
@@ -21,25 +16,15 @@ if TYPE_CHECKING:
     from types import CodeType, FunctionType
     from typing import Any
 
-__all__ = [
-    "COMPILED_VERSION",
-    "IMPLEMENTATION",
-    "compiled",
-    "load",
-    "set_code",
-    "set_dispatcher",
-]
+__all__ = ["COMPILED_VERSION", "IMPLEMENTATION", "compiled", "load", "set_code", "set_dispatcher"]
 
-# The VERSION of coheriq/_cproxy.c that this package drives.
-COMPILED_VERSION = 7
+COMPILED_VERSION = 7  # the VERSION of coheriq/_cproxy.c that this package drives
 
 
 def load() -> tuple[Any, str]:
     """The compiled part's module (or None), and why coheriq uses the proxy it does.
 
-    The compiled part is used wherever it was built, unless
-    ``COHERIQ_PURE_PYTHON=1``; the pure-Python code is the reference and the
-    fallback.
+    Used wherever it was built, unless ``COHERIQ_PURE_PYTHON=1``.
     """
     setting = _environ.get("COHERIQ_PURE_PYTHON", "")
     if setting not in ("", "0"):
@@ -54,7 +39,7 @@ def load() -> tuple[Any, str]:
                 stacklevel=2,
             )
         return None, "python (COHERIQ_PURE_PYTHON is set)"
-    name = "coheriq._cproxy"  # built beside coheriq/__init__.py (hatch_build.py)
+    name = "coheriq._cproxy"
     try:
         __import__(name)  # not `from . import`: that says "circular import" when it is missing
     except ModuleNotFoundError:  # an install without a compiler, a free-threaded CPython
@@ -62,8 +47,7 @@ def load() -> tuple[Any, str]:
     except ImportError as error:  # built, but not loadable by this interpreter
         return None, f"python (the compiled proxy could not be loaded: {error})"
     _cproxy = sys.modules[name]
-    if getattr(_cproxy, "VERSION", None) != COMPILED_VERSION:
-        # An editable install whose extension was built from older source.
+    if getattr(_cproxy, "VERSION", None) != COMPILED_VERSION:  # an editable install's old build
         return None, (
             f"python (the compiled proxy at {_cproxy.__file__} was built from another "
             "version of coheriq's source: reinstall coheriq to rebuild it)"
@@ -73,17 +57,13 @@ def load() -> tuple[Any, str]:
 
 compiled, IMPLEMENTATION = load()
 
-
-# set_code(function, code): function.__code__ = code, which also gives the function its
-# new code's version, as a `def` would, so that CPython 3.13+ specializes its calls again:
-# an assignment alone leaves them generic for good (see _cproxy.c). None without the
-# compiled part, where the assignment is all there is.
+# set_code(function, code) assigns function.__code__ and gives the function the code's
+# version, as a `def` would, so that CPython 3.13+ specializes its calls again.
 set_code: Callable[[FunctionType, CodeType], None] | None = getattr(compiled, "set_code", None)
 
-# set_dispatcher(function, code): function.__code__ = code, a trampoline to a compiled
-# proxy, its last constant, which calls of the function then call from C, with no frame
-# of the trampoline's. None without the compiled part, and on CPython 3.11, whose
-# interpreter runs a function's code whatever its vectorcall (_cproxy.c leaves it out).
+# set_dispatcher(function, code) assigns a trampoline whose last constant is a compiled
+# proxy, which calls of the function then call from C. Not on 3.11, whose interpreter
+# runs a function's code whatever its vectorcall.
 set_dispatcher: Callable[[FunctionType, CodeType], None] | None = getattr(
     compiled, "set_dispatcher", None
 )

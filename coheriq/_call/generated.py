@@ -1,6 +1,5 @@
-"""The parameter lists of generated functions: a candidate's own, so that a proxy or
-trampoline passes arguments on as they came, without packing them (as :mod:`dataclasses`
-generates methods)."""
+"""The parameter lists of generated proxies and trampolines: the candidate's own, so that
+arguments pass on as they came, unpacked (as :mod:`dataclasses` generates methods)."""
 
 from __future__ import annotations
 
@@ -25,12 +24,9 @@ class Method:
 
 
 def parameter_lists(fn: object) -> tuple[str, str] | None:
-    """Return ``(parameters, arguments)`` source for ``fn``'s exact signature.
-
-    ``parameters`` is what goes between the parentheses of ``def`` (defaults as
-    ``None`` placeholders) and ``arguments`` what passes each parameter on to the
-    implementation. Returns ``None`` when the signature cannot be reproduced: not
-    a plain Python function, or a parameter name that coheriq uses itself.
+    """Return ``(parameters, arguments)``: the source of a ``def``'s parameters for ``fn``'s
+    exact signature (defaults as ``None`` placeholders) and of a call that passes each on.
+    None for anything but a plain Python function, or a name with :data:`RESERVED_PREFIX`.
     """
     skip = 1 if isinstance(fn, Method) else 0
     fn = fn.function if isinstance(fn, Method) else fn
