@@ -1,31 +1,26 @@
-"""coheriq's pytest plugin: run a library's suite on any engine, per engine, or in isolation.
+"""coheriq's pytest plugin (entry point ``pytest11``): a library's suite on any engine.
 
-Installed with coheriq (entry point ``pytest11``) and inert until used; :doc:`testing`
-is its guide.
+Inert until used; :doc:`testing` is its guide.
 
 ``--coheriq-engine=DOMAIN:ENGINE`` (repeatable), or ``COHERIQ_TEST_ENGINES="a:x,b:y"``
-    Enables the engine before any test is collected, as :func:`coheriq.enable_engine`
-    would (importing the domain's library first), and deselects the domain's
-    ``coheriq_engines`` cases of other engines. ``DOMAIN:gpu,compiled`` is an ordered
-    choice; a library accelerated from the outside may be named alone. Any problem
-    stops the run at start-up with one message.
+    Enables the engine before collection, as :func:`coheriq.enable_engine` would
+    (``DOMAIN:gpu,compiled``: the first that starts), and runs the domain's
+    ``coheriq_engines`` cases on it only. A problem stops the run with one message.
 
 ``--coheriq-verify=DOMAIN:ENGINE[:AGAINST]`` (repeatable)
-    As ``--coheriq-engine``, and each test runs inside :func:`coheriq.verify` against
-    AGAINST (the reference by default): a test during which they disagreed fails.
+    The same, and each test runs inside :func:`coheriq.verify` against AGAINST (the
+    reference by default): a test during which they disagreed fails.
 
 ``@pytest.mark.coheriq_engines("mylib")``
-    Runs the test once per engine of the domain, the reference included, each inside
-    :class:`coheriq.using_engine` (ids ``test_x[reference]``, ``test_x[fast]``). An
-    engine that fails to load fails its case; one that cannot start here skips it.
+    Runs the test on each engine of the domain, the reference included, inside
+    :class:`coheriq.using_engine`: ``test_x[reference]``, ``test_x[fast]``.
 
 ``@pytest.mark.coheriq_xfail("mylib", "fast", reason="...")``
-    Expects the test to fail where it runs on that engine (or list of engines) of the
-    domain; where no such domain exists, the marker does nothing.
+    Expects the test to fail where it runs on that engine (or those) of the domain;
+    does nothing where no such domain exists.
 
-Each domain gets a line saying its engine and how it was chosen: in the report
-header where it exists at start-up, after "collected" where the test modules
-created it, at the end where a test did.
+Each domain's engine is reported where the domain first exists: in the header,
+after "collected", or at the end of the run.
 """
 
 from __future__ import annotations
