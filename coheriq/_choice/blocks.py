@@ -1,17 +1,14 @@
-"""The ``using_engine`` blocks of a domain: their records, and how proxies find them.
+"""The ``using_engine`` blocks of a domain, and how its proxies find what a call runs.
 
-A block is a :class:`Scope` held in a context variable that every copy of the
-library's domain shares. A proxy that must look calls its domain's finder and then
-``found.members[name]`` (``found``: a scope, the global choice's view before it is
-made, or ``None`` for the candidate's slot), and calls the member itself, so no frame
-of coheriq's stays on the stack. :class:`Scopes` enters and leaves a domain's blocks
-and tells its proxies when they must look.
+A block is a :class:`Scope` in a context variable shared by every copy of the
+library's domain. A proxy that must look calls its domain's finder, then
+``found.members[name]`` (``None`` found: the candidate's slot), and calls that itself.
 """
 
 from __future__ import annotations
 
 import _weakref
-from functools import partial
+from _functools import partial  # functools itself imports collections
 
 from .._names import REFERENCE
 from .._stdlib import DEBUG, TYPE_CHECKING, log
@@ -28,25 +25,18 @@ if TYPE_CHECKING:
 
 __all__ = ["Fallthrough", "Scope", "Scopes", "Starting", "live_scope"]
 
-# How many times the code-swapped proxies of a domain go back to their candidates'
-# own code after its blocks close (see Scopes.blocks_seen).
+# How many times a domain's code-swapped proxies go back to their candidates' own code
+# when its last block closes: a program that opens blocks in a loop swaps no code per block.
 _SWAPS_BACK = 8
 
 
 class Scope:
-    """One ``using_engine`` block: live from its entry until its exit.
+    """One ``using_engine`` block, live from its entry until its exit.
 
-    Proxies call ``scope.members[name]``. A task or thread started inside the
-    block inherits the context variable that points here, and may outlive the
-    block; so on exit ``members`` becomes a :class:`Fallthrough` to the scope
-    around it (or the global choice), and ``live`` turns false.
-
-    ``state`` is the :class:`~coheriq._choice.state.DomainState` of the copy of
-    the domain the block was entered through; its members are that copy's.
-    Other copies of the same library (see :mod:`coheriq._library.registry`) see
-    the block through ``elsewhere``: each one's own engine of the same name,
-    made on first use. ``tried`` is what an ordered
-    list of engines tried before this one was chosen (``()`` for one engine).
+    On exit ``members`` becomes a :class:`Fallthrough`, for the tasks that inherited
+    the block and outlive it. ``members`` are those of the copy of the domain whose
+    ``state`` entered it; ``elsewhere`` holds each other copy's view of it, made on
+    first use. ``tried``: what an ordered list tried before this engine.
     """
 
     __slots__ = (
@@ -77,18 +67,16 @@ class Scope:
         self.live = True
         self.state = state
         self.owner = owner  # the using_engine object that entered it
-        self.token: Any = None  # what setting the context variable to it returned
-        self.elsewhere: dict[Any, Scope | None] | None = None  # made when first needed
+        self.token: Any = None
+        self.elsewhere: dict[Any, Scope | None] | None = None
 
 
 def live_scope(scope: Scope | None) -> Scope | None:
     """The innermost scope from ``scope`` out whose block has not exited.
 
-    Iterative: a context may hold a long chain of blocks that exited elsewhere
-    (generators finished by another task, blocks left in another thread). The
-    dead scope it starts from then points at the live one found, so that such a
-    chain shrinks as it is walked instead of growing with every block: a block
-    that has exited never opens again, so what is live above it only gets nearer.
+    The dead scope it starts from then points at the live one found, so that a
+    chain of blocks exited elsewhere shrinks as it is walked (an exited block
+    never opens again).
     """
     start = scope
     while scope is not None and not scope.live:
@@ -101,13 +89,10 @@ def live_scope(scope: Scope | None) -> Scope | None:
 
 
 class Starting:
-    """The members of the scope a context has while an engine of the domain starts.
+    """The members of the block an engine's ``__init__`` runs in.
 
-    The engine's ``__init__`` runs in it. A call into the engine's own domain from
-    there runs what the context around runs (the engine does not exist yet): the
-    block around, else the global choice. Where the global choice is not made
-    yet, it raises: made now, from inside an engine's start, it would not be the
-    program's choice.
+    A call into the domain from there runs what the context around runs; where
+    that would make the global choice (from inside an engine's start), it raises.
     """
 
     __slots__ = ("engine", "parent", "state")
@@ -135,10 +120,9 @@ class Starting:
 
 
 class Fallthrough:
-    """The members of an exited scope: whatever its enclosing context runs now.
+    """The members of an exited scope: what the context around it runs now.
 
-    It holds the scope's parent, not the scope (no reference cycle, so an exited
-    scope is freed at once); :func:`live_scope` moves both on together.
+    It holds the scope's parent, not the scope, so an exited scope is freed at once.
     """
 
     __slots__ = ("parent", "state")
@@ -157,54 +141,35 @@ class Fallthrough:
 class Scopes:
     """The blocks of one copy of a domain: entered, left, and found by its proxies.
 
-    Attributes:
-        variable: The context variable that holds the innermost block (shared by
-            every copy of the domain).
+    ``variable``: the context variable that holds the innermost block.
     """
 
     def __init__(self, state: DomainState, variable: ContextVar[Scope | None]) -> None:
         self.state = state
         self.variable = variable
-        # While a profile or verification is on (see coheriq._library.observing): the finder
-        # that lets it see each call.
+        # While a profile or verification is on: the finder that lets it see each call.
         self._watching: Callable[[], Any] | None = None
-        # Set for a copy of the domain once a newer copy exists: its proxies look
-        # at the context on every call, so that blocks opening and closing need
-        # not tell it (a block's cost does not grow with the number of copies).
+        # Once a newer copy exists, this copy's proxies look on every call, so that
+        # a block's cost does not grow with the number of copies.
         self.always_look = False
-        # Whether the proxies were told to look at the context. True only while they
-        # are: set after the flag goes on, cleared before it goes off (see _count_open).
+        # Whether the proxies were told to look: set after the flag goes on, cleared
+        # before it goes off.
         self.looking = False
-        # How many times a block of the domain (anywhere, through any copy) made this
-        # copy's proxies look. Past _SWAPS_BACK, they keep looking when the last block
-        # closes: a program that opens blocks in a loop swaps no proxy's code per
-        # block (coheriq._call.swapped), and one that opened a few goes back to the
-        # candidates' own code.
-        self.blocks_seen = 0
-
-    # -- what a call runs here -----------------------------------------------------------
-
-    def member_here(self, name: str) -> Any:
-        """Return what a call of candidate ``name`` runs in this context."""
-        scope = self.here()
-        if scope is not None:
-            return scope.members[name]
-        return self.state.choice.member(name)
+        self.blocks_seen = 0  # how many times a block made the proxies look (_SWAPS_BACK)
 
     def implementation_here(self, name: str) -> Any:
-        """Return the implementation of candidate ``name`` a call here would use.
-
-        As :meth:`member_here`, except that a class candidate the engine uses as
-        it is reads as the class, not as the construction of it.
-        """
-        member = self.member_here(name)
+        """The implementation of candidate ``name`` a call here would use (for a class
+        candidate the engine uses as it is, the class, not its construction)."""
+        scope = self.here()
+        member = scope.members[name] if scope is not None else self.state.choice.member(name)
         info = self.state.candidates[name]
         if info.construct is not None and member is info.construct:
             return info.reference
         return member
 
     def here(self) -> Any:
-        """What proxies look at while they look at the context (see coheriq._choice.records)."""
+        """The scope a proxy finds here, the global choice's :class:`Unsettled` view before
+        it is made, or None for the candidate's slot."""
         state = self.state
         scope = self.variable.get()
         if scope is not None and scope.state is not state:
@@ -214,12 +179,8 @@ class Scopes:
         return scope
 
     def seen_from_here(self, scope: Scope | None) -> Scope | None:
-        """The innermost live block from ``scope`` out, as this copy of the domain runs it.
-
-        A block entered through another copy of the library runs here on this
-        copy's engine of the same name, made once per block. Where this copy
-        cannot run it, it warns once and keeps its own choice (``None``).
-        """
+        """The innermost live block from ``scope`` out, as this copy of the domain runs it:
+        on its own engine of the same name, else (warned once) ``None``, its own choice."""
         state = self.state
         scope = live_scope(scope)
         if scope is None or scope.state is state or isinstance(scope.members, Starting):
@@ -256,8 +217,6 @@ class Scopes:
         settled = self.state.choice.settled
         return None if settled is None else settled.engine
 
-    # -- how proxies find it -------------------------------------------------------------
-
     def set_watching(self, current: Callable[[], Any] | None) -> None:
         """Route proxies through ``current`` (the watchers'), or back to the scope variable."""
         with self.state.lock:
@@ -265,21 +224,14 @@ class Scopes:
             self.refresh_dispatch()
 
     def retire(self) -> None:
-        """This copy of the domain is replaced by a later one: hold it weakly.
-
-        Its proxies look at the context on every call from now on (a block
-        entered through any copy, else this copy's own choice), through a
-        finder that holds the copy weakly (see
-        :meth:`~coheriq._call.proxy.Switchboard.retire`).
-        """
+        """A later copy replaced this one: its proxies look on every call, through a finder
+        that holds this copy weakly."""
         self.always_look = True
-        # Once the copy is freed, its names leave the namespace.
         copy = _weakref.ref(self.state, self.state.switchboard.forget)
         copies = self.state.copies
 
         def current() -> Any:
-            # A copy being freed is still called by finalizers (__del__) of its
-            # own garbage, after its weak reference died: the newest copy runs those.
+            # Finalizers of a freed copy's garbage still call it: the newest copy runs those.
             state = copy()
             if state is None:
                 state = copies.current.state
@@ -291,32 +243,24 @@ class Scopes:
         self.refresh_looking()
 
     def refresh_dispatch(self) -> None:
-        """Tell the proxies how to find what a call runs, after any change.
-
-        The finder is set before the flag, so that a proxy that sees the flag
-        finds the right finder.
-        """
+        """Tell the proxies how to find what a call runs, after any change (the finder
+        before the flag, so that a proxy that sees the flag finds the right finder)."""
         self.refresh_finder()
         self.refresh_looking()
 
     def refresh_finder(self) -> None:
-        """Give the proxies the finder of what a call runs in its context (see here())."""
+        """Give the proxies the finder of what a call runs in its context (see :meth:`here`)."""
         state, variable = self.state, self.variable
         if self._watching is not None or state.copies.made != 1:
             state.switchboard.set_current(self._watching or self.here)
-        elif state.choice.settled is not None:  # no translation needed (see here())
+        elif state.choice.settled is not None:
             state.switchboard.set_current(variable.get, variable)
-        else:  # as here() finds it, with no frame of coheriq's in a block
+        else:  # as here() finds it, with no frame of coheriq's
             state.switchboard.set_current(partial(variable.get, state.choice.unsettled))
 
     def refresh_looking(self) -> None:
-        """Say whether proxies must look at the context: all a block opening changes.
-
-        They must while the domain is not settled, or a block, a profile or a
-        verification is open anywhere. A class that constructs itself directly
-        goes back to dispatching before the flag is set; a class is told only
-        of a change. Call with the domain's lock held.
-        """
+        """Say whether proxies must look at the context: while the domain is not settled,
+        or a block, a profile or a verification is open anywhere. With the lock held."""
         state = self.state
         settled = state.choice.settled
         if state.copies.open_scopes > 0 and not self.looking:
@@ -344,8 +288,6 @@ class Scopes:
             state.switchboard.set_scoped(False)
             state.switchboard.run_directly(self.blocks_seen <= _SWAPS_BACK)
 
-    # -- entering and leaving ------------------------------------------------------------
-
     def enter(
         self,
         cls: EngineMeta,
@@ -353,16 +295,9 @@ class Scopes:
         tried: tuple[tuple[str, str], ...] = (),
         then: tuple[Any, ...] = (),
     ) -> Scope:
-        """Make ``cls`` the engine of this context until :meth:`exit`.
-
-        ``tried`` and ``then``: where ``cls`` was chosen from an ordered list,
-        what was tried before it, and the engines after it (see
-        :meth:`~coheriq._engines.registry.Engines.members_of`).
-
-        The block covers every copy of the domain (see :meth:`seen_from_here`).
-        Its parent is the innermost *live* block around it, so that blocks that
-        exited elsewhere never pile up in a context.
-        """
+        """Make ``cls`` the engine of this context, for every copy of the domain, until
+        :meth:`exit`. ``tried``, ``then``: what an ordered list tried, and its engines after
+        ``cls``."""
         state = self.state
         members = state.engines.members_of(cls, then)
         around = live_scope(self.variable.get())
@@ -372,14 +307,8 @@ class Scopes:
         return scope
 
     def exit(self, scope: Scope) -> None:
-        """End the block of ``scope``, in whatever context this runs.
-
-        Calls that still find it (a task or generator that outlived the block)
-        fall through to the context around it. The context variable moves only if
-        it still points at this block, and then to the innermost live block
-        around it: a block exited out of order, or in another context than it was
-        entered (a generator finished elsewhere), takes no other block with it.
-        """
+        """End the block of ``scope``, in whatever context this runs: calls that still find
+        it fall through to the context around it."""
         if not isinstance(scope.members, Starting):  # an engine's start logs no entry
             log(DEBUG, "domain %r: leaving the scope of engine %r", self.state.name, scope.engine)
         scope.members = Fallthrough(self.state, scope.parent)
@@ -393,10 +322,9 @@ class Scopes:
     def close(self, scope: Scope) -> None:
         """Mark ``scope`` exited, step the context out of it, and count it closed.
 
-        Where the block is left in the context that entered it, the variable is
-        reset with the token its entry got, so that leaving the outermost block
-        takes the variable out of the context again (a domain dropped later,
-        by ``coheriq.testing.isolated``, leaves nothing behind in it).
+        The variable moves only if it still points here, so a block exited out of
+        order or elsewhere takes no other with it; reset by its token, leaving the
+        outermost block takes the variable out of the context again.
         """
         scope.live = False
         if self.variable.get() is scope:
@@ -413,25 +341,21 @@ class Scopes:
     def _count_open(self, change: int) -> None:
         """Count a block opening (+1) or closing (-1), and tell every copy what it changes.
 
-        While a block is open anywhere, every copy's proxies must look at the
-        context. That is checked against what each copy was told, not against
-        the count's step from 0 to 1: a signal handler that enters a block after
-        this thread counted its own, and before it told the proxies, tells them
-        itself. The count and the refreshes it causes happen under one lock, so
-        that a refresh never acts on a count another thread has changed since.
+        Checked against what each copy was told, not the count's step from 0 to 1, so
+        that a signal handler's block between the two tells them itself; count and
+        refreshes share one lock.
         """
         copies = self.state.copies
         with copies.lock:
             copies.open_scopes += change
-            # The copies older than the newest look at the context always. (This copy
-            # is often the newest: then it is looked at twice, the second time cheaply.)
+            # Older copies always look (always_look); this one may be the newest.
             for copy in (self.state, copies.current.state):
                 scopes = copy.scopes
                 if scopes.always_look:
                     continue
                 if copies.open_scopes > 0:
                     stale = not scopes.looking
-                else:  # the last block closed: the proxies may stop looking
+                else:
                     stale = scopes.looking and change < 0
                 if stale:
                     with copy.lock:
