@@ -1,7 +1,6 @@
 """The one resolution rule: which implementation a call runs.
 
-What a call may find (:mod:`.records`: a settlement, a block, a block that
-ended), the global choice settled once (:mod:`.global_choice`), an ordered
-list of engines (:mod:`.ordered`), and the ``using_engine`` blocks of a domain
-(:mod:`.blocks`).
+The global choice, made once (:mod:`.global_choice`), from an ordered list of
+engines maybe (:mod:`.ordered`); the ``using_engine`` blocks that override it in
+their context (:mod:`.blocks`); what a domain's parts share (:mod:`.state`).
 """

@@ -8,7 +8,7 @@ library's domain. A proxy that must look calls its domain's finder, then
 from __future__ import annotations
 
 import _weakref
-from _functools import partial  # functools itself imports collections
+from _functools import partial  # type: ignore[import-not-found]  # functools imports collections
 
 from .._names import REFERENCE
 from .._stdlib import DEBUG, TYPE_CHECKING, log
@@ -168,8 +168,8 @@ class Scopes:
         return member
 
     def here(self) -> Any:
-        """The scope a proxy finds here, the global choice's :class:`Unsettled` view before
-        it is made, or None for the candidate's slot."""
+        """The scope a proxy finds here, the global choice's ``unsettled`` view before it is
+        made, or None for the candidate's slot."""
         state = self.state
         scope = self.variable.get()
         if scope is not None and scope.state is not state:
@@ -260,7 +260,7 @@ class Scopes:
 
     def refresh_looking(self) -> None:
         """Say whether proxies must look at the context: while the domain is not settled,
-        or a block, a profile or a verification is open anywhere. With the lock held."""
+        or a block, a profile or a verification is open anywhere. Call with the lock held."""
         state = self.state
         settled = state.choice.settled
         if state.copies.open_scopes > 0 and not self.looking:
@@ -271,7 +271,7 @@ class Scopes:
             or state.copies.open_scopes > 0
             or self._watching is not None
         )
-        for info in state.class_candidates:
+        for info in state.class_candidates:  # before the flag; each told only of a change
             directly = (
                 settled is not None and not looking and settled.members[info.name] is info.construct
             )

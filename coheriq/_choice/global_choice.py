@@ -1,14 +1,8 @@
 """The process-global choice of one copy of a domain: made once, then never changed.
 
-A :class:`GlobalChoice` belongs to one :class:`~coheriq.AccelerationDomain`
-(``state.choice``). Until the choice is made, :meth:`GlobalChoice.prospect`
-says what a call would run without choosing anything; the first call of a
-candidate outside any block (or ``enable_engine``, or ``resolve_impl``) makes
-it with :meth:`GlobalChoice.settle`, which records it as a :class:`Settlement`.
-The one rule, in order: the choice another copy of the library's module made;
-else an earlier ``enable_engine``; else the engine named by ``<PREFIX>_ENGINE``;
-else the reference. Blocks
-(:mod:`coheriq._choice.blocks`) override it for their context only.
+The first call outside any block (or ``enable_engine``) makes it, by the one rule:
+the choice another copy of the library's module made; else an earlier
+``enable_engine``; else the engine ``<PREFIX>_ENGINE`` names; else the reference.
 """
 
 from __future__ import annotations
@@ -38,22 +32,13 @@ class Settlement:
     """The process-global choice of a domain, once it is made.
 
     Attributes:
-        engine: The engine's name, or :data:`~coheriq.REFERENCE`.
-        engine_class: The engine class (the reference class for the reference).
-        reason: Why this engine: ``"enable_engine"``, ``"environment variable
-            NAME='VALUE'"`` or ``"default"`` (with, for a later copy of a library's module,
-            what the copy inherited).
-        members: Candidate name -> what a call of it runs (the engine instance's
-            member; for a class candidate the engine uses as it is, the class's
-            own construction).
-        where: ``FILE:LINE`` of the code whose call or ``enable_engine`` made the choice.
-        state: The :class:`~coheriq._choice.state.DomainState` of the copy of the
-            domain (see :mod:`coheriq._library.registry`) that made it.
-        during_import: Whether the library's module was still being imported
-            when the choice was made (a library that calls its own candidates at
-            import chooses before its users can).
-        tried: Where the choice was an ordered list of engines, what was tried:
-            ``((engine, outcome), ...)``, the last one ``"chosen"``; else ``()``.
+        reason: ``"enable_engine"``, ``"environment variable NAME='VALUE'"`` or
+            ``"default"`` (for a later copy of the module, with what it inherited).
+        members: Candidate name -> what a call of it runs.
+        where: ``FILE:LINE`` of the call or ``enable_engine`` that made the choice.
+        state: The state of the copy of the domain that made it.
+        during_import: Whether the library's module was still being imported then.
+        tried: What an ordered list tried (see :data:`~coheriq._choice.ordered.Tried`).
     """
 
     __slots__ = (
@@ -91,15 +76,12 @@ class Settlement:
 
 
 class Unsettled:
-    """What a domain's proxies find in a context without a block until its global choice
-    is made: asking it for a member makes the choice (before ``materialize()``, a class
-    candidate constructs the library's own class and chooses nothing)."""
+    """What proxies find outside blocks until the global choice is made: asking it for a
+    member makes the choice (before ``materialize()``, a class constructs itself)."""
 
     __slots__ = ("state",)
 
-    # What only looks (a marked class's alternate constructors, read) does not ask (see
-    # Switchboard.member).
-    chooses = True
+    chooses = True  # what only looks does not ask (see Switchboard.member)
 
     def __init__(self, state: DomainState) -> None:
         self.state = state
@@ -125,12 +107,8 @@ class Unsettled:
 
 
 class Unchosen:
-    """A candidate's slot until the global choice is made: a call makes the choice.
-
-    Proxies find :class:`Unsettled` first, and call the member from their own frame;
-    a call reaches the slot before the choice only in a context whose block variable
-    was left set to ``None`` (a block exited out of order).
-    """
+    """A candidate's slot until the global choice is made: a call makes the choice (it is
+    reached only where a block exited out of order left the variable set to ``None``)."""
 
     __slots__ = ("name", "unsettled")
 
@@ -148,24 +126,17 @@ class Unchosen:
 
 
 class GlobalChoice:
-    """Makes and holds the global choice of one copy of a domain.
-
-    Attributes:
-        settled: The choice, once made (``None`` before).
-        unsettled: What proxies call through until it is made.
-    """
+    """Makes and holds the global choice (``settled``, None before) of one copy of a domain."""
 
     def __init__(self, state: DomainState) -> None:
         self.state = state
         self.settled: Settlement | None = None
         self.unsettled = Unsettled(state)
-        # The start of the engine that is to be the choice, while it runs: a first call
-        # in another thread, which would make the choice, waits for it instead (it must
-        # not choose the reference while enable_engine starts a slow engine).
+        # The start of the engine that is to be the choice: a first call in another thread
+        # waits for it rather than choose the reference while enable_engine starts it.
         self.choosing: EngineStart | None = None
-        # Where set (a library accelerated from the outside, which cannot be changed
-        # to stop calling its candidates at import): whether the library is being
-        # imported now. A call meanwhile runs the reference and chooses nothing.
+        # For a library accelerated from the outside: whether it is being imported now
+        # (a call meanwhile runs the reference and chooses nothing).
         self.importing: Callable[[], bool] | None = None
 
     def unchosen(self, name: str) -> Unchosen:
@@ -173,17 +144,13 @@ class GlobalChoice:
         return Unchosen(self.unsettled, name)
 
     def settle(self, action: str = "call its candidates") -> Settlement:
-        """Return the global choice, making it now if it is not made yet.
-
-        Args:
-            action: What the caller is doing, for the error raised when the
-                domain is not materialized.
-        """
+        """Return the global choice, made now if need be; ``action`` is for the error
+        raised when the domain is not materialized."""
         settled = self.settled
         if settled is not None:
             return settled
         state = self.state
-        if self._await_choosing():  # another thread is starting the program's choice
+        if self._await_choosing():
             return self.settle(action)
         reference = state.engines.require_reference(action)
         choice = state.copies.choice
@@ -228,11 +195,8 @@ class GlobalChoice:
             record.finish()
 
     def _await_choosing(self) -> bool:
-        """Wait while another thread starts the engine that is to be the choice; whether it did.
-
-        Raises:
-            CoheriqEngineError: That start waits for this thread (see EngineStart.wait).
-        """
+        """Wait while another thread starts the engine that is to be the choice; whether it
+        did. A CoheriqEngineError where that start waits for this thread."""
         start = self.choosing
         if start is None or start.thread == _thread.get_ident():
             return False
@@ -240,11 +204,8 @@ class GlobalChoice:
         return True
 
     def member(self, name: str) -> Any:
-        """What a call of candidate ``name`` runs under the global choice, made now if need be.
-
-        Not made while :attr:`importing` says the library is being imported: the
-        call runs the reference, and no engine is imported into a library half made.
-        """
+        """What a call of candidate ``name`` runs under the global choice, made now if need be
+        (not while :attr:`importing`: then the reference)."""
         importing = self.importing
         if importing is not None and self.settled is None and importing():
             reference = self.state.engines.require_reference(f"call candidate {name!r}")
@@ -262,12 +223,10 @@ class GlobalChoice:
     ) -> Settlement:
         """Make ``cls`` the global choice unless one is made; return the choice.
 
-        Where another copy of the library's module has chosen a different engine
-        already, that choice is returned instead (copies share one global choice,
-        see :mod:`coheriq._library.registry`), unless ``inherited`` says this copy is taking
-        its share of it. ``tried`` is what an ordered list tried to choose ``cls``;
-        ``then``, the engines after it in that list, which run the calls that all of
-        ``cls``'s implementations decline (see :mod:`coheriq._engines.declines`).
+        Copies of a library's module share one choice: where another copy chose a
+        different engine, that is returned, unless this copy is taking its share
+        (``inherited``). ``tried``, ``then``: what an ordered list tried, and its
+        engines after ``cls``.
         """
         state, copies = self.state, self.state.copies
         engine = cls.__coheriq_name__ or REFERENCE
@@ -277,8 +236,6 @@ class GlobalChoice:
         choice = copies.choice
         if choice is not None and not inherited and choice.engine != engine:
             return choice  # type: ignore[no-any-return]
-        # While the engine starts, first calls in other threads wait until the choice
-        # is stored.
         record = self._begin_choosing(cls)
         try:
             members = state.engines.members_of(cls, then)  # starts the engine, holding no lock
@@ -312,12 +269,8 @@ class GlobalChoice:
         return settled
 
     def _settle_as(self, choice: Settlement) -> Settlement:
-        """Settle this copy of the library on the engine another copy runs on.
-
-        If that engine cannot run for this copy (it was defined in code that ran
-        for the other copy only, or its module fails to load again), warn once and
-        run the reference, saying why.
-        """
+        """Settle this copy of the library on the engine another copy runs on; where this
+        copy cannot run it, warn once and run the reference."""
         state = self.state
         reference = state.engines.require_reference("inherit the global choice")
         engine = choice.engine
@@ -352,12 +305,8 @@ class GlobalChoice:
         return (os.environ.get(variable, "") if variable else "").strip()
 
     def env_choice(self) -> tuple[str | None, str]:
-        """The environment variable that names the engine now, and what it names.
-
-        ``<PREFIX>_ENGINE``; where it is unset or blank, ``<PREFIX>_VERIFY``
-        (``gpu`` or ``gpu:compiled``) names the engine it verifies, so that the
-        program runs on it; else ``(<PREFIX>_ENGINE, "")``.
-        """
+        """The environment variable that names the engine now, and what it names:
+        ``<PREFIX>_ENGINE``, else the engine ``<PREFIX>_VERIFY`` (``gpu:compiled``) verifies."""
         variable, value = self.state.env_var, self.env_value()
         if value or variable is None:
             return variable, value
@@ -368,11 +317,9 @@ class GlobalChoice:
     def prospect(self) -> tuple[str | None, str, EngineMeta | None, Tried]:
         """What a call here and now would run, and why, without choosing anything.
 
-        Returns ``(engine, reason, engine class, tried)``; the class is ``None``
-        for an advertised engine not imported yet, and the engine too when the
-        environment variable names no engine; ``tried`` is what an ordered list
-        tried. A list in the environment variable is tried now, as the first
-        call would (its engines are imported and started, none is chosen).
+        Returns ``(engine, reason, engine class, tried)``; the class is None for an
+        advertised engine not imported yet, and the engine too where the variable
+        names none. A list in the variable is tried (started, not chosen) now.
         """
         state = self.state
         by_name = state.engines.by_name
@@ -428,8 +375,6 @@ class GlobalChoice:
             )
         reason = f"the environment variable {variable}={value!r}; not settled yet"
         if "," in value:
-            # Which of them starts here is only known by trying, as the first call
-            # will: import and start them (starting is not choosing).
             named_by = f" (named by the environment variable {variable})"
             try:
                 names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]

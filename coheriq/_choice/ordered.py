@@ -1,11 +1,7 @@
 """An ordered choice of engines: the first of a list that is installed, loads and starts here.
 
-``enable_engine(d, ["gpu", "compiled"])``, ``using_engine(d, [...])``,
-``<PREFIX>_ENGINE=gpu,compiled`` and the pytest plugin's
-``--coheriq-engine=d:gpu,compiled`` all come here: :func:`parse_engine_list`
-reads the environment's form, :func:`first_that_starts` tries the engines in
-order, and what it tried (:data:`Tried`) stays with the choice, for
-:func:`coheriq.explain`, the log and the plugin's header.
+What it tried (:data:`Tried`) stays with the choice, for :func:`coheriq.explain`,
+the log and the pytest plugin's header.
 """
 
 from __future__ import annotations
@@ -35,11 +31,8 @@ outcome is ``"chosen"`` or why the engine was passed over."""
 
 
 def after_chosen(engines: Sequence[Any], tried: Tried) -> tuple[Any, ...]:
-    """The engines of a list after the one :func:`first_that_starts` chose, in order.
-
-    They run the calls that the chosen engine's implementations all decline (see
-    :mod:`coheriq._engines.declines`).
-    """
+    """The engines of a list after the one :func:`first_that_starts` chose: they run
+    the calls that the chosen engine's implementations all decline."""
     return tuple(engines[len(tried) :])
 
 
@@ -52,14 +45,8 @@ def describe_tried(tried: Tried) -> str:
 
 
 def parse_engine_list(value: str, named_by: str) -> list[str]:
-    """The engine names of ``"gpu, compiled"`` (an environment variable's value).
-
-    Spaces around a name are ignored; an empty item, a duplicate or a name that
-    cannot name an engine is refused, since it is almost surely a typo.
-
-    Raises:
-        CoheriqTypeError: The list is malformed; the message says where.
-    """
+    """The engine names of ``"gpu, compiled"``; a CoheriqTypeError for an empty item, a
+    duplicate or a name that cannot name an engine (almost surely a typo)."""
     names = [item.strip() for item in value.split(",")]
     problem = ""
     if any(not name for name in names):
@@ -86,17 +73,11 @@ def first_that_starts(
     named_by: str = "",
     for_choice: bool = False,
 ) -> tuple[EngineMeta, Tried]:
-    """Return the first of ``engines`` that is installed, loads and starts here.
+    """Return the first of ``engines`` that is installed, imports and starts, and what was tried.
 
-    An engine is passed over, with the reason, when no package provides it,
-    when importing it fails, or when its ``__init__`` raises (the way an
-    engine says "I cannot run here": no device, no cluster). The reference
-    always starts. ``for_choice``: the engine chosen becomes the global choice,
-    and first calls in other threads wait for each start (see
-    :meth:`~coheriq._choice.global_choice.GlobalChoice.start_for_choice`).
-
-    Returns:
-        The engine class chosen, and what was tried (see :data:`Tried`).
+    An engine whose ``__init__`` raises says "I cannot run here" and is passed
+    over with the reason. ``for_choice``: the engine chosen becomes the global
+    choice, so first calls in other threads wait for each start.
 
     Raises:
         CoheriqEngineNotFoundError: None of them can run here; the message
@@ -107,7 +88,6 @@ def first_that_starts(
         name = engine if isinstance(engine, str) else (engine.__coheriq_name__ or REFERENCE)
         try:
             cls = engine if not isinstance(engine, str) else registry.engine_class(engine)
-            # Start it: an engine that cannot run here says so now.
             if for_choice:
                 registry.state.choice.start_for_choice(cls)
             else:
@@ -130,7 +110,7 @@ def first_that_starts(
 
 
 def _why(error: BaseException) -> str:
-    """The reason an engine gave (its own exception's message), in a few words."""
+    """The reason an engine gave: its own exception's message."""
     cause = error.__cause__
     if cause is None:
         return str(error).rstrip(".")

@@ -1,12 +1,8 @@
-"""What the parts of one copy of a domain share: handed to each part instead of the domain.
+"""What the parts of one copy of a domain share: :class:`DomainState`.
 
-A domain (:class:`~coheriq.AccelerationDomain`) owns three parts: its engines
-(:mod:`coheriq._engines.registry`), its global choice
-(:mod:`coheriq._choice.global_choice`) and its blocks (:mod:`coheriq._choice.blocks`).
-Each is made with the domain's :class:`DomainState` and reads only that, never
-the domain (pluggy's rule: hand a part what it needs, not its owner). The
-state is also what the records of a choice (a block, a settlement) name as
-the copy of the domain they were made by.
+A domain's engines, global choice and blocks are each made with its state and
+read only that, never the domain; the records of a choice name the state of
+the copy that made them.
 """
 
 from __future__ import annotations
@@ -22,11 +18,7 @@ if TYPE_CHECKING:
     from .._call.proxy import CandidateInfo, Switchboard
 
     class CopiesView(Protocol):
-        """What the parts read of the copies of a library's domain.
-
-        (A :class:`coheriq._library.registry.Copies`, described here rather than
-        imported: that module is above the parts, which it imports.)
-        """
+        """What the parts read of a :class:`coheriq._library.registry.Copies` (a layer above)."""
 
         current: Any  # the newest copy: an AccelerationDomain
         choice: Any  # the global choice the first copy to settle made
@@ -42,24 +34,15 @@ class DomainState:
     """The state one copy of a domain shares with its parts.
 
     Attributes:
-        name: The domain's name.
-        module: The name of the module that created the domain.
-        env_prefix: The domain's ``env_prefix``.
-        env_var: The environment variable that can name the domain's engine
-            (``<env_prefix>_ENGINE``), or None.
-        strict: Whether a doubtful engine override is an error, not a warning.
-        candidates: Candidate name -> its :class:`~coheriq._call.proxy.CandidateInfo`,
-            for the candidates marked so far.
+        env_var: ``<env_prefix>_ENGINE``, or None.
+        candidates: Candidate name -> its :class:`~coheriq._call.proxy.CandidateInfo`.
         class_candidates: The class candidates among them, in marking order.
-        lock: Guards the domain's set-up (never held while an engine's code runs);
-            replaced in a forked child.
+        lock: Guards the domain's set-up, never held while an engine's code runs.
         copies: The copies of the library's module's domain this one belongs to.
         switchboard: What this copy's proxies read to find what a call runs.
-        declines: (candidate, engine, reason) -> how many calls an engine's
-            implementation declined so (see :mod:`coheriq._engines.declines`).
-        bound_before: For a library accelerated from the outside after it was
-            imported (see :mod:`coheriq._outside`): candidate name -> the names
-            (``"module.name"``) bound to its unmarked object before, which stay so.
+        declines: (candidate, engine, reason) -> how many calls declined so.
+        bound_before: For a library accelerated from the outside after its import:
+            candidate name -> the names (``"module.name"``) bound to its unmarked object.
         engines, choice, scopes: The domain's three parts.
     """
 
@@ -83,11 +66,9 @@ class DomainState:
         "switchboard",
     )
 
-    # Set by the domain as it builds its parts (see AccelerationDomain.__init__).
     copies: CopiesView
     switchboard: Switchboard
-    # The parts are typed Any here: they import this module, and imports point
-    # one way even for the type checker (tests/test_layering.py).
+    # Typed Any: the parts import this module, and imports point one way.
     engines: Any  # an Engines (coheriq._engines.registry)
     choice: Any  # a GlobalChoice (coheriq._choice.global_choice)
     scopes: Any  # a Scopes (coheriq._choice.blocks)
@@ -101,8 +82,7 @@ class DomainState:
         self.lock = lock
         self.candidates: dict[str, CandidateInfo] = {}
         self.class_candidates: list[CandidateInfo] = []
-        self._warned: set[object] = set()  # keys of the warnings given, each once
-        # (candidate, engine, reason) -> how many calls the engine declined so.
+        self._warned: set[object] = set()
         self.declines: dict[tuple[str, str, str], int] = {}
         self.bound_before: dict[str, list[str]] = {}
 
