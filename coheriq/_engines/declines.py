@@ -1,32 +1,9 @@
-"""An engine that passes one call on: :class:`Decline`, and what runs next.
+"""An engine passes one call on: :func:`may_decline`, :class:`Decline`, and what runs next.
 
-An engine's implementation marked with :func:`may_decline` may raise
-``Decline(reason)`` (or name a check, ``when=``, that returns the reason) before
-it has done anything visible; the call then runs the next implementation. The
-rule, written once here (:class:`Chain`), is:
-
-1. the next class along the engine's MRO that implements the candidate (for
-   ``class Hybrid(Gpu, Compiled)``: Compiled's after Gpu's), as long as each
-   one declines;
-2. where the user named an ordered list of engines, the next engine of the list
-   that implements the candidate (started on the first call that reaches it),
-   along its own MRO the same way;
-3. the reference, which never declines.
-
-An implementation that is not marked ends the chain where it stands: it answers,
-and a ``Decline`` raised in it is an error, also where a marked implementation
-called it (:func:`note_implementation`). An implementation reached through
-``self`` or ``super()`` from an engine's own code, a method or a class, goes on
-along the MRO to the reference, since that code has run already
-(:class:`DecliningMethod`, :class:`DecliningClass`). Each
-decline is recorded (:func:`record`): counted per candidate, engine and reason,
-logged once per such triple, shown to the watchers (a profile), and turned into
-an error where the program asks (``COHERIQ_FAIL_ON_DECLINE=1``,
-``<PREFIX>_FAIL_ON_DECLINE=1``, or another spelling of yes:
-:func:`environment_flag`).
-
-Nothing here is on the path of a call that no marked implementation answers:
-an engine's members are its bound methods, as ever, except the marked ones.
+A declined call runs the next implementation along the engine's MRO, then (a call a proxy
+dispatches) along the user's ordered list of engines, then the reference (:class:`Chain`);
+one reached through ``self`` or ``super()`` goes on along the MRO only (:class:`DecliningMethod`).
+A ``Decline`` out of an unmarked implementation is an error. Each decline is :func:`record`\\ ed.
 """
 
 from __future__ import annotations
@@ -61,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FAIL_ON_DECLINE",
     "Chain",
+    "ClassStandIn",
     "Decline",
     "DecliningClass",
     "DecliningMethod",
@@ -73,27 +51,20 @@ __all__ = [
     "may_decline",
     "note_implementation",
     "record",
+    "steps_of",
     "watchers",
 ]
 
 FAIL_ON_DECLINE = "COHERIQ_FAIL_ON_DECLINE"
-"""The environment variable that makes every decline an error (``1``, or another
-spelling of yes: see :func:`environment_flag`), for CI."""
 
 _MARK = "__coheriq_may_decline__"  # on a marked implementation: True, or its check
-_NOTHING = object()  # what a staticmethod's check gets before the call's arguments: nothing
 
 # Called with (state, candidate, engine, reason) on every decline (a profile's).
 watchers: list[Callable[[DomainState, str, str, str], None]] = []
-# Guards the counts of declines; re-entrant, so that a signal handler whose call is
-# declined while its thread counts another decline does not deadlock.
+# Re-entrant: a signal handler's call may be declined while its thread counts another.
 _lock = _thread.RLock()
 
 
-# The code of each implementation that cannot decline (not marked), so that a
-# Decline raised in it is not taken for the decline of a marked implementation
-# that called it (see note_implementation); and of each marked one, which may share its
-# code with one that is not (a factory's). Weak: they hold no engine's code alive.
 class _WeakCodes:
     """Code objects, by identity, held weakly (weakref.WeakSet without its imports)."""
 
@@ -113,12 +84,13 @@ class _WeakCodes:
         return held is not None and held() is code
 
 
+# The codes of the implementations that cannot decline, and of the marked ones (a factory
+# may make both from one ``def``): see note_implementation.
 _answering = _WeakCodes()
 _declining = _WeakCodes()
 
-# Set when a call that was declined returns: its chain, and the engine that answered it
-# in the end (a verification reads it to say which implementation it compared; the
-# chain tells the verified call's own decline from one of a call made inside it).
+# Set when a declined call returns: its chain, and the engine that answered (verification
+# reads it, and tells the verified call's decline from one of a call made inside it).
 answered: ContextVar[tuple[Chain, str] | None] = ContextVar(
     "coheriq: who answered a declined call", default=None
 )
@@ -188,35 +160,28 @@ def may_decline(
                 f"coheriq.may_decline marks an engine's function or class, not "
                 f"{type(target).__name__} {target!r}."
             )
-        if when is None:
-            _check_runs_when_called(target)
+        function = target.__func__ if isinstance(target, (staticmethod, classmethod)) else target
+        flags = code_flags(function) if when is None else 0
+        for flag, kind in _LATE_BODIES:
+            if flags & flag:
+                raise CoheriqTypeError(
+                    f"coheriq.may_decline cannot mark {kind} function "
+                    f"{getattr(function, '__qualname__', repr(function))} bare: its body runs only "
+                    "when the call is awaited or iterated, after the call has returned, so a "
+                    "Decline raised there is too late to pass the call on. Give it a check "
+                    "instead, may_decline(when=check), which coheriq asks when the call is made."
+                )
         setattr(target, _MARK, when if when is not None else True)
         return target
 
     return mark if implementation is None else mark(implementation)
 
 
-def _check_runs_when_called(target: Any) -> None:
-    """Refuse a bare mark on a function whose body runs after its call returns."""
-    function = target.__func__ if isinstance(target, (staticmethod, classmethod)) else target
-    flags = code_flags(function)
-    kind = (
-        "an async generator"
-        if flags & CO_ASYNC_GENERATOR
-        else "an async def"
-        if flags & CO_COROUTINE
-        else "a generator"
-        if flags & CO_GENERATOR
-        else None
-    )
-    if kind is not None:
-        name = getattr(function, "__qualname__", repr(function))
-        raise CoheriqTypeError(
-            f"coheriq.may_decline cannot mark {kind} function {name} bare: its body runs "
-            "only when the call is awaited or iterated, after the call has returned, so a "
-            "Decline raised there is too late to pass the call on. Give it a check instead, "
-            "may_decline(when=check), which coheriq asks when the call is made."
-        )
+_LATE_BODIES = (
+    (CO_ASYNC_GENERATOR, "an async generator"),
+    (CO_COROUTINE, "an async def"),
+    (CO_GENERATOR, "a generator"),
+)
 
 
 def check_of(implementation: Any) -> Callable[..., str | None] | bool:
@@ -229,33 +194,82 @@ def check_of(implementation: Any) -> Callable[..., str | None] | bool:
     return found if callable(found) else found is True
 
 
+def _trying(
+    ask: Any, call: Any, final: bool, declined: Callable[[Any, Any, Any], Any]
+) -> Callable[..., Any]:
+    """One implementation as a function of the call's arguments: ask the check (``ask``,
+    or None), then ``call``; a reason, or a ``Decline`` that is a signal, goes to
+    ``declined(reason, args, kwargs)``. The one rule of a decline, written once."""
+
+    def declining(*args: Any, **kwargs: Any) -> Any:
+        reason = None if ask is None else ask(*args, **kwargs)
+        if reason is None:
+            try:
+                return call(*args, **kwargs)
+            except Decline as decline:
+                if final or raised_by_answering(decline):  # an error, not a signal
+                    raise
+                reason = decline.reason
+        return declined(reason, args, kwargs)
+
+    return declining
+
+
+class _Declined:
+    """What :attr:`Step.run` returns where the implementation declines."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: Any, args: object, kwargs: object) -> None:
+        self.reason = reason
+
+
 class Step:
-    """One implementation a declining call may run: whose, and how to call it."""
+    """Class ``owner``'s implementation of candidate ``name``, bound to an engine's instance.
 
-    __slots__ = ("ask", "call", "check", "engine", "final", "name", "owner")
+    ``run`` runs it on a call's arguments and returns its result, or a ``_Declined``.
+    """
 
-    def __init__(self, owner: Any, name: str, call: Any, check: Any, subject: Any) -> None:
-        self.owner = owner  # the class whose body defines it
-        self.name = name  # the candidate it implements
-        self.engine = _label(owner)  # its engine's name (a mixin's class name)
-        self.call = call  # the implementation, bound to the engine's instance
-        self.check = check  # its when= check, True (it may raise Decline), or False
+    __slots__ = ("ask", "call", "check", "final", "name", "owner", "run")
+
+    def __init__(
+        self,
+        owner: Any,
+        name: str,
+        implementation: Any,
+        instance: Any,
+        engine_class: Any,
+        check: Any = None,
+    ) -> None:
+        if isinstance(implementation, DecliningMethod):
+            implementation = implementation.function
+        if check is None:
+            check = check_of(implementation)
+        self.owner, self.name, self.check = owner, name, check  # when=, True, or False
         self.final = check is False  # it cannot decline: nothing after it runs
-        # The check to ask first, given what the implementation is given: the call's
-        # arguments, after the instance (a method) or the class (a classmethod, a class).
-        self.ask: Any = None
-        if callable(check):
-            self.ask = check if subject is _NOTHING else partial(check, subject)
+        self.ask: Any = None  # the check, given what the implementation is given first
+        kind = type(implementation)
+        if isinstance(implementation, type):  # a class: constructed as it is
+            self.call: Any = implementation
+            if callable(check):
+                self.ask = partial(check, implementation)
+        else:
+            self.call = implementation.__get__(instance, engine_class)
+            if callable(check):
+                self.ask = (
+                    check
+                    if kind is staticmethod
+                    else partial(check, engine_class if kind is classmethod else instance)
+                )
+        self.run = _trying(self.ask, self.call, self.final, _Declined)
 
-    def reason_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-        """What the check says for these arguments (None: run it)."""
-        if self.ask is None:
-            return None
-        return self.checked(self.ask(*args, **kwargs))
+    @property
+    def engine(self) -> str:
+        """Its engine's name (a mixin's class name)."""
+        return _label(self.owner)
 
     def checked(self, reason: Any) -> str | None:
-        """``reason``, what the check returned, if it is one: None runs, a non-blank
-        string declines; anything else is refused, wherever the check is asked.
+        """``reason`` if it is one (a non-blank string) or None (run).
 
         Raises:
             CoheriqTypeError: The check returned something else (``False``, ``""``).
@@ -268,25 +282,13 @@ class Step:
             "string), or None to run. Return None where the implementation should run."
         )
 
-    def attempt(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
-        """``(True, result)`` if it answers the call, ``(False, reason)`` if it declines."""
-        reason = self.reason_for(args, kwargs)
-        if reason is not None:
-            return False, reason
-        try:
-            return True, self.call(*args, **kwargs)
-        except Decline as decline:
-            if self.final or raised_by_answering(decline):  # an error, not a signal
-                raise
-            return False, decline.reason
-
 
 class Chain:
     """What a call of one candidate runs on an engine some of whose implementations decline.
 
-    The steps are tried in order (see the module's doc); the first that does not
-    decline answers. ``later`` yields the steps of the engines after this one in
-    the user's list, started on first need; ``reference`` answers last.
+    The ``steps`` are tried in order, then those ``later`` yields (the engines after
+    this one in the user's list, started on first need), then ``reference``. Proxies
+    call its ``function`` (cheaper to call than an object), read as the first step's.
     """
 
     __slots__ = ("function", "later", "name", "reference", "state", "steps")
@@ -301,46 +303,26 @@ class Chain:
     ) -> None:
         self.state, self.name, self.steps = state, name, steps
         self.reference, self.later = reference, later
-        self.function = self._as_function()
+        first = steps[0]
 
-    def _as_function(self) -> Callable[..., Any]:
-        """The chain as a plain function, what proxies call (a function's call is cheaper
-        than an object's): it asks the first implementation, and only once that one
-        declines does it go through :meth:`after_decline`."""
-        first, chain = self.steps[0], self
-        ask, call, final = first.ask, first.call, first.final
+        def declined(reason: Any, args: Any, kwargs: Any) -> Any:
+            return self.after_decline(first.checked(reason), args, kwargs)
 
-        def declining(*args: Any, **kwargs: Any) -> Any:
-            reason = None if ask is None else ask(*args, **kwargs)
-            if reason is None:
-                try:
-                    return call(*args, **kwargs)
-                except Decline as decline:
-                    if final or raised_by_answering(decline):  # an error, not a signal
-                        raise
-                    reason = decline.reason
-            return chain.after_decline(first.checked(reason), args, kwargs)
-
-        # Read as the implementation it tries first (resolve_impl's answer): its name
-        # and doc, and, for a method, the engine's instance as __self__.
-        for attribute in ("__name__", "__qualname__", "__doc__", "__self__"):
-            if hasattr(call, attribute):
-                setattr(declining, attribute, getattr(call, attribute))
-        declining.__wrapped__ = call  # type: ignore[attr-defined]
-        declining.__coheriq_chain__ = self  # type: ignore[attr-defined]
-        return declining
+        self.function = _trying(first.ask, first.call, first.final, declined)
+        _read_as(self.function, first.call, ("__name__", "__qualname__", "__doc__", "__self__"))
+        self.function.__coheriq_chain__ = self  # type: ignore[attr-defined]
 
     def after_decline(
         self, reason: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        """The first step declined for ``reason`` (what :meth:`Step.checked` passed)."""
+        """Record that the first step declined for ``reason``; run the rest of the chain."""
         record(self.state, self.name, self.steps[0].engine, reason or "")
         for step in self.all_steps(after_first=True):
-            answers, value = step.attempt(args, kwargs)
-            if answers:
+            value = step.run(*args, **kwargs)
+            if type(value) is not _Declined:
                 answered.set((self, step.engine))
                 return value
-            record(self.state, self.name, step.engine, value)
+            record(self.state, self.name, step.engine, step.checked(value.reason) or "")
         result = self.reference(*args, **kwargs)
         answered.set((self, REFERENCE))
         return result
@@ -354,18 +336,26 @@ class Chain:
     def would_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[str]]:
         """Which engine a call with these arguments would run, and the declines on the way.
 
-        Asks the checks only (``when=``); an implementation that declines by
-        raising is taken to run, with ``"(may decline when it runs)"`` noted.
+        Asks the checks only; an implementation that may raise ``Decline`` is taken
+        to run, noted ``"may decline when it runs"``.
         """
         passed: list[str] = []
         for step in self.all_steps():
-            reason = step.reason_for(args, kwargs)
+            reason = None if step.ask is None else step.checked(step.ask(*args, **kwargs))
             if reason is None:
                 if step.check is True:
                     passed.append(f"{step.engine}: may decline when it runs")
                 return step.engine, passed
             passed.append(f"{step.engine} declines: {reason}")
         return REFERENCE, passed
+
+
+def _read_as(function: Any, wrapped: Any, attributes: tuple[str, ...]) -> None:
+    """Give ``function`` the ``attributes`` ``wrapped`` has, and ``wrapped`` as ``__wrapped__``."""
+    for attribute in attributes:
+        if hasattr(wrapped, attribute):
+            setattr(function, attribute, getattr(wrapped, attribute))
+    function.__wrapped__ = wrapped
 
 
 def chain_of(member: Any) -> Chain | None:
@@ -375,8 +365,8 @@ def chain_of(member: Any) -> Chain | None:
 
 def steps_of(engine_class: Any, instance: Any, name: str, start: Any = None) -> list[Step]:
     """The implementations of candidate ``name`` along ``engine_class``'s MRO, bound to
-    ``instance``: from ``start`` (a class; else the first) up to the first that cannot
-    decline, the reference left out."""
+    ``instance``: from class ``start`` (else the first) to the first that cannot decline,
+    the reference left out."""
     steps: list[Step] = []
     mro = engine_class.__mro__
     for klass in mro[mro.index(start) :] if start is not None else mro:
@@ -384,20 +374,8 @@ def steps_of(engine_class: Any, instance: Any, name: str, start: Any = None) -> 
             continue
         if getattr(klass, "__coheriq_name__", None) == REFERENCE:
             break
-        implementation = klass.__dict__[name]
-        if isinstance(implementation, DecliningMethod):
-            implementation = implementation.function
-        check = check_of(implementation)
-        if isinstance(implementation, type):  # a class: constructed as it is
-            subject: Any = implementation
-            call = implementation
-        else:
-            call = implementation.__get__(instance, engine_class)
-            subject = {staticmethod: _NOTHING, classmethod: engine_class}.get(
-                type(implementation), instance
-            )
-        steps.append(Step(klass, name, call, check, subject))
-        if check is False:
+        steps.append(Step(klass, name, klass.__dict__[name], instance, engine_class))
+        if steps[-1].final:
             break
     return steps
 
@@ -405,16 +383,11 @@ def steps_of(engine_class: Any, instance: Any, name: str, start: Any = None) -> 
 class DecliningMethod:
     """A marked implementation in its engine class's dict, as ``self`` and ``super()`` reach it.
 
-    Read from an instance, a function is a bound method, as any method is, and
-    a class (a class candidate's implementation) is a :class:`DecliningClass`
-    that stands for it: nothing is kept on the instance, which pickles and
-    copies as it would without coheriq. Called, it runs the implementation
-    (after its check), and only once that declines does it build the rest of
-    the chain: along the MRO of the instance's class, past the implementations
-    that decline, to the reference. That code has run already, on this engine.
-    (A call a proxy dispatches runs the engine's :class:`Chain` instead, which
-    may go on to the engines later in the user's list: see :func:`bound_chain`.)
-    Read from the class, it is the implementation itself.
+    Read from the class, it is the implementation. Read from an instance, it is a bound
+    method (for a class, a :class:`DecliningClass`) that runs the implementation and,
+    only where it declines, the rest of the chain along the instance's MRO to the
+    reference, never the user's list (that code has run on this engine). Nothing is
+    kept on the instance.
     """
 
     __slots__ = ("function", "method", "name", "owner")
@@ -450,108 +423,95 @@ class DecliningMethod:
         return Chain(state, name, steps, None if last.final else reference)
 
     def _as_method(self) -> Callable[..., Any]:
-        """The function a read from an instance binds: the implementation first, after
-        its check, taking the instance first (what ``Chain.function`` is, unbound)."""
-        function, kind, descriptor = self.function, type(self.function), self
+        """The function a read from an instance binds (the instance first)."""
+        descriptor, function, owner, name = self, self.function, self.owner, self.name
         check = check_of(function)
-        ask = check if callable(check) else None
-        constructs = isinstance(function, type)  # a class: its check takes the class first
 
-        def declining(instance: Any, *args: Any, **kwargs: Any) -> Any:
-            reason = None
-            if ask is not None:
-                if kind is staticmethod:
-                    reason = ask(*args, **kwargs)
-                elif constructs:
-                    reason = ask(function, *args, **kwargs)
-                else:
-                    subject = type(instance) if kind is classmethod else instance
-                    reason = ask(subject, *args, **kwargs)
-            if reason is None:
-                try:
-                    if kind is FunctionType:
-                        return function(instance, *args, **kwargs)
-                    if constructs:
-                        return function(*args, **kwargs)
-                    return function.__get__(instance, type(instance))(*args, **kwargs)
-                except Decline as decline:
-                    if raised_by_answering(decline):  # an error, not a signal
-                        raise
-                    reason = decline.reason
-            chain = descriptor.chain(instance)
-            return chain.after_decline(chain.steps[0].checked(reason), args, kwargs)
+        def declined(reason: Any, args: Any, kwargs: Any) -> Any:  # args: instance first
+            chain = descriptor.chain(args[0])
+            return chain.after_decline(chain.steps[0].checked(reason), args[1:], kwargs)
 
-        underlying = function.__func__ if kind in (staticmethod, classmethod) else function
-        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-            if hasattr(underlying, attribute):
-                setattr(declining, attribute, getattr(underlying, attribute))
-        declining.__wrapped__ = underlying  # type: ignore[attr-defined]
-        declining.__coheriq_declining__ = descriptor  # type: ignore[attr-defined]
-        return declining
+        def bound_per_call(instance: Any, *args: Any, **kwargs: Any) -> Any:
+            step = Step(owner, name, function, instance, type(instance), check)
+            value = step.run(*args, **kwargs)
+            if type(value) is _Declined:
+                return declined(value.reason, (instance, *args), kwargs)
+            return value
+
+        # A plain function takes the instance first, as its check does: no binding per call.
+        if type(function) is FunctionType:
+            method = _trying(check if callable(check) else None, function, False, declined)
+        else:  # a staticmethod, classmethod or class: bound as its Step binds it
+            method = bound_per_call
+        underlying = (
+            function.__func__ if isinstance(function, (staticmethod, classmethod)) else function
+        )
+        _read_as(method, underlying, ("__module__", "__name__", "__qualname__", "__doc__"))
+        method.__coheriq_declining__ = descriptor  # type: ignore[attr-defined]
+        return method
 
     def __repr__(self) -> str:
         return f"<{self.owner.__qualname__}.{self.name}, which may decline>"
 
 
-class DecliningClass:
-    """An engine's marked class, as its own code reaches it (``self.Box``, ``super().Box``).
+class ClassStandIn:
+    """Stands for a class (``_coheriq_class``) where an engine's own code reaches it:
+    ``isinstance``, ``issubclass``, ``==``, ``__doc__`` and a class statement deriving
+    from it answer as with the class; ``type(obj) is stand_in`` is false. A subclass
+    sets ``__doc__ = ClassStandIn.__doc__`` (the property) after its docstring."""
 
-    Calling it constructs the class, and where the construction declines, the
-    next implementation along the engine's MRO constructs instead, up to the
-    reference (see :class:`DecliningMethod`). Everything else is the class's:
-    ``isinstance``/``issubclass`` with it, its attributes, a class statement
-    deriving from it; it equals the class. ``type(obj) is self.Box`` is false:
-    it stands for the class, it is not the class (``type(self).Box`` is).
+    __slots__ = ()
+    _coheriq_class: Any
 
-    Args:
-        cls: The engine's class.
-        construct: Its construction, which goes on along the MRO on a decline.
-    """
+    def __instancecheck__(self, obj: object) -> bool:
+        return isinstance(obj, self._coheriq_class)
 
-    __slots__ = ("cls", "construct")
+    def __subclasscheck__(self, cls: type) -> bool:
+        return issubclass(cls, self._coheriq_class)
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type]:
+        return (self._coheriq_class,)
+
+    @property
+    def __doc__(self) -> str | None:  # type: ignore[override]
+        doc: str | None = self._coheriq_class.__doc__
+        return doc
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ClassStandIn):
+            other = other._coheriq_class
+        return other is self._coheriq_class
+
+    def __hash__(self) -> int:
+        return hash(self._coheriq_class)
+
+
+class DecliningClass(ClassStandIn):
+    """An engine's marked class, as its own code reaches it (``self.Box``, ``super().Box``):
+    calling it constructs the class, going on along the engine's MRO where that declines
+    (see :class:`DecliningMethod`); its attributes are the class's."""
+
+    __doc__ = ClassStandIn.__doc__
+    __slots__ = ("_coheriq_class", "construct")
 
     def __init__(self, cls: type, construct: Callable[..., Any]) -> None:
-        self.cls, self.construct = cls, construct
+        self._coheriq_class, self.construct = cls, construct
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.construct(*args, **kwargs)
 
-    def __instancecheck__(self, obj: object) -> bool:
-        return isinstance(obj, self.cls)
-
-    def __subclasscheck__(self, cls: type) -> bool:
-        return issubclass(cls, self.cls)
-
-    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type]:
-        return (self.cls,)
-
     def __getattr__(self, name: str) -> Any:  # __name__, a classmethod, a constant...
-        return getattr(self.cls, name)
-
-    @property
-    def __doc__(self) -> str | None:  # type: ignore[override]
-        doc: str | None = self.cls.__doc__
-        return doc
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, DecliningClass):
-            return self.cls is other.cls
-        return other is self.cls
-
-    def __hash__(self) -> int:
-        return hash(self.cls)
+        return getattr(self._coheriq_class, name)
 
     def __repr__(self) -> str:
-        return f"<class {self.cls.__module__}.{self.cls.__qualname__}, which may decline>"
+        cls = self._coheriq_class
+        return f"<class {cls.__module__}.{cls.__qualname__}, which may decline>"
 
 
 def bound_chain(member: Any) -> Any:
-    """What a proxy's call of a candidate runs, given ``member``, read from an engine's instance.
-
-    For a method that may decline (read through a :class:`DecliningMethod`), its
-    :class:`Chain`'s function, bound to the instance, which the registry may
-    extend to the engines later in the user's list; else ``member`` itself.
-    """
+    """What a proxy's call runs for ``member``, read from an engine's instance: for a
+    method read through a :class:`DecliningMethod`, its :class:`Chain`'s function (which
+    the registry may extend to the user's list); else ``member`` itself."""
     if isinstance(member, MethodType):
         descriptor = getattr(member.__func__, "__coheriq_declining__", None)
         if isinstance(descriptor, DecliningMethod):
@@ -560,16 +520,12 @@ def bound_chain(member: Any) -> Any:
 
 
 def note_implementation(implementation: Any, *, marked: bool) -> None:
-    """Note ``implementation``, an engine's, as the engine class is made.
+    """Note ``implementation``, an engine's, as its engine class is made.
 
-    One that is not ``marked`` cannot decline: a ``Decline`` raised in it is its
-    error, and reaches the caller even through a marked implementation that
-    called it (:func:`raised_by_answering`). A marked one's code never counts as
-    such, where a factory made both from one ``def``.
-
-    For a class, its own ``__new__`` and ``__init__``. The innermost function of
-    a decorated one counts (its body raises), not the decorator's wrapper, whose
-    code other functions share.
+    A ``Decline`` raised in the code of one not ``marked`` is its error, even where a
+    marked one called it (:func:`raised_by_answering`). For a class, its own
+    ``__new__`` and ``__init__`` count; for a decorated function, the innermost (the
+    decorator's wrapper shares its code with other functions).
     """
     if isinstance(implementation, type):
         found = [vars(implementation).get(m) for m in ("__new__", "__init__")]
@@ -590,8 +546,7 @@ def note_implementation(implementation: Any, *, marked: bool) -> None:
 
 
 def raised_by_answering(decline: Decline) -> bool:
-    """Whether ``decline`` came out of an implementation that cannot decline (see
-    :func:`note_implementation`), called by the one that caught it: then it is an error."""
+    """Whether ``decline`` passed through an implementation that cannot decline."""
     traceback = decline.__traceback__
     while traceback is not None:
         code = traceback.tb_frame.f_code
@@ -611,12 +566,15 @@ def record(state: DomainState, candidate: str, engine: str, reason: str) -> None
     """Count one decline; log the first of each (candidate, engine, reason); tell watchers.
 
     Raises:
-        CoheriqDeclineError: Declines are errors here (``COHERIQ_FAIL_ON_DECLINE=1``
-            or ``<PREFIX>_FAIL_ON_DECLINE=1``, or another spelling of yes).
+        CoheriqDeclineError: Declines are errors here (``COHERIQ_FAIL_ON_DECLINE`` or
+            ``<PREFIX>_FAIL_ON_DECLINE`` says yes).
         CoheriqTypeError: One of those variables says neither yes nor no; nothing
             is counted.
     """
-    strict = [v for v in _strict_variables(state) if environment_flag(v, _DECLINES_ARE_ERRORS)]
+    variables = [FAIL_ON_DECLINE]
+    if state.env_prefix:
+        variables.append(f"{state.env_prefix}_FAIL_ON_DECLINE")
+    strict = [v for v in variables if environment_flag(v, _DECLINES_ARE_ERRORS)]
     key = (candidate, engine, reason)
     with _lock:
         count = state.declines.get(key, 0)
@@ -642,7 +600,6 @@ def record(state: DomainState, candidate: str, engine: str, reason: str) -> None
         watcher(state, candidate, engine, reason)
 
 
-# What yes and no mean for the variables that make declines errors (environment_flag).
 _DECLINES_ARE_ERRORS = (
     "to make every decline an error",
     "to let the next implementation run a declined call",
@@ -652,9 +609,9 @@ _NO = frozenset({"", "0", "false", "no", "off"})
 
 
 def environment_flag(variable: str, meaning: tuple[str, str]) -> bool:
-    """Whether the environment variable ``variable`` says yes: ``1``, ``true``, ``yes``
-    or ``on``, in any case, spaces around ignored; no is ``0``, ``false``, ``no``,
-    ``off``, empty or unset. ``meaning``: what yes does and what no does, for the message.
+    """Whether environment variable ``variable`` says yes (``1``, ``true``, ``yes``, ``on``,
+    any case, spaces ignored) or no (``0``, ``false``, ``no``, ``off``, empty, unset).
+    ``meaning``: what yes does and what no does, for the message.
 
     Raises:
         CoheriqTypeError: Its value is neither; the message says what to set.
@@ -668,12 +625,6 @@ def environment_flag(variable: str, meaning: tuple[str, str]) -> bool:
         f"The environment variable {variable} is {value!r}; set it to 1, true, yes or on "
         f"{meaning[0]}, or to 0, false, no, off or nothing {meaning[1]}."
     )
-
-
-def _strict_variables(state: DomainState) -> tuple[str, ...]:
-    if state.env_prefix:
-        return (FAIL_ON_DECLINE, f"{state.env_prefix}_FAIL_ON_DECLINE")
-    return (FAIL_ON_DECLINE,)
 
 
 @after_fork_in_child

@@ -1,30 +1,16 @@
-"""What an engine's own code reaches as ``self.<ClassCandidate>``.
+"""What an engine's own code reaches as ``self.<ClassCandidate>``: decided by the engine's MRO.
 
-Inside an engine, which implementation ``self.Batch`` stands for is decided by
-the engine's MRO, like every other attribute, never by the context that calls
-the engine's code. An engine that overrides the class candidate has its class
-in its own body, and ``self.Batch`` is that class; where that class is marked
-with ``may_decline``, a :class:`~coheriq._engines.declines.DecliningClass` that
-stands for it, whose construction goes on along the MRO when it declines. One
-that does not inherits
-the reference class's attribute, which is the library's *marked* class, whose
-call dispatches on the calling context: the engine's code running in a thread
-of its own (no block there) would build the global engine's objects.
-
-So the reference class holds each class candidate as a :class:`ClassCandidate`
-descriptor. Read from a class (``engine_class("mylib").Batch``, ``Fast.Batch``)
-it is the marked class. Read from an engine's instance (``self.Batch``) it is a
-:class:`LibraryClass`: calling it constructs the library's class itself;
-``isinstance``/``issubclass`` with it answer as with the marked class; its
-other attributes are the marked class's own, except that a classmethod of the
-library's class runs in a block of the engine, so that what it builds through
-``cls(...)`` is decided by the engine too.
+The reference class holds each class candidate as a :class:`ClassCandidate`: read from a
+class, the marked class; read from an engine's instance, a :class:`LibraryClass`, which
+constructs the library's class itself, and runs its classmethods, in a block of that engine.
+An engine that overrides the candidate reaches its own class instead.
 """
 
 from __future__ import annotations
 
 from .._call.marked import own_attribute
 from .._stdlib import TYPE_CHECKING, async_generator_inside, calls_inside, generator_inside
+from .declines import ClassStandIn
 
 if TYPE_CHECKING:
     from typing import Any
@@ -35,11 +21,7 @@ __all__ = ["ClassCandidate", "LibraryClass"]
 
 
 class ClassCandidate:
-    """A class candidate on the reference class (see the module's doc).
-
-    Args:
-        info: The candidate; ``info.reference`` is the marked class.
-    """
+    """A class candidate on the reference class; ``info.reference`` is the marked class."""
 
     __slots__ = ("info",)
 
@@ -55,44 +37,28 @@ class ClassCandidate:
         return f"<class candidate {self.info.name!r} of domain {self.info.domain.name!r}>"
 
 
-class LibraryClass:
-    """The library's class as an engine that does not override it reaches it.
+class LibraryClass(ClassStandIn):
+    """The library's class as engine class ``engine``, which does not override it, reaches it.
 
-    Everything reached through it runs as the engine's own code: calling it
-    constructs the library's class inside a ``using_engine`` block of
-    ``engine`` (so the candidates its ``__init__`` calls are the engine's too),
-    and so do its classmethods and staticmethods, whatever engine the caller's
-    context runs. ``isinstance(obj, self.Batch)`` and ``issubclass`` answer as
-    the marked class does (true for every engine's implementation); it equals
-    the marked class, and a class statement deriving from it derives from the
-    marked class. Its other attributes are the marked class's own (see
-    :func:`~coheriq._call.marked.own_attribute`). ``type(obj) is self.Batch`` is
-    false: it stands for the class, it is not the class.
-
-    Args:
-        info: The class candidate.
-        engine: The engine class whose instance reached it.
+    Calling it, and its classmethods and staticmethods, run in a block of ``engine``,
+    whatever the caller's context runs; its other attributes are the marked class's own
+    (:func:`~coheriq._call.marked.own_attribute`).
     """
 
+    __doc__ = ClassStandIn.__doc__
     __slots__ = ("engine", "info")
 
     def __init__(self, info: CandidateInfo, engine: Any) -> None:
-        self.info = info
-        self.engine = engine
+        self.info, self.engine = info, engine
+
+    @property
+    def _coheriq_class(self) -> Any:
+        return self.info.reference
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         construct = self.info.construct
         assert construct is not None  # a class candidate's, set when it was marked
         return _InBlock(construct, self.info.domain, self.engine)(*args, **kwargs)
-
-    def __instancecheck__(self, obj: object) -> bool:
-        return isinstance(obj, self.info.reference)
-
-    def __subclasscheck__(self, cls: type) -> bool:
-        return issubclass(cls, self.info.reference)
-
-    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type]:
-        return (self.info.reference,)
 
     def __getattr__(self, name: str) -> Any:
         cls = self.info.reference
@@ -106,19 +72,6 @@ class LibraryClass:
                 break
         return value
 
-    @property
-    def __doc__(self) -> str | None:  # type: ignore[override]
-        doc: str | None = self.info.reference.__doc__
-        return doc
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, LibraryClass):
-            return self.info is other.info
-        return other is self.info.reference
-
-    def __hash__(self) -> int:
-        return hash(self.info.reference)
-
     def __repr__(self) -> str:
         cls = self.info.reference
         engine = getattr(self.engine, "__coheriq_name__", None) or self.engine.__qualname__
@@ -129,22 +82,17 @@ class LibraryClass:
 
 
 class _InBlock:
-    """Library code reached through an engine: runs in a block of that engine.
+    """Library code reached through an engine, run in a block of that engine.
 
-    A coroutine, generator or async generator it returns runs its body in a
-    block too, each time it resumes (see :func:`coheriq._stdlib.generator_inside`),
-    and what its consumer sends, throws or closes reaches it as through
-    ``yield from``. While the engine itself is starting (its ``__init__``
-    reaching ``self.Batch``), there is no block to enter yet: the code runs as
-    called.
+    A coroutine or (async) generator it returns runs in a block each time it resumes.
+    While the engine itself is starting (its ``__init__`` reaching ``self.Batch``) it runs
+    as called: there is no block to enter yet.
     """
 
     __slots__ = ("domain", "engine", "method")
 
     def __init__(self, method: Any, domain: Any, engine: Any) -> None:
-        self.method = method
-        self.domain = domain
-        self.engine = engine
+        self.method, self.domain, self.engine = method, domain, engine
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.domain.engines.starting_here(self.engine):
@@ -155,11 +103,11 @@ class _InBlock:
         def started() -> Any:  # what the drivers below start: the result itself
             return result
 
-        if hasattr(result, "cr_code"):  # an async def's coroutine
+        if hasattr(result, "cr_code"):  # a coroutine
             return calls_inside(started, self._block, coroutine=True)()
-        if hasattr(result, "gi_code"):  # a generator function's generator
+        if hasattr(result, "gi_code"):  # a generator
             return generator_inside(started, self._block)()
-        if hasattr(result, "ag_code"):  # an async generator function's generator
+        if hasattr(result, "ag_code"):  # an async generator
             return async_generator_inside(started, self._block)()
         return result
 
@@ -174,13 +122,12 @@ class _InBlock:
 
 
 class _Block:
-    """A ``using_engine`` block of ``engine``, entered and left as a context manager."""
+    """A ``using_engine`` block of ``engine``, as a context manager."""
 
     __slots__ = ("engine", "scope", "scopes")
 
     def __init__(self, scopes: Any, engine: Any) -> None:
-        self.scopes = scopes
-        self.engine = engine
+        self.scopes, self.engine = scopes, engine
 
     def __enter__(self) -> None:
         self.scope = self.scopes.enter(self.engine)
