@@ -120,10 +120,8 @@ class Starting:
 
 
 class Fallthrough:
-    """The members of an exited scope: what the context around it runs now.
-
-    It holds the scope's parent, not the scope, so an exited scope is freed at once.
-    """
+    """The members of an exited scope: what the context around it runs now (it holds the
+    scope's parent, not the scope, so that an exited scope is freed at once)."""
 
     __slots__ = ("parent", "state")
 
@@ -139,10 +137,8 @@ class Fallthrough:
 
 
 class Scopes:
-    """The blocks of one copy of a domain: entered, left, and found by its proxies.
-
-    ``variable``: the context variable that holds the innermost block.
-    """
+    """The blocks of one copy of a domain, the innermost in ``variable``: entered, left,
+    and found by its proxies."""
 
     def __init__(self, state: DomainState, variable: ContextVar[Scope | None]) -> None:
         self.state = state

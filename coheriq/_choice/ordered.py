@@ -73,15 +73,11 @@ def first_that_starts(
     named_by: str = "",
     for_choice: bool = False,
 ) -> tuple[EngineMeta, Tried]:
-    """Return the first of ``engines`` that is installed, imports and starts, and what was tried.
+    """Return the first of ``engines`` that is installed, imports and starts, and what was
+    tried; a CoheriqEngineNotFoundError with each one's reason where none can run here.
 
-    An engine whose ``__init__`` raises says "I cannot run here" and is passed
-    over with the reason. ``for_choice``: the engine chosen becomes the global
-    choice, so first calls in other threads wait for each start.
-
-    Raises:
-        CoheriqEngineNotFoundError: None of them can run here; the message
-            gives each one's reason.
+    ``for_choice``: the engine chosen becomes the global choice, so first calls in
+    other threads wait for each start.
     """
     tried: list[tuple[str, str]] = []
     for engine in engines:

@@ -1,29 +1,15 @@
-"""The engines of one copy of a domain: registered, loaded from entry points, started.
+"""The engines of one copy of a domain: registered, loaded from entry points, started once.
 
-An :class:`Engines` registry belongs to one :class:`~coheriq.AccelerationDomain`
-(``domain.engines``), made with the domain's
-:class:`~coheriq._choice.state.DomainState`, which is all it reads of the domain.
-:class:`~coheriq.EngineMeta` registers each engine class with it when the class
-statement runs, through the three methods that are its seam
+:class:`~coheriq.EngineMeta` registers each engine class through three methods
 (:meth:`Engines.reference_of`, :meth:`Engines.check_name_free`,
-:meth:`Engines.register`); the rest of coheriq asks it for an engine's class by
-name (:meth:`Engines.engine_class`, which imports an advertised engine's module
-the first time) and for the one instance of each engine class
-(:meth:`Engines.members_of`, which starts it).
-
-Locks: registration takes the domain's lock briefly; no lock is held while an
-engine's module is imported or while its ``__init__`` runs (see
-:meth:`Engines.members_of`).
+:meth:`Engines.register`). No lock is held while an engine's module is imported
+or its ``__init__`` runs.
 """
 
 from __future__ import annotations
 
-# _thread rather than threading: the same locks, without importing threading.
-import _thread
+import _thread  # not threading: the same locks, one import fewer
 import sys
-
-# _contextvars is what the contextvars module re-exports; importing it directly
-# spares a module at start-up.
 from _contextvars import ContextVar
 
 from .._names import REFERENCE, check_name, is_engine_name
@@ -52,9 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Engines"]
 
-# While an advertised engine's module is imported: every engine class it
-# registers and every name it reserves, in any domain, so that a failed import
-# can take back exactly those.
+# While an advertised engine's module is imported: every engine class it registers and
+# name it reserves, in any domain, for a failed import to take back.
 _loading: ContextVar[list[tuple[Engines, EngineMeta | str]] | None] = ContextVar(
     "coheriq: engines registered by the load in progress", default=None
 )
@@ -62,13 +47,12 @@ _loading: ContextVar[list[tuple[Engines, EngineMeta | str]] | None] = ContextVar
 loading_for: ContextVar[Any] = ContextVar(
     "coheriq: the copy of a domain an engine is loaded for", default=None
 )
-"""While an advertised engine's module is imported: the state of the copy of its
-domain it is imported for, which the domain's name then stands for (see
-:meth:`coheriq._library.registry.Copies.named`)."""
+"""While an advertised engine's module is imported: the state of the copy of its domain
+it is imported for, which the domain's name then stands for."""
 
 building: ContextVar[object] = ContextVar("coheriq: the engine being materialized", default=None)
-"""The :class:`~coheriq.AccelerationEngine` whose ``materialize()`` runs in this
-context: the class it builds may take the name it reserved."""
+"""The :class:`~coheriq.AccelerationEngine` whose ``materialize()`` runs here: the class
+it builds may take the name it reserved."""
 
 
 def _defined_again(existing: type) -> bool:
@@ -85,15 +69,12 @@ class Engines:
     """The engine classes of one copy of a domain, and the one instance of each.
 
     Attributes:
-        by_name: Engine name -> engine class, for the named engines registered.
-        reserved: Engine name -> the :class:`~coheriq.AccelerationEngine` that
-            reserved it at construction and is not materialized yet.
+        reserved: Engine name -> the :class:`~coheriq.AccelerationEngine` that reserved
+            it and is not materialized yet.
         classes: Every engine class registered, named or not, in order.
-        implementations: Class candidate -> {implementing class: the engine class
-            whose body defines it, or None for the reference}; marked classes
-            answer ``isinstance`` from it.
-        reference: The domain's reference class, the root of its engine classes,
-            once :meth:`~coheriq.AccelerationDomain.materialize` made it; else None.
+        implementations: Class candidate -> {implementing class: the engine class whose
+            body defines it, or None for the reference}, for ``isinstance``.
+        reference: The domain's reference class, once materialized; else None.
     """
 
     def __init__(self, state: DomainState) -> None:
@@ -104,8 +85,7 @@ class Engines:
         self.classes: list[EngineMeta] = []
         self.implementations: dict[str, dict[type, EngineMeta | None]] = {}
         self._instances: dict[EngineMeta, dict[str, Any]] = {}  # the members of each
-        # The members of an engine chosen from an ordered list, for the rest of the
-        # list: (engine class, the engines after it) -> members (see members_of).
+        # (engine class, the engines after it in an ordered list) -> members.
         self._then: dict[tuple[EngineMeta, tuple[Any, ...]], dict[str, Any]] = {}
         self._started: dict[EngineMeta, Any] = {}  # the instance of each
         self._starting: dict[EngineMeta, EngineStart] = {}  # engines whose __init__ runs now
@@ -113,10 +93,7 @@ class Engines:
     def require_reference(
         self, action: str, error: type[CoheriqDomainError] = CoheriqDomainError
     ) -> EngineMeta:
-        """Return the reference class, or raise ``error`` saying the domain is not materialized.
-
-        ``action`` is what the caller was about to do, for the message.
-        """
+        """Return the reference class, or raise ``error`` saying that one cannot ``action``."""
         reference = self.reference
         if reference is None:
             raise error(
@@ -125,24 +102,14 @@ class Engines:
             )
         return reference
 
-    # -- the seam EngineMeta uses -----------------------------------------------------
-
     def reference_of(self, candidate: str) -> Any:
-        """The reference implementation of ``candidate``; None for one not imported yet.
-
-        (A declared candidate, whose module is not imported yet: see
-        :meth:`~coheriq.AccelerationDomain.declare`.)
-        """
+        """The reference implementation of ``candidate``; None for one not imported yet."""
         info = self.state.candidates.get(candidate)
         return None if info is None else info.reference
 
     def check_name_free(self, name: str) -> None:
-        """Raise :class:`~coheriq.CoheriqEngineError` if engine ``name`` is taken.
-
-        A name is taken by a registered engine class, or reserved by an
-        :class:`~coheriq.AccelerationEngine` not materialized yet (except for the
-        class that engine's own ``materialize()`` builds).
-        """
+        """Raise a CoheriqEngineError if engine ``name`` is registered, or reserved other
+        than for the class being built (:data:`building`)."""
         existing = self.by_name.get(name)
         if existing is not None and _defined_again(existing):
             raise CoheriqEngineError(
@@ -165,11 +132,7 @@ class Engines:
             )
 
     def reserve(self, name: str, owner: object) -> None:
-        """Reserve engine ``name`` for ``owner``, an AccelerationEngine being written.
-
-        Raises:
-            CoheriqEngineError: The name is taken.
-        """
+        """Reserve engine ``name`` for ``owner``, an AccelerationEngine being written."""
         with self.state.lock:
             self.check_name_free(name)
             self.reserved[name] = owner
@@ -184,7 +147,7 @@ class Engines:
             if name is not None:
                 self.check_name_free(name)
                 self.by_name[name] = cls
-                self.reserved.pop(name, None)  # its own reservation, if any
+                self.reserved.pop(name, None)
             self.classes.append(cls)
             for candidate in cls.__coheriq_overrides__:
                 if candidate in self.implementations:
@@ -193,8 +156,6 @@ class Engines:
         loaded = _loading.get()
         if loaded is not None:
             loaded.append((self, cls))
-
-    # -- class candidates ---------------------------------------------------------------
 
     def _forget(self, cls: EngineMeta | str) -> None:
         """Drop the engine class ``cls`` (or reserved name), from an import that failed."""
@@ -213,12 +174,8 @@ class Engines:
                 self._refresh_isinstance(candidate)
 
     def _refresh_isinstance(self, candidate: str) -> None:
-        """Let the marked class answer isinstance natively unless an engine needs more.
-
-        An engine's class that derives from the marked class is an instance of it
-        for Python already; only one that does not needs the marked class's own
-        check, which costs a Python call (also for every False answer).
-        """
+        """Let the marked class answer isinstance natively (no Python call) unless an
+        implementation does not derive from it."""
         from .._call.marked import check_implementations  # imported with the class
 
         marked = self.reference_of(candidate)
@@ -227,12 +184,8 @@ class Engines:
         check_implementations(marked, foreign)
 
     def engine_of_type(self, cls: type) -> str | None:
-        """The engine whose implementation of a class candidate ``cls`` is, or None.
-
-        The engine is the one whose class body defines the implementation (the
-        first named engine built on it, for an unnamed mixin); a subclass of an
-        implementation counts as that implementation.
-        """
+        """The engine whose class body defines ``cls``, or one of its bases, as an
+        implementation of a class candidate (for a mixin, the first engine on it); or None."""
         for klass in cls.__mro__:
             for implementations in self.implementations.values():
                 if klass in implementations:
@@ -243,31 +196,24 @@ class Engines:
                     return users[0].__coheriq_name__ if users else repr(owner)
         return None
 
-    # -- by name --------------------------------------------------------------------------
-
     def names(self) -> list[str]:
         """Sorted names of the registered and the advertised engines (imports none)."""
-        from .. import discovery  # first use of entry points: see engine_class
+        from .. import discovery
 
         advertised = [n for n in discovery.advertised(self.state.name) if is_engine_name(n)]
         return sorted(set(self.by_name) | set(self.reserved) | set(advertised))
 
     def resolve(self, engine: object) -> EngineMeta:
-        """Return the engine class that ``engine`` stands for in this domain.
-
-        Args:
-            engine: An engine name (or :data:`REFERENCE`) or an engine class (the
-                verbs pass an :class:`~coheriq.AccelerationEngine`'s class).
+        """Return the engine class that ``engine``, a name or an engine class, stands for.
 
         Raises:
             CoheriqEngineNameError: A string that is not a valid engine name.
-            CoheriqTypeError: ``engine`` is none of these, belongs to another
-                domain, or is an unnamed mixin.
+            CoheriqTypeError: Neither, another domain's, or an unnamed mixin.
             CoheriqEngineNotFoundError: No such engine in the domain.
         """
         state = self.state
         if isinstance(engine, str):
-            if engine not in self.by_name:  # a registered name was checked when registered
+            if engine not in self.by_name:
                 check_name(engine, "engine name", CoheriqEngineNameError)
             return self.engine_class(engine)
         if isinstance(engine, EngineMeta):
@@ -298,11 +244,8 @@ class Engines:
         return cls
 
     def engine_class(self, name: str, *, named_by: str = "") -> EngineMeta:
-        """Return the class of engine ``name``, loading its entry point if needed.
-
-        Args:
-            name: An engine name, or :data:`REFERENCE`.
-            named_by: Where the name came from, for error messages.
+        """Return the class of engine ``name``, importing its entry point the first time;
+        ``named_by``: where the name came from, for messages.
 
         Raises:
             CoheriqDomainError: The domain is not materialized.
@@ -324,9 +267,7 @@ class Engines:
                 "author calls materialize() after the last override; import the engine's "
                 "module completely before using the engine."
             )
-        # Imported on the first look for an advertised engine, not with coheriq:
-        # a program that only uses registered engines never reads package metadata.
-        from .. import discovery
+        from .. import discovery  # a program that names no advertised engine reads no metadata
 
         ep = discovery.advertised(state.name).get(name) if is_engine_name(name) else None
         if ep is None:
@@ -344,22 +285,16 @@ class Engines:
     def _load(self, name: str, ep: Any) -> EngineMeta:
         """Import the module that advertises engine ``name``; return the engine class.
 
-        If the import fails, or does not define the engine, or is interrupted
-        (``KeyboardInterrupt``), exactly the engine classes it registered, in any
-        domain, are taken back, and the module leaves ``sys.modules`` only if this
-        import put it there: a retry then imports it afresh, and engines loaded
-        before from the same module stay.
-
-        Raises:
-            CoheriqEngineLoadError: The import failed or defined no such engine.
+        Where the import fails, defines no such engine (CoheriqEngineLoadError) or is
+        interrupted, the engine classes it registered are taken back, and the module
+        leaves ``sys.modules`` if this import put it there, so that a retry imports it afresh.
         """
         from .. import discovery
 
         state = self.state
         module = discovery.module_of(ep)
         imported = sys.modules.get(module)
-        # A module that defined its engines for another copy of this library's
-        # module only (see coheriq._library.registry) runs again, for this copy.
+        # A module that defined its engines for another copy only runs again, for this one.
         again = (
             imported is not None
             and state.copies.made > 1
@@ -399,23 +334,14 @@ class Engines:
             _loading.reset(loading)
         return cls
 
-    # -- the one instance of each engine class -------------------------------------------
-
     def members_of(self, cls: EngineMeta, then: tuple[Any, ...] = ()) -> Mapping[str, Any]:
         """Return candidate name -> what a call runs on ``cls``'s instance, starting it once.
 
-        ``then``: the engines (names or classes) that follow ``cls`` in the
-        user's ordered list, which run a call that ``cls``'s implementations all
-        decline (see :mod:`coheriq._engines.declines`), before the reference.
-
-        No lock is held while an engine's ``__init__`` runs: it may take seconds
-        (a GPU), import other engines, or wait for threads that enter and leave
-        blocks. The first thread to need the engine starts it; others wait on
-        that start alone. Should the start fail, the next thread tries again.
-
-        Raises:
-            CoheriqEngineStartError: The engine's ``__init__`` failed.
-            CoheriqEngineError: The engine was asked for from its own ``__init__``.
+        ``then``: the engines after ``cls`` in an ordered list, which run the calls
+        that its implementations all decline. No lock is held while ``__init__`` runs
+        (it may take seconds, or wait for threads that enter blocks): other threads
+        wait on that start alone, and should it fail (CoheriqEngineStartError), the
+        next one tries again. A CoheriqEngineError from the engine's own ``__init__``.
         """
         if then:
             return self._members_then(cls, then)
@@ -434,9 +360,8 @@ class Engines:
                     break  # this thread starts the engine
             if start.thread == _thread.get_ident():
                 if runs_no_code(cls):
-                    # A start that runs no code of the engine's (the reference) was
-                    # interrupted in this thread (a signal handler, a __del__):
-                    # another instance harms nothing.
+                    # A start of the reference interrupted in this thread (a signal
+                    # handler, a __del__): another instance harms nothing.
                     return self._members_from(cls, instantiate(self.state, cls))
                 raise CoheriqEngineError(
                     f"Engine {cls.__coheriq_name__!r} of domain {self.state.name!r} was asked "
@@ -457,7 +382,7 @@ class Engines:
         return members
 
     def start_record(self, cls: EngineMeta) -> EngineStart:
-        """A record of a start of ``cls`` by this thread, which other threads can wait on."""
+        """A start of ``cls`` by this thread, which other threads can wait on."""
         return EngineStart(cls, self.require_reference("start an engine"), self.state.name)
 
     def starting_here(self, cls: EngineMeta) -> bool:
@@ -479,9 +404,9 @@ class Engines:
         return members
 
     def _then_member(self, then: tuple[Any, ...], name: str, member: Any) -> Any:
-        """``member``, what a call of ``name`` runs on an engine, going on to the engines
-        ``then`` where all its implementations decline."""
-        from .declines import Chain, chain_of  # imported with the first engine class (meta)
+        """``member``, a call of ``name`` on an engine, going on to the engines ``then``
+        where all its implementations decline."""
+        from .declines import Chain, chain_of  # imported with the first engine class
 
         chain = chain_of(member)
         if chain is None or chain.steps[-1].final:
@@ -492,14 +417,9 @@ class Engines:
     def _later(
         self, then: tuple[Any, ...], name: str, tried: set[Any]
     ) -> Callable[[], Iterator[Step]]:
-        """The steps, for candidate ``name``, of the engines ``then`` that implement it.
-
-        Each is started when a call first reaches it; one that is not installed
-        or cannot start is passed over, as an ordered choice passes it over. An
-        implementation already ``tried`` (a hybrid's base, named again in the
-        list) is not asked twice.
-        """
-
+        """The steps, for candidate ``name``, of the engines ``then`` that implement it:
+        each started when a call first reaches it, passed over where it cannot start,
+        and none already ``tried``."""
         from .declines import steps_of
 
         def steps() -> Iterator[Step]:
@@ -557,12 +477,7 @@ class Engines:
         return member
 
     def check_overrides(self, name: str, reference: Any) -> None:
-        """Check the overrides of candidate ``name``, now ``reference``, in every engine class.
-
-        For a candidate marked or redefined after engines were defined: warns;
-        where the engine's class statement would have failed (strict mode, an
-        exception class that does not derive from the library's), refuses the
-        engine instead of failing the module that marks the candidate (see
+        """Check the overrides of candidate ``name``, marked or redefined late (see
         :func:`coheriq._engines.overrides.check_late_overrides`).
 
         Raises:
@@ -571,19 +486,14 @@ class Engines:
         classes = [cls for cls in self.classes if name in cls.__coheriq_overrides__]
         if not classes:
             return
-        # As in EngineMeta: only when needed (not while a library marks its candidates).
-        from .overrides import check_late_overrides
+        from .overrides import check_late_overrides  # only when needed, as in EngineMeta
 
         in_use = {*self._started, *self._starting}
         check_late_overrides(self.state, name, reference, classes, in_use)
 
     def candidate_changed(self, name: str) -> None:
-        """Bring the engines up to date with candidate ``name``, new or redefined.
-
-        For a class candidate, the engine classes that override it answer
-        ``isinstance`` with it; every engine started so far gets its member.
-        Call with the domain's lock held, after :meth:`check_overrides`.
-        """
+        """Bring the engines started so far, and ``isinstance``, up to date with candidate
+        ``name``, new or redefined. With the lock held, after :meth:`check_overrides`."""
         implementations = self.implementations.get(name)
         if implementations is not None:
             for cls in self.classes:
@@ -592,8 +502,6 @@ class Engines:
             self._refresh_isinstance(name)
         for cls, instance in self._started.items():
             self._instances[cls][name] = self._member(cls, instance, name)
-        # And the members of each engine chosen from an ordered list, which choices
-        # and blocks hold (copies of the above, going on to the engines after it).
         for (cls, then), members in self._then.items():
             members[name] = self._then_member(then, name, self._instances[cls][name])
 

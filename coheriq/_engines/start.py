@@ -1,27 +1,7 @@
-"""One engine's start, which other threads wait for, and the wait that could never end.
+"""An engine's start: its ``__init__``, run once in a block of its own, while others wait.
 
-The first thread that needs an engine runs its ``__init__``; every other thread
-that needs it meanwhile waits for that start (:meth:`EngineStart.wait`). That
-wait ends when ``__init__`` returns, unless ``__init__`` itself waits for the
-waiting thread: an engine that warms up in a worker thread which calls the
-library (``Thread(target=...).start(); join()``, ``pool.submit(...).result()``)
-would wait for its worker for ever, and the worker for it. A call from
-``__init__``'s own thread is refused at once (see
-:meth:`coheriq._engines.registry.Engines.members_of`); a waiting thread is refused when
-it finds, looking every :data:`POLL_SECONDS`, that:
-
-* the starting thread is blocked in the standard library (a join, a future's
-  ``result()``, an event, a queue, a pool's ``apply()``...), and
-* what it waits for is this thread, or holds it (the worker threads of a
-  ``multiprocessing.pool`` pool), or is the future this thread runs, or
-  this thread runs code of the engine being started (a method of its class, a
-  function defined in one), which only the start can have set going; or what
-  it waits for is a thread that waits for another start, and so on, back to
-  this thread (two engines whose starts wait for each other's warm-up threads).
-
-A thread of the program's own, one that a pool started while the engine was
-starting say, runs no code of the engine and is waited for by no start: it
-waits as long as the start takes, and then runs on the engine.
+:meth:`EngineStart.wait` refuses a thread that the start itself waits for,
+which would otherwise wait for ever (the design FAQ says how it tells).
 """
 
 from __future__ import annotations
@@ -54,18 +34,14 @@ def runs_no_code(cls: type) -> bool:
 
 
 def instantiate(state: DomainState, cls: Any) -> Any:
-    """Make the one instance of engine class ``cls`` of the domain whose state is ``state``.
-
-    Its ``__init__`` runs inside a block of its own engine whose members refuse to
-    be called (:class:`~coheriq._choice.blocks.Starting`): a call into the domain
-    from there says what to do, and never makes the global choice.
+    """Make the one instance of engine class ``cls``, its ``__init__`` in a block whose
+    calls never make the global choice (:class:`~coheriq._choice.blocks.Starting`).
 
     Raises:
         CoheriqEngineStartError: The engine is refused, or its ``__init__`` raised.
     """
     engine = cls.__coheriq_name__ or REFERENCE
-    # Refused by a candidate marked after the engine was defined (rare: looked up only
-    # where some class of the engine's holds a refusal).
+    # Refused by a candidate marked after the engine was defined.
     if any("__coheriq_refused__" in vars(klass) for klass in cls.__mro__):
         refused = refusal(cls)
         if refused is not None:
@@ -86,19 +62,14 @@ def instantiate(state: DomainState, cls: Any) -> Any:
             "set-up or choose another engine."
         ) from exc
     finally:
-        # exit, not only close: a task or context copied during the start (an asyncio
-        # task its __init__ created) then falls through to the context around it.
+        # exit, not close: a task its __init__ created falls through to the context around.
         scopes.exit(starting)
 
 
 class EngineStart:
     """An engine being started by one thread (:attr:`thread`); others :meth:`wait` for it.
 
-    Args:
-        engine_class: The engine class whose ``__init__`` runs.
-        reference: Its domain's reference class: what the engine class has
-            above it is not the engine's own code.
-        domain: The domain's name, for messages.
+    ``reference``: the domain's reference class (the code above it is not the engine's).
     """
 
     __slots__ = ("_engine_code", "domain", "engine_class", "lock", "reference", "thread")
@@ -113,14 +84,10 @@ class EngineStart:
         self._engine_code: frozenset[CodeType] | None = None
 
     def wait(self) -> None:
-        """Return when the start has ended, however it ended.
-
-        Raises:
-            CoheriqEngineError: The start waits for this thread (see the module doc).
-        """
+        """Return when the start has ended, however it ended; a CoheriqEngineError where the
+        start waits for this thread."""
         me = _thread.get_ident()
-        # A signal handler that interrupts this wait may wait for a start too:
-        # it puts back what it found.
+        # A signal handler that interrupts this wait may wait too: it puts back what it found.
         outer = _waiting.get(me)
         _waiting[me] = self
         try:
@@ -147,11 +114,7 @@ class EngineStart:
         self.lock.release()
 
     def _waits_for(self, me: int) -> bool:
-        """Whether this start waits for thread ``me``, directly or through other starts.
-
-        The threads a start waits for (see :meth:`_awaited`) may themselves wait
-        for a start, and so on: a chain that leads back to ``me`` never ends.
-        """
+        """Whether this start waits for thread ``me``, directly or through other starts."""
         frames = sys._current_frames()
         seen: set[int] = set()
         starts = [self]
@@ -169,12 +132,8 @@ class EngineStart:
         return False
 
     def _awaited(self, frames: dict[int, FrameType]) -> list[int]:
-        """The threads that the starting thread, blocked in a wait, waits for.
-
-        That is, while it is blocked in a waiting module: a thread it joins, a
-        thread that runs a future it waits for, and a thread that runs code of
-        the engine being started.
-        """
+        """The threads the starting thread, blocked in the standard library, waits for: those
+        it joins or holds, those that run a future it waits for or the engine's code."""
         waited = _waited_for(frames.get(self.thread))
         if not waited:
             return []
@@ -195,7 +154,7 @@ class EngineStart:
         return awaited
 
     def _own_code(self) -> frozenset[CodeType]:
-        """The code of the engine's own classes: their functions and the functions in those."""
+        """The code of the engine's own classes: their functions and those nested in them."""
         if self._engine_code is None:
             above = set(self.reference.__mro__)
             own = [klass for klass in self.engine_class.__mro__ if klass not in above]
@@ -205,8 +164,7 @@ class EngineStart:
         return self._engine_code
 
 
-# Thread -> the start it waits for now.
-_waiting: dict[int, EngineStart] = {}
+_waiting: dict[int, EngineStart] = {}  # thread -> the start it waits for now
 
 
 def _in_standard_library(frame: FrameType) -> bool:
@@ -216,14 +174,8 @@ def _in_standard_library(frame: FrameType) -> bool:
 
 
 def _waited_for(frame: FrameType | None) -> list[Any]:
-    """What a thread whose innermost frame is ``frame`` is blocked waiting for, if it is.
-
-    That is the ``self`` of each of its innermost frames in the standard
-    library (the Thread of a join, the Future of a ``result()``, the Event, the
-    pool of an ``apply()``...), and the futures given to
-    :func:`concurrent.futures.wait` or ``as_completed``. Every waiter of the
-    standard library is covered this way, not a list of them.
-    """
+    """What a thread whose innermost frame is ``frame`` is blocked waiting for: the ``self``
+    of each innermost frame in the standard library, and the futures given to ``wait``."""
     waited: list[Any] = []
     while frame is not None and _in_standard_library(frame):
         local = frame.f_locals
@@ -245,7 +197,7 @@ def _threads_in(obj: Any) -> Iterator[Any]:
         return
     for value in getattr(obj, "__dict__", {}).values():
         # Lists and tuples only: iterating them never raises while another thread
-        # changes them (a set would).
+        # changes them.
         for item in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(item, threading.Thread):
                 yield item
