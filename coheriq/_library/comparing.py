@@ -1,21 +1,9 @@
-"""How a library compares the results of two implementations: the rules verification uses.
+"""How a verification compares two implementations' values: a domain's rules, and the default.
 
-A domain keeps a :class:`Comparisons` (``domain.comparisons``), filled by
-:meth:`~coheriq.AccelerationDomain.register_comparison`. A rule is registered
-for a type (any value of it, wherever it appears in a result or an argument) or
-for a candidate (the results of that candidate). It may say how to turn a value
-into something comparable (``convert``), how to compare two of them
-(``compare``), the tolerances for the numbers in them, and, for a type, how to
-give the other implementation its own copy of an argument (``copy``).
-
-Without rules, :meth:`Comparisons.difference` compares numbers within a
-relative tolerance (NaN equals NaN; an infinity equals only itself), sequences
-and array-likes (anything with ``tolist()``) element by element, mappings key
-by key, and anything else with ``==`` (an elementwise answer agrees where all of
-its items are true); it returns a sentence that says where the first difference
-is, or ``None``. So a list agrees with a tuple of the same items, ``1`` with
-``1.0`` and ``True`` with ``1``, on purpose. Nothing here is imported or run
-unless a verification is on.
+:class:`Comparisons` holds what ``register_comparison`` registered (per type, or per
+candidate's results); :meth:`Comparisons.difference` applies it, else compares
+numbers within a tolerance, containers item by item, and anything else with ``==``.
+Imported only where a library or a verification asks.
 """
 
 from __future__ import annotations
@@ -24,7 +12,7 @@ from .._stdlib import TYPE_CHECKING
 from ..exceptions import CoheriqTypeError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
 __all__ = ["DEFAULT_RTOL", "ComparisonRule", "Comparisons", "SharedSource"]
@@ -37,15 +25,11 @@ _SCALARS = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 
 class SharedSource(Exception):  # noqa: N818 - a reason not to copy, not a failure
-    """An argument is an iterator whose copy may read from the program's own source.
+    """An argument is an iterator (of type name ``kind``) whose copy may read the program's source.
 
-    ``copy.deepcopy`` shares what it cannot copy: the function behind
-    ``iter(function, sentinel)``, a file, a generator's frame. The other side,
-    reading its copy, would take the program's items. Only iterators of types
-    known to copy apart are copied (see :func:`_copies_apart`).
-
-    Args:
-        kind: The iterator's type name.
+    ``copy.deepcopy`` shares what it cannot copy (the function behind
+    ``iter(function, sentinel)``, a file, a generator's frame): the other side
+    would take the program's items.
     """
 
     def __init__(self, kind: str) -> None:
@@ -54,16 +38,9 @@ class SharedSource(Exception):  # noqa: N818 - a reason not to copy, not a failu
 
 
 class ComparisonRule:
-    """How values of one type, or the results of one candidate, are compared.
+    """How values of one type, or the results of one candidate (``target``, its name), compare.
 
-    Attributes:
-        target: The type, or the candidate's name.
-        convert: ``value -> comparable value``, or None.
-        compare: ``(engine's, other's) -> bool | str``: true where they agree;
-            false, or a sentence saying how they differ, where not. Or None.
-        copy: ``value -> the other implementation's own copy`` (types only), or None.
-        rtol: The relative tolerance for numbers, or None.
-        atol: The absolute tolerance for numbers, or None.
+    The options are those of :meth:`~coheriq.AccelerationDomain.register_comparison`.
     """
 
     __slots__ = ("atol", "compare", "convert", "copy", "rtol", "target")
@@ -123,23 +100,14 @@ class Comparisons:
             self._scalar_rules[kind] = found
         return found
 
-    # -- giving the other implementation its own arguments ---------------------------
-
     def copy_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
         """Copies of ``args`` and ``kwargs`` that share nothing mutable with them.
 
         A value of a type with a ``copy`` rule is copied by it (also inside
-        tuples, lists and dicts); anything else by :func:`copy.deepcopy`.
-        Immutable scalars are passed as they are. An iterator, anywhere in an
-        argument, is copied only where its type is known to copy apart from
-        its source (a list's, a range's, ``map`` over one: see
-        :func:`_copies_apart`) or has a ``copy`` rule.
-
-        Raises:
-            SharedSource: An argument holds an iterator that may share its
-                source with its copy (``iter(function, sentinel)``, a generator,
-                a file): the other side must not read it.
-            Exception: Whatever copying raised (the caller reports it).
+        tuples, lists and dicts); anything else by :func:`copy.deepcopy`. An
+        iterator, anywhere in an argument, is copied only where its type has a
+        ``copy`` rule or is known to copy apart (:func:`_copies_apart`); else
+        this raises :class:`SharedSource`. What copying raised propagates.
         """
         import copy
 
@@ -177,8 +145,6 @@ class Comparisons:
 
         return tuple(own(a) for a in args), {k: own(v) for k, v in kwargs.items()}
 
-    # -- comparing results -----------------------------------------------------------
-
     def difference(
         self,
         candidate: str,
@@ -194,14 +160,8 @@ class Comparisons:
         Tolerances: a candidate's rule, else a type's rule, else ``rtol`` and
         ``atol`` as given, else :data:`DEFAULT_RTOL` and 0. Two objects of one
         kind (one type, or a class and its subclass) that compare by identity
-        only (no ``__eq__`` of their own: two functions, two plain objects) are
-        not compared; their types' names are added to ``skipped``. One such
-        object against anything else (``None`` against a number) is compared
-        with ``==``, and differs.
-
-        Raises:
-            Exception: What a rule raised, or reading a value did (the caller
-                reports it).
+        only are not compared: their types' names are added to ``skipped``.
+        What a rule, or reading a value, raised propagates.
         """
         rule = self._by_candidate.get(candidate)
         tolerances = (
@@ -225,23 +185,17 @@ class Comparisons:
     ) -> str | None:
         """Where two sides' arguments differ after the call (a function that works in place).
 
-        As for results, two objects of one kind that compare by identity only
-        are left out.
-
-        Raises:
-            Exception: What a rule raised, or reading a value did (the caller
-                reports it).
+        As :meth:`difference` compares results.
         """
         tolerances = (_first(rtol, DEFAULT_RTOL), _first(atol, 0.0))
         pairs = [
-            (f"argument {i}", a, b) for i, (a, b) in enumerate(zip(mine[0], theirs[0], strict=True))
+            (f"argument {i} after the call", a, b)
+            for i, (a, b) in enumerate(zip(mine[0], theirs[0], strict=True))
         ]
-        pairs += [(f"argument {k!r}", v, theirs[1].get(k)) for k, v in mine[1].items()]
-        for where, a, b in pairs:
-            found = self._differ(a, b, f"{where} after the call", tolerances, 0)
-            if found:
-                return found
-        return None
+        pairs += [
+            (f"argument {k!r} after the call", v, theirs[1].get(k)) for k, v in mine[1].items()
+        ]
+        return self._pairs_differ(pairs, tolerances, 0, None)
 
     def _differ(
         self,
@@ -275,10 +229,9 @@ class Comparisons:
                     mine_items, other_items, where, tolerances, depth, skipped=skipped
                 )
         if mine is not other and _identity_only_alike(mine, other):
-            # Two objects of one kind that compare by identity only: two sides'
-            # objects, a copy and its original, are never equal. Said, not counted
-            # as a difference. Anything else (None against a number: a forgotten
-            # return) is compared, and differs.
+            # Two sides' such objects are never equal: said, not counted as a
+            # difference. One against anything else (None against a number: a
+            # forgotten return) is compared, and differs.
             if skipped is not None:
                 skipped.append(type(mine).__qualname__)
             return None
@@ -300,22 +253,28 @@ class Comparisons:
             if mine.keys() != other.keys():
                 only = sorted(map(repr, mine.keys() ^ other.keys()))[:5]
                 return f"{where}: the keys differ ({', '.join(only)} on one side only)"
-            for key in mine:
-                found = self._differ(
-                    mine[key],
-                    other[key],
-                    f"{where}[{key!r}]",
-                    tolerances,
-                    depth + 1,
-                    skipped=skipped,
-                )
-                if found:
-                    return found
-            return None
-        if len(mine) != len(other):
+            pairs: Iterable[tuple[str, Any, Any]] = (
+                (f"{where}[{key!r}]", mine[key], other[key]) for key in mine
+            )
+        elif len(mine) != len(other):
             return f"{where}: {len(mine)} items, against {len(other)}"
-        for index, (a, b) in enumerate(zip(mine, other)):  # noqa: B905 -- lengths checked
-            found = self._differ(a, b, f"{where}[{index}]", tolerances, depth + 1, skipped=skipped)
+        else:
+            pairs = (
+                (f"{where}[{index}]", a, b)
+                for index, (a, b) in enumerate(zip(mine, other))  # noqa: B905 -- lengths checked
+            )
+        return self._pairs_differ(pairs, tolerances, depth + 1, skipped)
+
+    def _pairs_differ(
+        self,
+        pairs: Iterable[tuple[str, Any, Any]],
+        tolerances: tuple[float, float],
+        depth: int,
+        skipped: list[str] | None,
+    ) -> str | None:
+        """The first difference among ``(where, mine, other)`` pairs, or None."""
+        for where, a, b in pairs:
+            found = self._differ(a, b, where, tolerances, depth, skipped=skipped)
             if found:
                 return found
         return None
@@ -341,14 +300,12 @@ _KNOWN: list[frozenset[type]] = []
 
 
 def _copies_apart() -> frozenset[type]:
-    """The iterator types whose deepcopy reads apart from the original.
+    """The iterator types whose deepcopy reads apart from the original (an allow-list).
 
-    An allow-list: each holds its source (a container, a range, other iterators,
-    which the copy copies and checks in turn) and its position, and copies
-    them; ``map`` and ``filter`` share only the function they apply. Not on
-    it: ``iter(function, sentinel)`` (the copy calls the program's function),
-    generators, files, ``tee``, and any iterator of a type not known here
-    (the library can register a ``copy`` for it).
+    Each holds its source (a container, a range, other iterators, which the copy
+    copies and checks in turn) and its position; ``map`` and ``filter`` share
+    only their function. Not on it: ``iter(function, sentinel)``, generators,
+    files, ``tee``, and types not known here (a library registers a ``copy``).
     """
     if not _KNOWN:
         import array
@@ -356,8 +313,7 @@ def _copies_apart() -> frozenset[type]:
         import itertools
 
         row: dict[int, int] = {}
-        # The built-in containers' iterators, made to read their types; the
-        # other iterators are types by their own names.
+        # The built-in containers' iterators, made to read their types.
         samples: tuple[Any, ...] = (iter([]), reversed([]), iter(()), iter(range(0)))
         samples += (iter(range(2**64)), iter(array.array("b")))
         samples += (iter(""), iter("\u00e9"), iter(b""), iter(bytearray()), iter(set()))
@@ -417,8 +373,7 @@ def _numbers_differ(mine: Any, other: Any, where: str, rtol: float, atol: float)
 def _items(value: Any) -> Sequence[Any] | dict[Any, Any] | None:
     """``value``'s items to compare one by one, where it is a container; else None.
 
-    Never a new list of what the value only describes (a ``range``): comparing
-    must not make what the call did not.
+    Never a new list of what the value only describes (a ``range``).
     """
     if isinstance(value, (str, bytes, bytearray)):
         return None
@@ -439,8 +394,7 @@ def _items(value: Any) -> Sequence[Any] | dict[Any, Any] | None:
 def _identity_only_alike(mine: Any, other: Any) -> bool:
     """Whether both compare by identity only (no ``__eq__`` of their own) and are of one kind.
 
-    One kind: one type, or a class and its subclass (an engine's own class for
-    the library's class), other than :class:`object` itself.
+    One kind: one type, or a class and its subclass, other than :class:`object` itself.
     """
     kind, other_kind = type(mine), type(other)
     by_identity: object = object.__eq__
@@ -456,12 +410,9 @@ def _identity_only_alike(mine: Any, other: Any) -> bool:
 def _agree(answer: Any, depth: int = 0) -> bool:
     """Whether ``answer``, what ``==`` returned, says that two values are equal.
 
-    A bool as it is; an elementwise answer (NumPy's, a list of bools: anything
-    with items) where all of its items are true; one whose truth is ambiguous
-    (NumPy style) where its ``all()`` is.
-
-    Raises:
-        Exception: What taking its truth raised, where it has no ``all()``.
+    A bool as it is; an elementwise answer (anything with items) where all its
+    items are true; one whose truth is ambiguous (NumPy style) where its
+    ``all()`` is. What taking its truth raised propagates where it has no ``all()``.
     """
     if answer is True or answer is False:
         return answer

@@ -1,29 +1,9 @@
 """AccelerationDomain: a library's candidates, and the parts that dispatch them.
 
-A domain is created once by the library it accelerates::
-
-    domain = coheriq.AccelerationDomain("mylib", env_prefix="MYLIB")
-
-    @domain.acceleration_candidate
-    def normalize(xs): ...
-
-    domain.materialize()   # after the last candidate is marked
-
-This module holds the library's side: marking candidates, building the
-reference class, and finding a domain by name. What happens afterwards is the
-work of three parts each domain owns, one module each:
-
-* ``domain.engines`` (:mod:`coheriq._engines.registry`): its engine classes, loaded from
-  entry points and started once;
-* ``domain.choice`` (:mod:`coheriq._choice.global_choice`): the process-global choice, made
-  once;
-* ``domain.scopes`` (:mod:`coheriq._choice.blocks`): the ``using_engine`` blocks, and how
-  proxies find what a call runs.
-
-Copies of the domain made when the library's module runs again are tracked by
-:mod:`coheriq._library.registry`. Locks guard setup only: none is held while an engine
-module is imported or an engine's ``__init__`` runs. A forked child gets fresh
-locks.
+A library creates its domain once, marks its candidates, then calls
+``materialize()``. The domain owns ``engines``, ``choice`` and ``scopes``, each
+made with its :class:`~coheriq._choice.state.DomainState`; its lock guards
+setup only, and is never held while an engine is imported or started.
 """
 
 from __future__ import annotations
@@ -71,16 +51,11 @@ __all__ = ["AccelerationDomain", "all_domains", "lookup_domain"]
 
 
 def all_domains() -> list[AccelerationDomain]:
-    """Return every domain created in this process, in creation order.
-
-    Where a library's module ran more than once (see :mod:`coheriq._library.registry`),
-    the copy its name stands for now.
-    """
+    """Every domain created in this process, in creation order (for a name, its copy now)."""
     return registry.named_domains()
 
 
-# The lookup is the registry's (a name is looked up there, and importing this
-# module is not needed to run it); typed here, where the domain class is.
+# The registry's lookup, typed here where the domain class is.
 if TYPE_CHECKING:
 
     def lookup_domain(
@@ -111,8 +86,7 @@ class AccelerationDomain:
         CoheriqTypeError: ``name`` or ``env_prefix`` is not a valid name.
         CoheriqDomainError: A domain of that name exists already, created by
             another module. (The same module running again, by a reload or a
-            fresh import, makes a new copy of the domain: see
-            :mod:`coheriq._library.registry`.)
+            fresh import, makes a new copy of the domain.)
 
     Attributes:
         name: The domain's name.
@@ -122,9 +96,8 @@ class AccelerationDomain:
         choice: Its process-global choice (:class:`coheriq._choice.global_choice.GlobalChoice`).
         scopes: Its ``using_engine`` blocks (:class:`coheriq._choice.blocks.Scopes`).
 
-    ``engines``, ``choice`` and ``scopes`` are coheriq's machinery, reached by
-    its own modules and tools; a program uses the functions of :mod:`coheriq`
-    (``enable_engine``, ``using_engine``, ``explain``, ...) instead.
+    A program uses the functions of :mod:`coheriq` (``enable_engine``,
+    ``using_engine``, ``explain``, ...), not these parts.
     """
 
     def __new__(
@@ -149,20 +122,18 @@ class AccelerationDomain:
         self.state = state = DomainState(name, self.module, _thread.RLock())
         self._check_settings(env_prefix, strict)
         self._globals = creator.f_globals  # tells copies of the library's module apart
-        # The run of the module (or function) that creates the domain: a domain of
-        # the same name made while it still runs is a second domain, not a copy.
+        # A domain of the same name made while this run still runs is a second
+        # domain, not a copy.
         self._run = registry.run_of(creator)
-        self._comparisons: Comparisons | None = None  # made when first needed
-        # name -> is a class, for every name an engine may override (marked or
-        # declared); read on every engine check.
+        self._comparisons: Comparisons | None = None
+        # name -> is a class, for every name an engine may override (marked or declared).
         self._kinds: dict[str, bool] = {}
         self._declared: dict[str, str] = {}  # declared, not marked yet: name -> module
-        self._packages: list[str] = []  # subpackages that declare their own (declare_package)
+        self._packages: list[str] = []  # see declare_package
         self._materialized_by: Any = None  # the run that called materialize()
         self.engines = state.engines = Engines(state)
         self.choice = state.choice = GlobalChoice(state)
-        # Registered and wired under the domain's lock: a thread that finds the
-        # new domain by name (a profile block opening, say) waits until it is whole.
+        # Under the lock: a thread that finds the new domain by name waits until it is whole.
         with state.lock:
             registered = registry.register(self)
             if registered is None:
@@ -184,11 +155,11 @@ class AccelerationDomain:
             watching = observing.finder_for(self)
             if watching is not None:
                 self.scopes.set_watching(watching)
-        if copy > 1:  # the copies made before now look at scopes through other copies
+        if copy > 1:
+            # The older copies now look at the context on every call, through every
+            # copy, and are freed once nothing but their Copies holds them.
             for other in state.copies.alive():
                 if other is not self and not other.state.switchboard.retired:
-                    # Replaced: it looks at the context through every copy, and
-                    # is freed once nothing but its Copies holds it.
                     with other.state.lock:
                         other.scopes.retire()
                     if other.state.class_candidates:
@@ -225,8 +196,6 @@ class AccelerationDomain:
             f"<AccelerationDomain {self.name!r}: {len(self.state.candidates)} candidates, {made}>"
         )
 
-    # -- the library's side --------------------------------------------------------
-
     @property
     def env_prefix(self) -> str | None:
         """The prefix of the environment variable that can name the engine (see :attr:`env_var`)."""
@@ -244,42 +213,30 @@ class AccelerationDomain:
 
     @property
     def candidate_kinds(self) -> Mapping[str, bool]:
-        """Candidate name -> whether it is a class candidate (read-only).
-
-        Every candidate an engine may override, in the order they were marked or
-        declared: those of modules not imported yet (see :meth:`declare`) too.
+        """Candidate name -> whether it is a class (read-only), for every candidate an
+        engine may override, declared ones included, in the order they were marked or declared.
         """
         return MappingProxyType(self._kinds)
 
     @property
     def not_imported(self) -> Mapping[str, str]:
-        """The declared candidates whose module is not imported yet (read-only).
-
-        Candidate name -> the module that marks it (see :meth:`declare`).
-        """
+        """Declared candidate name -> the module, not imported yet, that marks it (read-only)."""
         return MappingProxyType(self._declared)
 
     def declare(
         self, module: str, *, functions: Iterable[str] = (), classes: Iterable[str] = ()
     ) -> None:
-        """Declare candidates that a module imported lazily will mark.
+        """Declare the ``functions`` and ``classes`` that ``module`` (``"mylib.heavy"``) will mark.
 
-        A library that imports some submodules only when they are first used
-        (a module ``__getattr__``, ``lazy_loader``) declares their candidates
-        before :meth:`materialize`, so that nothing has to import them: engines
-        may override a declared candidate at once (a misspelled name is still an
+        A library that imports some submodules only when first used (a module
+        ``__getattr__``, ``lazy_loader``) declares their candidates before
+        :meth:`materialize`, so that nothing has to import them: engines may
+        override a declared candidate at once (a misspelled name is still an
         error), and it is marked, and dispatched, when its module is imported.
         An engine's code that reads it before then (``super().fit(...)``)
-        imports the module.
-
-        After :meth:`materialize`, only the modules of a subpackage named by
-        :meth:`declare_package` may be declared: from that subpackage's own
-        ``__init__``, as it is imported.
-
-        Args:
-            module: The module's full name (``"mylib.heavy"``).
-            functions: The names of the function candidates it marks.
-            classes: The names of the class candidates it marks.
+        imports the module. After :meth:`materialize`, only the modules of a
+        subpackage named by :meth:`declare_package` may be declared, from that
+        subpackage's ``__init__``.
 
         Raises:
             CoheriqTypeError: A name is not usable, or given twice.
@@ -302,7 +259,7 @@ class AccelerationDomain:
             late = self.engines.reference is not None
             if late and all(self._declared_as(name, module, kind) for name, kind in kinds.items()):
                 return  # the same declaration, from a module that runs again
-            if late and not any(_within(module, package) for package in self._packages):
+            if late and not any(module == p or module.startswith(p + ".") for p in self._packages):
                 raise CoheriqDomainError(
                     f"Domain {self.name!r} cannot declare candidates of module {module!r}: "
                     "it is materialized already. Declare them before calling materialize(), "
@@ -323,22 +280,17 @@ class AccelerationDomain:
                 if name not in self.state.candidates:
                     self._declared[name] = module
                     self._kinds[name] = is_class
-                    if late:  # an attribute of the reference class, as materialize() makes
-                        late_candidates.publish_declared(self, name)
+                    if late:
+                        late_candidates.publish(self, name)
 
     def declare_package(self, package: str) -> None:
-        """Let the subpackage ``package`` declare its own modules' candidates, later.
+        """Let the subpackage ``package`` (``"mylib.signal"``) declare its own modules, later.
 
-        For a library whose subpackages are imported lazily too (lazy_loader's
-        ``attach_stub``): the subpackage's ``__init__`` declares its modules with
-        :meth:`declare` when it is imported, after :meth:`materialize`, so each
-        name is written next to the stub that loads it, not in the top package.
-        An engine class that overrides a name the domain does not know yet
-        imports the subpackages named so (their ``__init__``, which declares)
-        before it calls the name a misspelling. Call before materialize().
-
-        Args:
-            package: The subpackage's full name (``"mylib.signal"``).
+        Call before :meth:`materialize`. For subpackages imported lazily too
+        (lazy_loader's ``attach_stub``): the subpackage's ``__init__`` calls
+        :meth:`declare` when it is imported, next to the stub that loads each
+        name. An engine class that overrides a name the domain does not know
+        yet imports these subpackages before it calls the name a misspelling.
 
         Raises:
             CoheriqTypeError: The name is not a dotted module name.
@@ -368,25 +320,15 @@ class AccelerationDomain:
             For each subpackage, None, or why its import failed (the exception
             is caught, and the caller reports it with what it looked for).
         """
-        import importlib  # only where an engine names a candidate not known yet
-
-        problems: dict[str, str | None] = {}
-        for package in self.declaring_packages:
-            try:
-                importlib.import_module(package)
-            except Exception as error:
-                problems[package] = f"importing it raised {type(error).__name__}: {error}"
-            else:
-                problems[package] = None
-        return problems
+        return {
+            package: late_candidates.import_problem(package) for package in self.declaring_packages
+        }
 
     @property
     def comparisons(self) -> Comparisons:
         """How a verification compares this library's values (see :meth:`register_comparison`)."""
         if self._comparisons is None:
-            from .comparing import (
-                Comparisons,  # only where a library or a verification asks
-            )
+            from .comparing import Comparisons  # only where a library or verification asks
 
             self._comparisons = Comparisons(self.name)
         return self._comparisons
@@ -413,31 +355,23 @@ class AccelerationDomain:
         """Mark a function or class as a candidate that engines may re-implement.
 
         Use it bare (``@domain.acceleration_candidate``), with a name
-        (``@domain.acceleration_candidate("name")``) or with ``name=``. A
-        function with ``side_effects=True`` (it writes files, draws random
-        numbers without a seed, ...) is never run twice by a verification
-        (:func:`coheriq.verify`): its calls run the engine alone. The
-        decorated object becomes the reference implementation. For a function,
-        what the decorator returns is a proxy that stands in its place: calling
-        it runs the active engine's implementation. For a class, it returns the
-        class itself, rebuilt with a metaclass whose ``__call__`` constructs the
-        active engine's implementation (see :mod:`coheriq._call.marked`); everything
-        else about the class is unchanged, and constructing its subclasses is
-        never dispatched.
-
-        Returns:
-            The proxy or marked class, or a decorator that makes one when given a name.
+        (``@domain.acceleration_candidate("name")``) or with ``name=``. The
+        decorated object becomes the reference implementation. A function is
+        replaced by a proxy whose call runs the active engine's implementation.
+        A class is returned itself, rebuilt with a metaclass whose ``__call__``
+        constructs the active engine's implementation; nothing else about it
+        changes, and constructing its subclasses is never dispatched. A function
+        with ``side_effects=True`` (it writes files, draws unseeded random
+        numbers) is never run twice by :func:`coheriq.verify`. A module that
+        runs again (a reload) and marks a name it marked before redefines it.
 
         Raises:
             CoheriqTypeError: The target is not a function or class, the name is
                 not usable, or the class cannot be marked (an Enum, a class written
                 in C, one with subclasses already; the message says why).
             CoheriqDomainError: The domain is materialized (unless the name is
-                declared with :meth:`declare`, or the module that marked it
-                before runs again), or the name is taken.
-
-        A module that runs again (a reload) and marks a name it marked before
-        redefines that candidate: see :mod:`coheriq._library.late_candidates`.
+                declared with :meth:`declare`, or its module runs again), or the
+                name is taken.
         """
         if not isinstance(side_effects, bool):
             raise CoheriqTypeError(
@@ -477,26 +411,24 @@ class AccelerationDomain:
     ) -> None:
         """Say how a verification (:func:`coheriq.verify`) compares this library's values.
 
+        A later rule for the same target replaces the earlier one; among types,
+        the newest rule that matches a value applies.
+
         Args:
             target: A type: the rule applies to every value of it (``isinstance``,
                 so a marked class covers every engine's objects), in results and
                 arguments alike. Or a candidate (its proxy, or its name): the
                 rule applies to that candidate's results.
-            convert: Turns a value into something the default comparison reads:
-                plain numbers, lists, tuples, dicts (an engine's container into
-                its rows, say). Applied to both sides.
+            convert: Turns a value, on both sides, into what the default
+                comparison reads: numbers, lists, tuples, dicts.
             compare: ``compare(engine's, other's)`` returns True where the two
                 agree, and False or a sentence saying how they differ where not.
             copy: For a type: makes the other implementation's own copy of an
-                argument of that type, where :func:`copy.deepcopy` does not fit
-                (a device array, a handle). It runs in a ``using_engine`` block
-                of the other implementation, so calling the library's classes
-                there makes its objects.
+                argument, where :func:`copy.deepcopy` does not fit (a device
+                array, a handle). It runs in a ``using_engine`` block of the
+                other implementation, so the library's classes make its objects.
             rtol: The relative tolerance for numbers in these values.
             atol: The absolute tolerance for numbers in these values.
-
-        A later rule for the same target replaces the earlier one; among types,
-        the newest rule that matches a value applies.
 
         Raises:
             CoheriqTypeError: ``target`` is neither a type nor a candidate of this
@@ -572,24 +504,21 @@ class AccelerationDomain:
         name = self._candidate_name(target, name)
         run = registry.caller_run()
         module = "?" if run is None else run.f_globals.get("__name__", "?")
-        with self.state.lock:
-            earlier = self.state.candidates.get(name)
-            if earlier is not None and late_candidates.runs_again(earlier, module, run):
-                return late_candidates.redefine(self, earlier, target, run)
-            return self._add_candidate(target, name, module, run)
+        return self._mark_for(target, name, module, run, always_redefine=False)
 
-    def _mark_for(self, target: Any, name: str, module: str, run: Any) -> Any:
+    def _mark_for(
+        self, target: Any, name: str, module: str, run: Any, *, always_redefine: bool = True
+    ) -> Any:
         """Mark ``target`` as candidate ``name``, bound in ``module`` by ``run`` (or None).
 
-        How a library accelerated from the outside is marked (see
-        :mod:`coheriq._outside`): coheriq binds the names, not the module's own
-        decorators, so the module and its run are given rather than read from
-        the caller. A name marked before (the module runs again, or binds the
-        name twice in one run) is redefined.
+        A name marked before is redefined: always (how :mod:`coheriq._outside`
+        marks, binding the names itself), else when its module runs again.
         """
         with self.state.lock:
             earlier = self.state.candidates.get(name)
-            if earlier is not None:
+            if earlier is not None and (
+                always_redefine or late_candidates.runs_again(earlier, module, run)
+            ):
                 return late_candidates.redefine(self, earlier, target, run)
             return self._add_candidate(target, name, module, run)
 
@@ -616,16 +545,11 @@ class AccelerationDomain:
         self._kinds[name] = info.is_class
         self._declared.pop(name, None)
         if self.engines.reference is not None:
-            late_candidates.publish(self, info)
+            late_candidates.publish(self, name)
         return info.proxy
 
     def _stand_in(self, info: CandidateInfo) -> None:
-        """Make what stands at call sites for the new candidate ``info`` (``info.proxy``).
-
-        For a function, its proxy; for a class, the class itself, rebuilt to
-        dispatch its construction (then also ``info.reference``). Call with the
-        domain's lock held.
-        """
+        """Set ``info.proxy``: a function's proxy, or the class rebuilt to dispatch construction."""
         if not info.is_class:
             info.proxy = self.state.switchboard.function_proxy(info)
             return
@@ -633,7 +557,7 @@ class AccelerationDomain:
         # are imported with a library's first class, before anything changes: a
         # signal handler that calls a candidate meanwhile finds no half-imported module.
         from .._call.marked import mark_class
-        from .._engines import own_class  # noqa: F401 - see attribute_for
+        from .._engines import own_class  # noqa: F401 - see late_candidates.attribute
 
         implementations: dict[type, EngineMeta | None] = {}
         info.reference = info.proxy = mark_class(info, self.state.switchboard, implementations)
@@ -642,13 +566,7 @@ class AccelerationDomain:
         self.state.class_candidates.append(info)
 
     def _candidate_name(self, target: Any, given: str | None) -> str:
-        """The name ``target`` is marked under: ``given``, else its ``__name__``.
-
-        Raises:
-            CoheriqDomainError: The domain is materialized, and no declared or
-                redefined candidate can have this name.
-            CoheriqTypeError: The name is missing or not usable.
-        """
+        """The name ``target`` is marked under: ``given``, else its ``__name__``."""
         name = given if given is not None else getattr(target, "__name__", None)
         try:
             return check_candidate_name(name)
@@ -668,19 +586,14 @@ class AccelerationDomain:
             raise
 
     def materialize(self) -> EngineMeta:
-        """Build the domain's reference class; call once, after the last candidate.
+        """Build and return the domain's reference class; call once, after the last candidate.
 
-        The reference class, also reached as ``coheriq.engine_class(name)``, has
-        each candidate as an attribute: functions as static methods, classes as
-        classes (read from an engine's instance, a class candidate the engine
-        does not override is the library's class constructed as it is: see
-        :mod:`coheriq._engines.own_class`). Every engine subclasses it.
-
-        Candidates declared with :meth:`declare` and not imported yet are
-        attributes too, which import their module when read.
-
-        Returns:
-            The reference class.
+        The reference class, also reached as ``coheriq.engine_class(name)``, is
+        what every engine subclasses. It has each candidate as an attribute:
+        functions as static methods, classes as classes (read from an engine's
+        instance, a class candidate the engine does not override is the
+        library's class, constructed as it is). A declared candidate not
+        imported yet (:meth:`declare`) imports its module when read.
 
         Raises:
             CoheriqDomainError: The domain is materialized already. (The module
@@ -689,9 +602,7 @@ class AccelerationDomain:
         """
         run = registry.caller_run()
         with self.state.lock:
-            if registry.reran(self._materialized_by, run):
-                # The module that materialized the domain runs again (a reload):
-                # the reference class it made is kept up to date.
+            if registry.reran(self._materialized_by, run):  # a reload: kept up to date
                 self._materialized_by = run
                 return self.engines.reference  # type: ignore[return-value]
             if self.engines.reference is not None:
@@ -706,31 +617,19 @@ class AccelerationDomain:
                 "__coheriq_reference_of__": self,
             }
             for name in self._kinds:
-                info = self.state.candidates.get(name)
-                if info is not None:
-                    namespace[name] = late_candidates.attribute_for(info)
-                else:  # declared: its module is not imported yet
-                    declared = self._declared[name], self._kinds[name]
-                    namespace[name] = late_candidates.Declared(self, name, *declared)
+                namespace[name] = late_candidates.attribute(self, name)
             reference = self.engines.reference = EngineMeta("reference", (), namespace)
             self._materialized_by = run
         if self.env_prefix and os.environ.get(f"{self.env_prefix}_VERIFY", "").strip():
-            # <PREFIX>_VERIFY: a verification of the whole process, from now on.
-            observing.materialized(self)
+            observing.materialized(self)  # a verification of the whole process
         return reference
 
     def require_reference(
         self, action: str, error: type[CoheriqDomainError] = CoheriqDomainError
     ) -> EngineMeta:
-        """Return the reference class, or say why there is none yet.
+        """Return the reference class, or raise ``error`` saying the domain is not materialized.
 
-        Args:
-            action: What the caller was about to do, for the message.
-            error: The class to raise: :class:`~coheriq.CoheriqDomainError` or a
-                subclass that also tells the situation.
-
-        Raises:
-            CoheriqDomainError: The domain is not materialized yet.
+        ``action`` is what the caller was about to do, for the message.
         """
         return self.engines.require_reference(action, error)
 
@@ -752,8 +651,3 @@ def _check_module_name(domain: str, module: object, what: str) -> None:
             f"Domain {domain!r} {what} given by its full dotted name (like 'mylib.heavy'), "
             f"not {module!r}."
         )
-
-
-def _within(module: str, package: str) -> bool:
-    """Whether ``module`` is ``package`` or one of its modules."""
-    return module == package or module.startswith(package + ".")

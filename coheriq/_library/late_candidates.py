@@ -1,29 +1,9 @@
-"""Candidates that arrive after a domain is materialized: modules run again, lazy modules.
+"""Candidates marked after a domain is materialized: by a module that runs again, or lazily.
 
-A domain is materialized once, when its library has been imported; two things
-mark candidates later, and this module lets them:
-
-* **A module that runs again** (``importlib.reload(mylib.stats)``, IPython's
-  ``%autoreload``, a retry after a failed import) marks its candidates again.
-  Each is *redefined*: the domain keeps the candidate, with the new code as its
-  reference implementation. A function candidate keeps its one proxy, which
-  from then on runs the new code (as ``%autoreload`` makes old functions do);
-  a class candidate is the newly marked class. The class marked before, where
-  names still hold it, dispatches as the candidate: on an engine it constructs
-  the engine's objects, on the reference the new class's (the newest code, as
-  ``%autoreload`` makes old classes run), and ``isinstance`` with it is true
-  for all of them. New candidates the module marks are added.
-* **A lazily imported submodule** marks candidates the library declared with
-  :meth:`~coheriq.AccelerationDomain.declare` before materializing. Until then
-  the reference class holds a :class:`Declared` attribute for each, which
-  imports the module when an engine's code reads it (``super().fit(...)``).
-
-Either way the candidate is then *published*: the reference class gets its
-attribute, engine classes that override it are checked against it, and every
-engine started so far, the settled choice and the open blocks see it at once.
-An override that does not fit is the engine's problem, not the module's: where
-defining the engine now would fail (strict checks), the engine is refused and
-the module imports (see :func:`coheriq._engines.overrides.check_late_overrides`).
+A module that runs again (a reload) *redefines* the candidates it marked; a
+lazily imported module marks those its library declared (:class:`Declared`
+stands for them until then). Either way the candidate is then *published*: the
+reference class, the engines, the settled choice and the open blocks see it.
 """
 
 from __future__ import annotations
@@ -39,38 +19,34 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Declared",
-    "attribute_for",
+    "attribute",
     "check_may_mark",
     "import_declared",
+    "import_problem",
     "not_imported_note",
     "publish",
-    "publish_declared",
     "redefine",
     "runs_again",
 ]
 
 
-def attribute_for(info: CandidateInfo) -> Any:
-    """What the reference class holds for the candidate ``info``."""
+def attribute(domain: Any, name: str) -> Any:
+    """What the reference class holds for candidate ``name``, marked or declared."""
+    info = domain.state.candidates.get(name)
+    if info is None:
+        return Declared(domain, name, domain.not_imported[name], domain.candidate_kinds[name])
     if not info.is_class:
         return staticmethod(info.reference)
-    from .._engines.own_class import ClassCandidate  # imported with the class (see mark)
+    from .._engines.own_class import ClassCandidate  # imported with the first class
 
     return ClassCandidate(info)
 
 
 class Declared:
-    """A declared candidate whose module is not imported yet, on the reference class.
+    """On the reference class, a declared candidate whose ``module`` is not imported yet.
 
-    Reading it (an engine's ``super().fit``, ``engine_class("lib").Model``)
-    imports the module, which marks the candidate and replaces this attribute;
-    the read then returns what replaced it.
-
-    Args:
-        domain: The domain.
-        name: The candidate's name.
-        module: The module that marks it.
-        is_class: Whether it is declared as a class.
+    Reading it (an engine's ``super().fit``) imports the module, which marks the
+    candidate and replaces this attribute; the read returns what replaced it.
     """
 
     __slots__ = ("domain", "is_class", "module", "name")
@@ -111,54 +87,31 @@ class Declared:
         )
 
 
-def publish(domain: Any, info: CandidateInfo) -> None:
-    """Make a candidate marked after materialize() part of the running domain.
+def publish(domain: Any, name: str) -> None:
+    """Make candidate ``name``, marked or declared after materialize(), part of the domain.
 
-    Call with the domain's lock held, once ``domain.state.candidates`` holds ``info``.
+    Call with the domain's lock held, once the domain records the candidate.
     """
-    reference = domain.require_reference(f"publish candidate {info.name!r}")
-    type.__setattr__(reference, info.name, attribute_for(info))
-    domain.engines.candidate_changed(info.name)
+    reference = domain.require_reference(f"publish candidate {name!r}")
+    type.__setattr__(reference, name, attribute(domain, name))
+    if name not in domain.state.candidates:
+        return  # declared: no engine can override it yet
+    domain.engines.candidate_changed(name)
     settled = domain.choice.settled
     if settled is not None:
-        domain.state.switchboard.connect({info.name: settled.members[info.name]})
+        domain.state.switchboard.connect({name: settled.members[name]})
     domain.scopes.refresh_looking()
 
 
-def publish_declared(domain: Any, name: str) -> None:
-    """Put candidate ``name``, declared after materialize(), on the reference class.
-
-    As :meth:`~coheriq.AccelerationDomain.materialize` puts the declared ones
-    before it: no engine can override it yet (one that names it imports its
-    subpackage first, which declares it). Call with the domain's lock held.
-    """
-    reference = domain.require_reference(f"declare candidate {name!r}")
-    type.__setattr__(
-        reference,
-        name,
-        Declared(domain, name, domain.not_imported[name], domain.candidate_kinds[name]),
-    )
-
-
 def runs_again(info: CandidateInfo, module: str, run: Any) -> bool:
-    """Whether ``run`` of ``module`` marking ``info``'s name again is that module running again.
-
-    It is when the same module's body marked it in a run that has ended (a
-    reload, a retry after a failed import, a notebook cell run again); not when
-    one run marks two candidates of one name, a function marks it twice, or
-    another module takes the name.
-    """
+    """Whether ``run`` of ``module``, marking ``info``'s name, is the run that marked it, again."""
     return info.module == module and registry.ran_before(info.run, run)
 
 
 def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
-    """Make ``target``, from a module that runs again, candidate ``info`` (see the module doc).
+    """Make ``target`` the reference of candidate ``info``; return what stands at call sites.
 
-    Call with the domain's lock held. Returns what stands at call sites.
-
-    Raises:
-        CoheriqDomainError: The candidate was a function and is now a class, or
-            the other way round.
+    Call with the domain's lock held. Raises CoheriqDomainError where the kind changes.
     """
     if isinstance(target, type) != info.is_class:
         was, now = ("class", "function") if info.is_class else ("function", "class")
@@ -178,9 +131,8 @@ def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
             marked = mark_class(info, domain.state.switchboard, implementations)
             implementations[marked] = None
             info.proxy = info.reference = marked
-            # The class marked before stays at call sites that kept it (the
-            # package's own "from .histogram import Histogram"): it dispatches
-            # like the new one, for good, and owns every implementation.
+            # The class marked before stays at call sites that kept it: it
+            # dispatches like the new one, for good.
             construct_directly(earlier, False)
             check_implementations(earlier, True)
         else:
@@ -190,21 +142,15 @@ def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
         raise
     info.run = run
     if domain.materialized:
-        publish(domain, info)
+        publish(domain, info.name)
     return info.proxy
 
 
 def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -> None:
     """Raise unless ``module`` may mark a new candidate ``name`` of ``domain`` now.
 
-    Before materialize() any module may. After it, a candidate declared for
-    ``module`` may be marked (as declared), and so may a new candidate of a
-    module that marked candidates before and runs again.
-
-    Raises:
-        CoheriqDomainError: None of these holds, or the declaration names another
-            module.
-        CoheriqTypeError: The candidate was declared as the other kind.
+    Before materialize() any module may; after it, only as declared, or a module
+    that marked candidates before and runs again.
     """
     declared = domain._declared.get(name)
     if declared is not None:
@@ -221,8 +167,7 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
                 f"module {module!r} marks {target!r}. Correct the declaration or the marking."
             )
         return
-    # The module runs again if a run of its source that marked candidates has
-    # ended (those it marked again since carry this run: their first run tells).
+    # Candidates marked again since carry the new run: their first run tells.
     if not domain.materialized or any(
         info.module == module and registry.reran(info.first_run, run)
         for info in domain.state.candidates.values()
@@ -245,31 +190,31 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
 
 
 def import_declared(domain: Any) -> dict[str, str | None]:
-    """Import every module whose declared candidates are not marked yet.
+    """Import the declaring subpackages, then every module with declared candidates unmarked.
 
-    The subpackages that declare their own candidates are imported first (see
-    :meth:`~coheriq.AccelerationDomain.declare_package`), so that theirs count.
-
-    Returns:
-        Module name -> ``None``, or what is wrong: its import failed, or it did
-        not mark every candidate declared for it.
+    Returns module name -> ``None``, or what is wrong: its import failed, or it
+    did not mark every candidate declared for it.
     """
-    import importlib
-
     problems: dict[str, str | None] = domain.import_declaring_packages()
     for module in sorted(set(domain.not_imported.values())):
-        try:
-            importlib.import_module(module)
-        except Exception as error:  # reported, with the others, by the caller
-            problems[module] = f"importing it raised {type(error).__name__}: {error}"
-            continue
+        problem = problems[module] = import_problem(module)
         missing = sorted(n for n, m in domain.not_imported.items() if m == module)
-        problems[module] = (
-            None
-            if not missing
-            else f"it does not mark the candidates declared for it: {', '.join(missing)}"
-        )
+        if problem is None and missing:
+            problems[module] = (
+                f"it does not mark the candidates declared for it: {', '.join(missing)}"
+            )
     return problems
+
+
+def import_problem(module: str) -> str | None:
+    """Import ``module``; return None, or what its import raised (for the caller to report)."""
+    import importlib  # only where declared candidates are looked for
+
+    try:
+        importlib.import_module(module)
+    except Exception as error:
+        return f"importing it raised {type(error).__name__}: {error}"
+    return None
 
 
 def not_imported_note(module: str) -> str:

@@ -1,28 +1,9 @@
-"""Watching the calls made through candidate proxies: what profiles and verifications share.
+"""The hook through which profiles and verifications watch every domain's calls.
 
-A *watcher* (:func:`coheriq.profile`, :func:`coheriq.verify`) sees every call
-of a candidate made in a context where one of its blocks is open. While a
-watcher of some kind is on anywhere in the process, the proxies of every domain
-look at the context on each call, through the finder :func:`finder_for`
-builds: it finds the block or global choice as usual, then lets each kind of
-watcher that is on wrap what the call runs. When the last block of the last
-kind closes, the proxies are back on their fast path, and nothing of this module
-is on it.
-
-Kinds wrap in a fixed order, the lower first (innermost): a profile (order 0)
-times the engine's call alone, and a verification (order 1) wraps the timed
-call, so that the comparing it does is not counted as the engine's time.
-
-While :data:`quiet` is set in a context, no watcher sees the calls made there:
-a verification sets it while it runs the other implementation and compares. It
-is True, or a function ``(domain, found) -> what the call finds instead``: the
-other implementation's run sets one that stops it at a candidate with side
-effects, so that no such candidate runs twice.
-
-A domain whose own ``<PREFIX>_VERIFY`` variable is set calls :func:`materialized`
-once it is materialized; ``import coheriq`` hooks in there a function that
-imports :mod:`coheriq._tools.verification` then, and no sooner, to turn
-verification on for the whole process.
+While a watcher kind is on anywhere (:func:`start`, :func:`stop`), every domain's
+proxies find what a call runs through :func:`finder_for`, which lets each kind
+wrap it, the lower ``order`` innermost (a profile, 0, times the engine alone; a
+verification, 1, wraps that). No watcher sees calls where :data:`quiet` is set.
 """
 
 from __future__ import annotations
@@ -53,7 +34,8 @@ __all__ = [
     "stop",
 ]
 
-# False; True; or (domain, found) -> what a call finds instead (see the module's doc).
+# False; True (no watcher sees the calls); or (domain, found) -> what a call finds
+# instead: a verification's other side stops at a candidate with side effects.
 quiet: ContextVar[bool | Callable[[Any, Any], Any]] = ContextVar(
     "coheriq watchers quiet", default=False
 )
@@ -72,7 +54,8 @@ def describe(kind: str, domain: Any) -> str | None:
 
 
 def materialized(domain: Any) -> None:
-    """``domain``, whose ``<PREFIX>_VERIFY`` variable is set, is materialized now."""
+    """``domain``, whose ``<PREFIX>_VERIFY`` is set, is materialized: run the hooks
+    (``import coheriq`` installs the one that imports verification then, no sooner)."""
     for hook in list(on_materialized):
         hook(domain)
 
@@ -144,19 +127,17 @@ class View:
 
     def member(self, name: str) -> Any:
         """What the call of candidate ``name`` would run without this watcher."""
-        found = self.found
-        if found is not None:
-            return found.members[name]
-        return self.domain.choice.member(name)
+        return self._run(name, self.found)
 
     def unwatched(self, name: str) -> Any:
         """What the call of candidate ``name`` would run without any watcher at all."""
         found = self.found
         while isinstance(found, View):
             found = found.found
-        if found is not None:
-            return found.members[name]
-        return self.domain.choice.member(name)
+        return self._run(name, found)
+
+    def _run(self, name: str, found: Any) -> Any:
+        return self.domain.choice.member(name) if found is None else found.members[name]
 
 
 def _rewire() -> None:

@@ -1,36 +1,15 @@
-"""The registry of domains by name, and the copies of one library's domain.
+"""Domains by name, and the copies of one library's domain.
 
-A library creates its domain once per execution of its module. When the module
-runs again (:func:`importlib.reload`, ``test.support.import_helper.
-import_fresh_module``, a second module object made from the same file), the
-second ``AccelerationDomain`` of the same name, created by a module of the same
-name, is a new **copy** of the domain rather than a clash. Every copy keeps
-working for the objects that came from its copy of the module; they share one
-:class:`Copies`, which holds:
-
-- the **global choice**: the first copy to settle fixes the engine's name
-  for all of them, so a copy made later runs the engine the program chose (see
-  ``GlobalChoice.settle`` in :mod:`coheriq._choice.global_choice`);
-- the ``using_engine`` **blocks**: one context variable for all of them, so a
-  block entered through any copy covers every copy, also one made inside it;
-- which copy the domain's **name** stands for (:meth:`Copies.named`): the
-  one an engine is being loaded for, else the one whose module is in
-  ``sys.modules`` now, else the newest.
-
-A package's module that runs again in the same module object, while some of
-the domain's candidates are marked by its other modules (which do not run
-again), carries on the same domain instead of making a copy that would lack
-them (:func:`continuing`; see :mod:`coheriq._library.late_candidates` for what its
-candidates do then).
-
-The registry holds older copies weakly, but their proxies' names in the
-shared namespace hold them, so every copy lives as long as the process.
+Each run of the module that creates a domain (a reload, a fresh import) makes a
+new copy of it; the copies share one :class:`Copies`: the global choice, the
+``using_engine`` blocks, and which copy the name stands for. A package's module
+that runs again while its other modules hold candidates continues the domain
+instead (:func:`continuing`). An older copy lives while something holds it.
 """
 
 from __future__ import annotations
 
-# _thread rather than threading, _weakref rather than weakref: the same objects,
-# without importing the Python modules at `import coheriq`.
+# _thread, _weakref: the same objects as threading's and weakref's, without importing them.
 import _frozen_importlib
 import _thread
 import _weakref
@@ -72,16 +51,14 @@ class Copies:
     """The copies of one library module's domain, one made each time the module runs.
 
     Attributes:
-        name: The domain's name.
-        module: The name of the module that creates it.
         current: The newest copy.
         made: How many copies were made, the first included.
         namespace: The globals of every copy's proxies.
-        scope: The context variable of every copy's ``using_engine`` blocks.
-        open_scopes: How many blocks are open, anywhere.
-        lock: Guards ``open_scopes``.
+        scope: The context variable of every copy's ``using_engine`` blocks: a
+            block entered through one copy covers them all.
+        open_scopes: How many blocks are open, anywhere (guarded by ``lock``).
         choice: The global choice (a :class:`~coheriq._choice.global_choice.Settlement`) of the
-            first copy that settled, or ``None``.
+            first copy that settled, or ``None``: it fixes the engine for every copy.
     """
 
     __slots__ = (
@@ -103,14 +80,11 @@ class Copies:
         self.current = first
         self.choice: Any = None
         self.made = 1
-        # The globals of every copy's proxies (see coheriq._call.proxy.Switchboard).
         self.namespace: dict[str, Any] = {}
-        # using_engine blocks, one variable for every copy: a block entered
-        # through one copy is the program's choice for all of them.
         self.scope: ContextVar[Any] = ContextVar(f"coheriq:{name}", default=None)
-        self.open_scopes = 0  # blocks open anywhere, in any thread or task
-        # Guards open_scopes. Re-entrant: a signal handler that enters a block may
-        # interrupt this thread while it holds the lock to enter or leave one.
+        self.open_scopes = 0
+        # Re-entrant: a signal handler that enters a block may interrupt this
+        # thread while it holds the lock to enter or leave one.
         self.lock = _thread.RLock()
         self._older: list[Callable[[], Any]] = []
 
@@ -127,7 +101,8 @@ class Copies:
         return [g for g in older if g is not None] + [self.current]
 
     def named(self) -> Any:
-        """The copy that the domain's name stands for here and now."""
+        """The copy the name stands for: the one an engine is loaded for, else the one in
+        ``sys.modules``, else the newest."""
         loading = loading_for.get()  # the state of a copy an engine is loaded for
         if loading is not None and loading.copies is self:
             for copy in self.alive():
@@ -151,15 +126,9 @@ _lock = _thread.allocate_lock()
 def register(domain: Any) -> tuple[Copies, int] | None:
     """Record a new domain; return its copies and its copy's number (1 for the first).
 
-    Returns None if the name is taken.
-
-    A domain whose name exists already becomes the newest copy of that domain
-    if the module that creates it runs again: a module of the same name,
-    whose earlier run (see :func:`run_of`) has ended, however it ended (a reload,
-    a fresh import, a retry after a failed import, a notebook cell run again).
-    A domain of that name made while the earlier run still runs, by another
-    module, or by a function that no run of the module's body is running (a
-    helper called after the import), is a second domain of the same name.
+    A domain whose name exists already is its newest copy where a module of the
+    same name runs its body again after its earlier run (:func:`run_of`) ended,
+    however it ended; otherwise the name is taken, and this returns None.
     """
     with _lock:
         copies = _by_name.get(domain.name)
@@ -177,31 +146,20 @@ def register(domain: Any) -> tuple[Copies, int] | None:
 
 
 def run_of(frame: Any) -> Any:
-    """The frame of the module run that ``frame`` belongs to, or ``frame`` itself.
-
-    That is the outermost frame up the stack running a module's body
-    (``<module>``) in the same globals; a domain created in a function that no
-    module body is running (a test, say) belongs to that function's frame.
-    """
-    run, caller = frame, frame
-    while caller is not None:
+    """The outermost frame up the stack running a module body in ``frame``'s globals, or it."""
+    run = frame
+    for caller in _stack(frame):
         if caller.f_globals is frame.f_globals and caller.f_code.co_name == "<module>":
             run = caller
-        caller = caller.f_back
     return run
 
 
 def continuing(name: str, creator: Any) -> Any:
     """The domain that a new ``AccelerationDomain(name)`` made by ``creator`` continues, or None.
 
-    That is the newest copy of ``name`` when the module that made it
-    runs again, and some of the domain's candidates are marked by other
-    modules, which do not run again with it: a new, empty copy would lose
-    them. The module runs again in the same module object (``importlib.reload``),
-    or in a new one after its import failed (the domain never materialized:
-    a retry). The domain then carries on, belonging to the new run; its
-    module's own candidates are redefined when they are marked again (see
-    :mod:`coheriq._library.late_candidates`).
+    That is the newest copy of ``name`` when the module that made it runs again
+    (a reload, or a retry of a failed import) and other modules, which do not run
+    again, mark some of its candidates: a new, empty copy would lose them.
     """
     with _lock:
         copies = _by_name.get(name)
@@ -229,12 +187,7 @@ def caller_run() -> Any:
 
 
 def ran_before(run: Any, now: Any) -> bool:
-    """Whether the run ``now`` is the module of the ended run ``run`` running again.
-
-    Both must be runs of one module's body (``<module>``: an import, a reload,
-    a notebook cell), not calls of a function: a function that marks a candidate
-    twice marks it twice.
-    """
+    """Whether the run ``now`` is the module body of the ended run ``run`` running again."""
     return (
         run is not None
         and now is not None
@@ -245,24 +198,10 @@ def ran_before(run: Any, now: Any) -> bool:
 
 
 def reran(run: Any, now: Any) -> bool:
-    """Whether the run ``now`` is an import running the module of the ended run ``run`` again.
-
-    That is :func:`ran_before` where the import system runs ``now``: a reload
-    or a retry of a failed import, not the next cell of a notebook or example
-    of a doctest, which run other code as the same module. New candidates, and
-    a second materialize(), are let through only then.
-    """
-    return ran_before(run, now) and _imported(now)
-
-
-def _imported(frame: Any) -> bool:
-    """Whether the import system runs ``frame`` (below it on the stack)."""
-    caller = frame.f_back
-    while caller is not None:
-        if caller.f_code.co_filename == _IMPORT_SYSTEM:
-            return True
-        caller = caller.f_back
-    return False
+    """:func:`ran_before`, where the import system runs ``now`` (not a notebook's next cell)."""
+    return ran_before(run, now) and any(
+        caller.f_code.co_filename == _IMPORT_SYSTEM for caller in _stack(now.f_back)
+    )
 
 
 # Where the import system's own frames come from (whichever loader runs the module).
@@ -271,12 +210,14 @@ _IMPORT_SYSTEM: str = _frozen_importlib._exec.__code__.co_filename  # type: igno
 
 def running(frame: Any) -> bool:
     """Whether ``frame`` is on the current thread's stack, that is, still running."""
-    caller: Any = sys._getframe(1)
-    while caller is not None:
-        if caller is frame:
-            return True
-        caller = caller.f_back
-    return False
+    return any(caller is frame for caller in _stack(sys._getframe(1)))
+
+
+def _stack(frame: Any) -> Iterator[Any]:
+    """``frame`` and its callers, innermost first."""
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
 
 
 def lookup_domain(
@@ -284,10 +225,8 @@ def lookup_domain(
 ) -> Any:
     """Return the domain given by object or name: for a name, the copy it stands for here.
 
-    Raises:
-        CoheriqTypeError: ``domain`` is neither a domain nor a string.
-        CoheriqDomainNotFoundError: No domain of that name exists (raised as
-            ``missing``, a subclass that also tells the situation).
+    Raises ``missing`` where no domain has that name, CoheriqTypeError where
+    ``domain`` is neither a domain nor a string.
     """
     if isinstance(domain, str):
         copies = _by_name.get(domain)
