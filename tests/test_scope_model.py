@@ -316,3 +316,33 @@ def test_blocks_left_out_of_order_or_twice(lib, two_engines):
     assert lib.total([1])[0] == "reference"
     with pytest.raises(cq.CoheriqScopeError, match="exited more often than it was entered"):
         inner.__exit__(None, None, None)
+
+
+def test_a_block_left_in_a_copied_context_before_the_choice_leaves_calls_there_choosing(unique):
+    """A block exited in a copy of the context that entered it leaves that copy's block
+    variable set to None: a call there, before the domain's global choice, makes the
+    choice and runs it, as anywhere else."""
+    domain = cq.AccelerationDomain(unique())
+
+    @domain.acceleration_candidate
+    def f(x):
+        return ("reference", x)
+
+    domain.materialize()
+
+    class Fast(cq.engine_class(domain), name="fast"):
+        def f(self, x):
+            return ("fast", x)
+
+    block = cq.using_engine(domain, "fast")
+    entered = contextvars.copy_context()
+    entered.run(block.__enter__)
+    elsewhere = entered.copy()
+    elsewhere.run(block.__exit__, None, None, None)
+    assert None in elsewhere.values()  # the block variable, set to None there
+    assert cq.explain(domain).settled is False
+    assert elsewhere.run(f, 1) == ("reference", 1)
+    assert cq.explain(domain).settled is True
+    assert elsewhere.run(f, 2) == ("reference", 2)
+    with cq.using_engine(domain, "fast"):
+        assert f(3) == ("fast", 3)

@@ -150,11 +150,17 @@ class AccelerationDomain:
             self.scopes = state.scopes = Scopes(state, state.copies.scope)
             tag = "" if copy == 1 else str(copy)
             state.switchboard = Switchboard(
-                self.scopes.here, state.copies.namespace, tag, scope_class=Scope
+                self.scopes.here,
+                state.copies.namespace,
+                tag,
+                scope_class=Scope,
+                unchosen=self.choice.unchosen,
             )
             watching = observing.finder_for(self)
             if watching is not None:
                 self.scopes.set_watching(watching)
+            else:  # the flag stays on until the choice is made (or a block opens)
+                self.scopes.refresh_finder()
         if copy > 1:
             # The older copies now look at the context on every call, through every
             # copy, and are freed once nothing but their Copies holds them.
