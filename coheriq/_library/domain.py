@@ -14,9 +14,8 @@ import os
 import sys
 
 from .._call.proxy import CandidateInfo, Switchboard, candidate_of
-from .._choice.blocks import Scopes
+from .._choice.blocks import Scope, Scopes
 from .._choice.global_choice import GlobalChoice
-from .._choice.records import Scope
 from .._choice.state import DomainState
 from .._engines.meta import EngineMeta
 from .._engines.registry import Engines
