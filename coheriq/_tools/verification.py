@@ -528,27 +528,25 @@ def verify(
     gets the engine's results. Each call of a function candidate made there on
     ``engine``, where ``engine`` implements it otherwise than ``against`` does
     (a candidate neither overrides runs once, and has no row), also runs
-    ``against``'s implementation, on its own copy of the arguments (taken
-    before the engine runs, so that neither side sees what the other
-    changes), inside a ``using_engine`` block of ``against``, and the
-    results are compared as the library says (see
-    :meth:`~coheriq.AccelerationDomain.register_comparison`): by default numbers
-    within ``rtol``, containers item by item, anything else with ``==``. An
-    exception raised by one side only, or different exceptions, is a mismatch;
-    the program gets the engine's exception as it would without verification.
-    Calls inside a verified call, candidates marked with ``side_effects=True``
-    (and a call whose run on the other side reaches one: that run stops there),
-    a call given an iterator whose copy may read from the program's own source
-    (``iter(function, sentinel)``, a generator; it runs on the engine only,
-    unless the library registers a ``copy`` for its type), and constructing the
-    library's classes are not compared. What agrees: a
-    list and a tuple of the same items, ``1`` and ``1.0``, ``True`` and ``1``;
-    an infinity agrees only with itself, and ``None`` only with ``None``.
-    Results that compare by identity only (an iterator, a function) are
-    counted as :attr:`~VerificationRow.not_comparable`, apart from the
-    compared ones; :func:`coheriq.register_comparison` says how to compare
-    them. Comparing never builds what the call did not (a ``range`` is
-    compared by its bounds, an iterator is not read).
+    ``against``'s implementation in a ``using_engine`` block of it, on its own
+    copy of the arguments taken before the engine runs (so that neither side
+    sees what the other changes). The results are compared as the library says
+    (see :meth:`~coheriq.AccelerationDomain.register_comparison`): by default
+    numbers within ``rtol``, containers item by item, anything else with
+    ``==``. A list and a tuple of the same items agree, as do ``1`` and ``1.0``,
+    ``True`` and ``1``; an infinity agrees only with itself, ``None`` only with
+    ``None``. An exception raised by one side only, or different exceptions, is
+    a mismatch; the program gets the engine's exception as without verification.
+    Results that compare by identity only (an iterator, a function) are counted
+    as :attr:`~VerificationRow.not_comparable`, apart from the compared ones;
+    :func:`coheriq.register_comparison` says how to compare them. Comparing
+    never builds what the call did not (a ``range`` is compared by its bounds,
+    an iterator is not read). Not compared: calls inside a verified call;
+    candidates marked with ``side_effects=True`` (and a call whose run on the
+    other side reaches one: that run stops there); a call given an iterator
+    whose copy may read from the program's own source (``iter(function,
+    sentinel)``, a generator: it runs on the engine only, unless the library
+    registers a ``copy`` for its type); constructing the library's classes.
 
     Like :class:`~coheriq.using_engine`, the block covers its own thread or task
     and the tasks created inside it; :func:`coheriq.snapshot` carries it into
@@ -898,12 +896,12 @@ def from_environment(domain: AccelerationDomain) -> None:
     value = os.environ.get(variable, "").strip()
     if domain.name in _environment or not value:
         return
-    parts = [part.strip() for part in value.split(":")]
-    engine, against = parts[0], (parts[1] if len(parts) > 1 else "") or REFERENCE
+    engine, _, against = (part.strip() for part in value.partition(":"))
+    against = against or REFERENCE
     problem = None
     if not engine:
         problem = "names no engine to verify"
-    elif len(parts) > 2 or "," in value:
+    elif ":" in against or "," in value:
         problem = "names more than two implementations"
     elif engine == against:
         problem = f"compares {engine!r} with itself"
