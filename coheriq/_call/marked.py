@@ -1,35 +1,12 @@
-"""Marked classes: a class candidate is the library's own class, not a stand-in.
-
-``@domain.acceleration_candidate`` on a class returns the class rebuilt, the way
-:mod:`dataclasses` (``slots=True``) and attrs rebuild classes: the same name,
-qualified name, module, bases, ``__dict__`` and ``__slots__``, with the
-``__class__`` cells of its methods (zero-argument ``super()``) re-pointed at the
-rebuilt class. What changes is its metaclass: a class derived from the class's
-own metaclass (``type``, ``ABCMeta``, or the library's) and from
-:class:`CandidateClassMeta`, made for this class alone, whose ``__call__``
-constructs the active engine's implementation. So:
-
-- calling the marked class is dispatched, like a call of a function candidate;
-  under the reference it constructs the class itself;
-- so are its other construction entry points: while an engine whose
-  implementation of the class is another class may run (see
-  :func:`construct_directly`), a ``classmethod`` or ``staticmethod`` read from
-  the marked class itself comes from the engine's class where that has one
-  (bound to it), else it is the class's own (:class:`AlternateConstructor`);
-- everything else is the class's own: data attributes, properties, ``help()``,
-  :mod:`inspect`, ``type(obj) is C``, pickling by reference, and :mod:`copy`
-  and unpickling, which call ``__new__`` rather than the class;
-- a subclass of the marked class (a user's, or an engine's) gets a metaclass
-  derived once more, whose ``__call__``, ``isinstance`` and ``issubclass`` are
-  the original metaclass's: constructing a subclass is never dispatched;
-- ``isinstance``/``issubclass`` with the marked class are also true for the
-  implementations of every engine of the domain that do not derive from it.
+"""Marked classes: a class candidate is the library's own class, rebuilt (as dataclasses'
+``slots=True`` rebuilds one) with a metaclass of its own whose ``__call__``, classmethods and
+staticmethods dispatch to the active engine's class, and whose ``isinstance`` is also true for
+every engine's class. Everything else is the class's own; its subclasses are not dispatched.
 """
 
 from __future__ import annotations
 
-# _thread rather than threading: the same lock, without importing threading.
-import _thread
+import _thread  # not threading: the same lock, one import fewer
 import sys
 
 from .. import _stdlib
@@ -52,27 +29,21 @@ __all__ = [
     "construct_directly",
     "mark_class",
     "own_attribute",
+    "raw_attribute",
 ]
 
-# Py_TPFLAGS_HEAPTYPE: set for classes made by a class statement, not for C types.
-_HEAPTYPE = 1 << 9
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class statement's class, not a C type
 
-# A key of the namespace that rebuilds a marked class: the metaclass lets it through.
-_MARKING = "__coheriq_marking__"
-
-# What a rebuilt class has of its own, not the class statement's: left as made.
+_MARKING = "__coheriq_marking__"  # in the namespace that rebuilds a class: let through
 _MADE_ANEW = frozenset({"__dict__", "__weakref__", "__qualname__", "_abc_impl"})
 
 _MISSING = object()
 
 
 if TYPE_CHECKING:
-
+    # For the type checker only: annotations in a metaclass's body would be what a marked
+    # class without annotations of its own reports as ``__annotations__``.
     class _MarkedClassMetaAttributes:
-        """What the metaclass of a marked class carries. Declared for the type
-        checker only: annotations in a metaclass's own body would be what a marked
-        class without annotations of its own reports as ``__annotations__``."""
-
         __coheriq_candidate__: CandidateInfo
         _coheriq_root: type  # the class's own metaclass
         _coheriq_implementations: Container[type]
@@ -87,15 +58,9 @@ else:
 
 
 class CandidateClassMeta(type, _MarkedClassMetaAttributes):
-    """The base of the metaclass of every marked class.
-
-    The metaclass of a marked class ``C`` derives from this class and from
-    ``C``'s own metaclass, and carries ``C``'s candidate
-    (``__coheriq_candidate__``); its generated ``__call__`` dispatches the
-    construction of ``C``. Only ``C`` has that metaclass: a class statement
-    deriving from ``C`` gets the metaclass's subclass for subclasses, which
-    constructs, and checks ``isinstance``, as the original metaclass does.
-    """
+    """The base of the metaclass of each marked class ``C``, made for ``C`` alone from this
+    and ``C``'s own metaclass; a class deriving from ``C`` gets its subclass for
+    subclasses, which constructs and checks ``isinstance`` as the own metaclass does."""
 
     def __new__(
         mcls, cls_name: str, bases: tuple[type, ...], namespace: dict[str, Any], /, **kwargs: Any
@@ -118,18 +83,10 @@ class CandidateClassMeta(type, _MarkedClassMetaAttributes):
 
     @property
     def __signature__(cls) -> Any:
-        """What :func:`inspect.signature` shows for the class: what it shows unmarked.
-
-        That is the class's own ``__signature__`` where it has one. Else, where
-        the metaclass's ``__call__`` leads :mod:`inspect` to the constructor (it
-        constructs directly, or is the generated dispatcher, whose ``__wrapped__``
-        is the constructor), None: ``inspect`` then reads the constructor itself,
-        in the annotation format it was asked for, as it does unmarked. Else the
-        constructor's parameters, less the first, as they are now (a decorator
-        above the marker may have added ``__init__``); else what
-        :func:`inspect.signature` gave for the unmarked class. Raises what that
-        raised (a class deriving from a C type may have no signature).
-        """
+        """What :func:`inspect.signature` shows for the class unmarked: the class's own
+        ``__signature__``; else None where ``__call__`` leads :mod:`inspect` to the
+        constructor (which it then reads as unmarked); else the constructor's parameters
+        less the first; else what it gave for the unmarked class, or raised."""
         for klass in cls.__mro__[:-1]:  # as reading the attribute from the class would
             if "__signature__" in klass.__dict__:
                 own = klass.__dict__["__signature__"]
@@ -144,7 +101,7 @@ class CandidateClassMeta(type, _MarkedClassMetaAttributes):
         if function is not None and getattr(call, "__wrapped__", None) is function:
             return None
         if meta._coheriq_root.__call__ is type.__call__ and parameter_lists(constructor):
-            signature = _stdlib.signature(function)  # the compiled __call__ (3.10 to 3.12)
+            signature = _stdlib.signature(function)  # the compiled __call__
             return signature.replace(parameters=tuple(signature.parameters.values())[1:])
         found = meta._coheriq_signature
         if isinstance(found, Exception):
@@ -159,12 +116,9 @@ class CandidateClassMeta(type, _MarkedClassMetaAttributes):
 
 
 class SubclassesOf:
-    """Finds the metaclass of the subclasses of a marked class by a name (for pickle).
-
-    ``coheriq.marked.subclasses_of.<name>`` is that metaclass, where ``<name>``
-    encodes the marked class's module and qualified name: looking it up imports
-    the module, as pickle does to find a class, so it works in another process.
-    """
+    """``coheriq.marked.subclasses_of.<name>``: the metaclass of the subclasses of the
+    marked class whose module and qualified name ``<name>`` encodes, found (importing the
+    module) as pickle finds a class, in any process."""
 
     @staticmethod
     def name_of(cls: type) -> str:
@@ -201,14 +155,9 @@ def _implemented_by(cls: CandidateClassMeta, sub: object) -> bool:
 def mark_class(
     info: CandidateInfo, switchboard: Switchboard, implementations: Container[type]
 ) -> type:
-    """Rebuild ``info.reference`` as a marked class; set ``info.construct``.
-
-    Args:
-        info: The candidate; ``info.reference`` is the library's class as its
-            class statement made it.
-        switchboard: The domain's dispatch cells.
-        implementations: The live collection of every class that implements this
-            candidate in some engine of the domain (the domain adds to it).
+    """Rebuild ``info.reference``, the class statement's class, as the marked class; set
+    ``info.construct``. ``implementations``: every engine's class for it, kept up to date
+    by the domain.
 
     Raises:
         CoheriqTypeError: The class cannot be a candidate; the message says why.
@@ -216,8 +165,7 @@ def mark_class(
     original: type = info.reference
     _refuse_unmarkable(info, original)
     own = type(original)
-    meta = _derive_metaclass(own, info, switchboard, implementations, original)
-    marked = _rebuild(info, original, meta)
+    marked = _rebuild(info, original, _derive_metaclass(own, info, switchboard, implementations))
     info.construct = own.__call__.__get__(marked)
     construct_directly(marked, False)  # until the domain says otherwise
     return marked
@@ -261,74 +209,45 @@ def _refuse_unmarkable(info: CandidateInfo, cls: type) -> None:
         )
 
 
-# The newest metaclass made from each original metaclass (see _derive_metaclass).
+# The newest metaclass made from each original metaclass: the next derives from it, so
+# that the marked classes of one original metaclass combine as bases (one line of them).
 _newest: dict[type, type] = {}
 _newest_lock = _thread.allocate_lock()
 
 
 def _derive_metaclass(
-    own: type,
-    info: CandidateInfo,
-    switchboard: Switchboard,
-    implementations: Container[type],
-    original: type,
+    own: type, info: CandidateInfo, switchboard: Switchboard, implementations: Container[type]
 ) -> type:
-    """Make the metaclass of the marked class, and the one of its subclasses.
-
-    Python requires the metaclass of a class to derive from the metaclass of
-    each of its bases. Every marked class has a metaclass of its own, so that
-    any two of them, as bases of one class (a user's class deriving from two
-    marked classes; a marked class deriving from another), would conflict. So
-    each new metaclass derives from the newest one made before it from the same
-    original metaclass (``type``, ``ABCMeta``, ...): they form one line, and the
-    newest of any of them is the metaclass of a class combining them, as with
-    one shared metaclass. Each sets every hook it answers with in its own body,
-    so what it inherits from the line changes nothing.
-    """
+    """Make the metaclass of the marked class (and the one of its subclasses), next in
+    the line of ``own``'s original metaclass. Each sets every hook it answers with in its
+    own body, so that what it inherits from the line changes nothing."""
+    original: type = info.reference
     root = own.__dict__.get("_coheriq_root", own)  # own may be a subclasses' metaclass
-    namespace = _marked_metaclass_namespace(root, original, info, switchboard, implementations)
-    with _newest_lock:
-        newest = _newest.get(root)
-        try:
-            meta = type(
-                root.__name__,
-                (newest,) if newest is not None else (CandidateClassMeta, root),
-                namespace,
-            )
-        except TypeError as error:
-            raise CoheriqTypeError(
-                f"Class {original.__qualname__!r} cannot be candidate {info.name!r} of domain "
-                f"{info.domain.name!r}: coheriq marks a class by giving it a metaclass derived "
-                f"from its own ({root.__qualname__}), which Python refused: {error}."
-            ) from error
-        meta._coheriq_for_subclasses = _newest[root] = _subclasses_metaclass(  # type: ignore[attr-defined]
-            meta, root, original
+    qualname = original.__qualname__
+
+    def dispatcher_for(cls: type) -> Any:  # the __call__ for cls's constructor now
+        constructor = _constructor(cls)
+        function = getattr(constructor, "function", None)
+        call = switchboard.dispatcher(
+            info.name,
+            defname="__call__",
+            signature_of=constructor,
+            where=getattr(function, "__code__", None),
+            qualname=f"{qualname}.__call__",  # not the class: it must not be kept alive
+            receiver="_coheriq_cls",
         )
-    return meta
+        if isinstance(call, FunctionType) and root.__call__ is type.__call__ and function:
+            call.__wrapped__ = function  # type: ignore[attr-defined]  # what inspect follows
+        return call
 
-
-def _marked_metaclass_namespace(
-    root: type,
-    original: type,
-    info: CandidateInfo,
-    switchboard: Switchboard,
-    implementations: Container[type],
-) -> dict[str, Any]:
-    """The body of a marked class's metaclass, whose original metaclass is ``root``."""
-    dispatcher_for = _dispatcher_maker(info, switchboard, root, original.__qualname__)
     call = dispatcher_for(original)
-    # Named like the class's own metaclass, so that help() reads as before (it
-    # names the metaclass where it lists classmethods); the qualified name, which
-    # repr() shows, says what it is.
-    label = f"coheriq candidate {original.__qualname__}"
-    return {
+    namespace = {
         "__module__": root.__module__,
-        "__qualname__": f"{root.__qualname__}[{label}]",
+        # Named as the own metaclass (help() names it); the qualified name says whose it is.
+        "__qualname__": f"{root.__qualname__}[coheriq candidate {qualname}]",
         "__call__": call,
         "__doc__": _doc_of(root),
-        # The original metaclass's checks, until an engine brings a class
-        # that does not derive from this one (see check_implementations).
-        "__instancecheck__": root.__instancecheck__,
+        "__instancecheck__": root.__instancecheck__,  # until check_implementations
         "__subclasscheck__": root.__subclasscheck__,
         "__signature__": CandidateClassMeta.__dict__["__signature__"],
         "_coheriq_root": root,
@@ -343,87 +262,51 @@ def _marked_metaclass_namespace(
         "_coheriq_implementations": implementations,
         "_coheriq_signature": _unmarked_signature(original, root, _constructor(original)),
     }
-
-
-def _dispatcher_maker(
-    info: CandidateInfo, switchboard: Switchboard, root: type, qualname: str
-) -> Callable[[type], Any]:
-    """Return ``dispatcher_for(cls)``: a marked class's generated ``__call__``.
-
-    Each one takes the parameters that ``cls``'s constructor has when it is
-    made (a class rebuilt with another ``__init__`` gets a new one). Only the
-    class's ``qualname`` is kept, not the class: the unmarked class must not be
-    kept alive.
-    """
-
-    def dispatcher_for(cls: type) -> Any:
-        constructor = _constructor(cls)
-        function = getattr(constructor, "function", None)
-        call = switchboard.dispatcher(
-            info.name,
-            defname="__call__",
-            signature_of=constructor,
-            where=getattr(function, "__code__", None),
-            qualname=f"{qualname}.__call__",
-            receiver="_coheriq_cls",
+    with _newest_lock:
+        newest = _newest.get(root)
+        try:
+            meta = type(
+                root.__name__,
+                (newest,) if newest is not None else (CandidateClassMeta, root),
+                namespace,
+            )
+        except TypeError as error:
+            raise CoheriqTypeError(
+                f"Class {qualname!r} cannot be candidate {info.name!r} of domain "
+                f"{info.domain.name!r}: coheriq marks a class by giving it a metaclass derived "
+                f"from its own ({root.__qualname__}), which Python refused: {error}."
+            ) from error
+        # The subclasses' metaclass: the own metaclass's hooks, and a name pickle finds
+        # (cloudpickle pickles a class of __main__ by value, its metaclass by name).
+        meta._coheriq_for_subclasses = _newest[root] = type(  # type: ignore[attr-defined]
+            root.__name__,
+            (meta,),
+            {
+                "__module__": "coheriq.marked",  # kept for good by that module, a shim
+                "__qualname__": f"subclasses_of.{SubclassesOf.name_of(original)}",
+                "__call__": root.__call__,
+                "__doc__": namespace["__doc__"],
+                "__instancecheck__": root.__instancecheck__,
+                "__subclasscheck__": root.__subclasscheck__,
+                "__signature__": None,
+                "_coheriq_root": root,
+            },
         )
-        if isinstance(call, FunctionType) and root.__call__ is type.__call__ and function:
-            # What inspect follows to read the class's signature from its constructor,
-            # as for the unmarked class (see CandidateClassMeta.__signature__).
-            call.__wrapped__ = function  # type: ignore[attr-defined]
-        return call
-
-    return dispatcher_for
+    return meta
 
 
 def _doc_of(root: type) -> Any:
-    """What a class's ``__doc__`` is read through, as with its own metaclass ``root``.
-
-    For ``type``, a descriptor that runs the descriptor a class may keep as its
-    ``__doc__`` (3.15's dataclasses compute the docstring so, on first read);
-    ``type()`` would put None in a derived metaclass.
-    """
+    """What a class's ``__doc__`` is read through with its own metaclass ``root`` (for
+    ``type``, a descriptor that runs one a class keeps as ``__doc__``, as 3.15's
+    dataclasses do); ``type()`` would put None in a derived metaclass."""
     return next(klass.__dict__["__doc__"] for klass in root.__mro__ if "__doc__" in klass.__dict__)
 
 
-def _subclasses_metaclass(meta: type, root: type, original: type) -> type:
-    """The metaclass of the subclasses of a marked class whose metaclass is ``meta``.
-
-    It has the original metaclass's own hooks, so that a subclass constructs
-    and answers ``isinstance`` exactly as it would without coheriq, and a name
-    that pickle can look up (see :class:`SubclassesOf`): a user's class defined
-    in ``__main__`` is pickled by value by cloudpickle (dask, joblib), its
-    metaclass by this name.
-    """
-    return type(
-        root.__name__,
-        (meta,),
-        {
-            "__module__": "coheriq.marked",  # kept for good by that module, a shim
-            "__qualname__": f"subclasses_of.{SubclassesOf.name_of(original)}",
-            "__call__": root.__call__,
-            "__doc__": meta.__dict__["__doc__"],  # the marked class's, read as its own
-            "__instancecheck__": root.__instancecheck__,
-            "__subclasscheck__": root.__subclasscheck__,
-            "__signature__": None,
-            "_coheriq_root": root,
-        },
-    )
-
-
 def release(marked: Iterable[type]) -> None:
-    """Take the marked classes ``marked``, which are dropped, out of their metaclasses' line.
-
-    Each new marked class's metaclass derives from the line of those made before
-    it (see :func:`_derive_metaclass`), which so holds every one of them, and,
-    through them, their domains. A dropped domain's classes (an isolated world
-    that ended, a copy of a library that a reload replaced) leave it: the
-    metaclasses made after theirs derive from those made before instead. Theirs
-    keep what they derive from, so the classes work on as before, combine with
-    each other and with classes marked before them, and are freed when nothing
-    else holds them; only a new class deriving from one of them and from a class
-    marked after them can no longer be made.
-    """
+    """Take the marked classes ``marked`` of a dropped domain out of their metaclasses'
+    line, so that it no longer holds them: the metaclasses made after theirs derive from
+    those made before. They work on; only a new class deriving from one of them and from
+    a class marked later can no longer be made."""
     with _newest_lock:
         leaving = []
         for cls in marked:
@@ -469,12 +352,9 @@ def _in_line(bases: tuple[type, ...], root: type) -> tuple[type, ...]:
 
 
 def check_implementations(cls: type, foreign: bool) -> None:
-    """Make the marked class ``cls`` check engines' classes in isinstance, or not.
-
-    Only an engine's class that does not derive from ``cls`` (``foreign``) needs
-    the metaclass's own check; without one, the original metaclass's answers,
-    at its speed.
-    """
+    """Make the marked class ``cls``'s ``isinstance`` true for engines' classes that do not
+    derive from it (where some engine has one: ``foreign``), or leave it the own
+    metaclass's, at its speed."""
     meta: Any = type(cls)
     root = meta._coheriq_root
     hooks = (
@@ -487,16 +367,9 @@ def check_implementations(cls: type, foreign: bool) -> None:
 
 
 def construct_directly(cls: type, directly: bool) -> None:
-    """Let the marked class ``cls`` construct itself without dispatching, or not.
-
-    The domain says ``directly`` while its global choice constructs the class as
-    it is (the reference, or an engine that does not override it) and no scope
-    or profile is open anywhere: the metaclass then takes the original
-    metaclass's ``__call__``, so that constructing the class costs what it cost
-    before the library adopted coheriq, and its classmethods and staticmethods
-    are read as ever. Otherwise it takes the generated ``__call__``, and
-    :class:`AlternateConstructor`\\ s for the classmethods and staticmethods.
-    """
+    """Let the marked class ``cls`` construct itself as its own metaclass does (``directly``:
+    the domain's global choice constructs it as it is, and no block or profile is open),
+    or dispatch its calls, classmethods and staticmethods (:class:`AlternateConstructor`)."""
     meta: Any = type(cls)
     wanted = meta._coheriq_construct if directly else meta._coheriq_dispatch
     with _switch_lock:
@@ -513,25 +386,19 @@ def construct_directly(cls: type, directly: bool) -> None:
         else:
             root = meta._coheriq_root
             for name in alternate_constructors(cls):
-                # A name the original metaclass answers (ABCMeta's register, type's
-                # mro) stays the metaclass's, as Python's own lookups expect.
-                if not hasattr(root, name):
+                if not hasattr(root, name):  # ABCMeta's register, type's mro: Python's
                     type.__setattr__(meta, name, AlternateConstructor(name, cls))
         meta.__call__ = wanted
         meta.__coheriq_candidate__.constructs_directly = directly
 
 
-# Guards the switch between constructing directly and dispatching, and the
-# assignment to a redirected name (see AlternateConstructor.__set__).
+# Guards construct_directly's switch, and assigning a redirected name.
 _switch_lock = _thread.RLock()
 
 
 def alternate_constructors(cls: type) -> list[str]:
-    """The names of the classmethods and staticmethods ``cls`` has, dunders left out.
-
-    Those a class defines and those it inherits (``object``'s aside): each is a
-    way to build the class that an engine's class may define its own way.
-    """
+    """The names of the classmethods and staticmethods ``cls`` has or inherits (not
+    ``object``'s), dunders left out: the ways to build it an engine's class may redefine."""
     names: dict[str, None] = {}
     for klass in cls.__mro__[:-1]:
         for name, value in klass.__dict__.items():
@@ -543,54 +410,39 @@ def alternate_constructors(cls: type) -> list[str]:
 
 
 def own_attribute(cls: type, name: str) -> Any:
-    """Read ``name`` from ``cls`` as a class without a metaclass of coheriq's would.
+    """``name`` read from ``cls`` as without coheriq's metaclass: a classmethod of a marked
+    class is its own, whatever engine runs. AttributeError where it has none."""
+    value = raw_attribute(cls, name)
+    get = getattr(type(value), "__get__", None)
+    return value if get is None else get(value, None, cls)
 
-    Along ``cls.__mro__``, bound to ``cls``: a classmethod of a marked class read
-    this way is the class's own, whatever engine runs.
+
+def raw_attribute(cls: type, name: str) -> Any:
+    """``name`` in the dict of the first class along ``cls.__mro__`` that has it, unbound.
 
     Raises:
-        AttributeError: ``cls`` has no such attribute.
+        AttributeError: None has it.
     """
     for klass in cls.__mro__:
         if name in klass.__dict__:
-            value = klass.__dict__[name]
-            get = getattr(type(value), "__get__", None)
-            return value if get is None else get(value, None, cls)
+            return klass.__dict__[name]
     raise AttributeError(f"type object {cls.__qualname__!r} has no attribute {name!r}")
 
 
 class AlternateConstructor:
-    """A classmethod or staticmethod of a marked class, read where engines may differ.
+    """Classmethod or staticmethod ``name`` of marked class ``owner``, on its metaclass (a
+    data descriptor: it comes first) while the class dispatches (:func:`construct_directly`).
 
-    Put on the marked class's metaclass (as a data descriptor it comes before
-    the class's own attribute) only while some call of the class may construct
-    an engine's class (see :func:`construct_directly`). Read from the marked
-    class, it is the attribute of the class that a call of the marked class
-    would construct here and now, where that class has one of that name (not
-    merely ``object``'s), bound to it; else the marked class's own. So under an
-    engine ``Sample.from_text(s)`` runs the engine's ``from_text``, and a
-    library's ``from_text`` built on ``object.__new__(cls)`` builds the engine's
-    object where the engine's class derives from the library's.
-
-    Reading it makes no choice: before the domain's global engine is chosen
-    (outside blocks), it is the class's own, whose ``cls(...)`` then chooses.
-    Assigning or deleting the attribute changes the class's own, as it would
-    without coheriq.
-
-    Every other class whose metaclass derives from the marked class's (its
-    subclasses, and classes marked after it: see ``_derive_metaclass``) reads the
-    name as it would without this descriptor: never redirected.
-
-    Args:
-        name: The attribute's name.
-        owner: The marked class it redirects.
+    Read from ``owner``, it is the attribute of the class a call of ``owner`` would
+    construct here and now, where that class has one (bound to it), else ``owner``'s own;
+    reading it chooses nothing. Setting or deleting it changes ``owner``'s own; any other
+    class reads the name as without it.
     """
 
     __slots__ = ("name", "owner")
 
     def __init__(self, name: str, owner: type) -> None:
-        self.name = name
-        self.owner = owner
+        self.name, self.owner = name, owner
 
     def __get__(self, cls: Any, meta: Any = None) -> Any:
         if cls is None:  # read from the metaclass itself
@@ -623,12 +475,8 @@ class AlternateConstructor:
 
 
 def _set_class_attribute(cls: Any, name: str, value: Any) -> None:
-    """``setattr`` on a marked class: a classmethod or staticmethod added is redirected too.
-
-    (One the class had is redirected already; see :func:`construct_directly`.) A
-    new ``__init__`` or ``__new__`` (``mock.patch.object``) gets a dispatching
-    ``__call__`` with its parameters.
-    """
+    """``setattr`` on a marked class: a classmethod or staticmethod added is redirected too,
+    and a new ``__init__`` or ``__new__`` (``mock.patch.object``) gets its ``__call__``."""
     type.__setattr__(cls, name, value)
     meta = type(cls)
     if name in ("__init__", "__new__"):
@@ -665,14 +513,8 @@ def _constructor_changed(cls: Any) -> None:
 
 
 def _read_as_ever(cls: type, name: str) -> Any:
-    """``getattr(cls, name)`` as if no :class:`AlternateConstructor` were in the way.
-
-    The class's own attribute along its MRO, else its metaclass's (skipping the
-    redirections of marked classes that its metaclass derives from).
-
-    Raises:
-        AttributeError: Neither has one.
-    """
+    """``getattr(cls, name)`` as if no :class:`AlternateConstructor` were in the way, or
+    AttributeError."""
     try:
         return own_attribute(cls, name)
     except AttributeError:
@@ -689,15 +531,9 @@ def _read_as_ever(cls: type, name: str) -> Any:
 
 
 def _unmarked_signature(cls: type, own: type, constructor: Any) -> Any:
-    """The signature :func:`inspect.signature` gives for the unmarked ``cls``, where needed.
-
-    Usually nothing: ``inspect`` reads a class's signature from its constructor,
-    less its first parameter, which the marked class has too, so the unmarked
-    class need not be kept (a class that is kept alive stays among its bases'
-    ``__subclasses__()``). Otherwise (a metaclass with a ``__call__`` of its own,
-    both ``__new__`` and ``__init__``, a constructor inherited from a C type) the
-    signature, or the error, that :func:`inspect.signature` gives for ``cls`` now.
-    """
+    """What :func:`inspect.signature` gives (or raises) for the unmarked ``cls``, where it
+    is not read from the constructor, which the marked class has too; else None (the
+    unmarked class is not kept alive: it would stay among its bases' subclasses)."""
     if own.__call__ is type.__call__ and parameter_lists(constructor) is not None:
         return None
     try:  # only for such classes, and only while marking
@@ -707,11 +543,8 @@ def _unmarked_signature(cls: type, own: type, constructor: Any) -> Any:
 
 
 def _constructor(cls: type) -> Any:
-    """What fixes the call signature of ``cls``: its ``__init__`` or its ``__new__``.
-
-    Returns a :class:`~coheriq._call.proxy.Method`, or None (a generic ``__call__``)
-    when both are the class's own or neither is a Python function.
-    """
+    """What fixes the call signature of ``cls`` (its ``__init__`` or ``__new__``), as a
+    :class:`~coheriq._call.generated.Method`; None where both or neither do."""
     new, init = cls.__new__, cls.__init__  # type: ignore[misc]
     if new is object.__new__ and init is not object.__init__:  # type: ignore[comparison-overlap]
         return Method(init)
@@ -721,13 +554,9 @@ def _constructor(cls: type) -> Any:
 
 
 def _rebuild(info: CandidateInfo, cls: type, meta: type) -> type:
-    """Create ``cls`` again with metaclass ``meta``, from its own namespace.
-
-    As :func:`dataclasses._add_slots` does: the descriptors that ``__slots__``,
-    ``__dict__`` and ``__weakref__`` made are left for ``type`` to make anew, and
-    the qualified name is kept. The bases' ``__init_subclass__`` and the
-    descriptors' ``__set_name__`` run again, for the rebuilt class.
-    """
+    """Create ``cls`` again with metaclass ``meta``, from its own namespace, as
+    ``dataclasses._add_slots`` does (``type`` makes the slots, ``__dict__`` and
+    ``__weakref__`` anew); ``__init_subclass__`` and ``__set_name__`` run again."""
     namespace = dict(cls.__dict__)
     namespace.pop("__dict__", None)
     namespace.pop("__weakref__", None)
@@ -753,9 +582,8 @@ def _rebuild(info: CandidateInfo, cls: type, meta: type) -> type:
             f"failed: {type(error).__name__}: {error}. Give such keywords defaults, and let "
             "hooks that register classes accept a class of the same name again."
         ) from error
-    # Those hooks ran without the class statement's keywords: what they set on the
-    # class goes back to what the class statement left, but for what must be the
-    # rebuilt class's own (its slots, __dict__ and ABC data, made anew).
+    # Those hooks ran without the class statement's keywords: the class goes back to what
+    # the statement left, but for what must be the rebuilt class's own (made anew).
     anew = _MADE_ANEW.union(slots)
     for name in set(marked.__dict__) - set(namespace) - anew:
         delattr(marked, name)
@@ -763,26 +591,16 @@ def _rebuild(info: CandidateInfo, cls: type, meta: type) -> type:
         if name not in anew and marked.__dict__.get(name, _MISSING) is not value:
             type.__setattr__(marked, name, value)
     for function in _functions_in(namespace.values()):
-        for cell in function.__closure__ or ():
-            try:
-                if cell.cell_contents is cls:
-                    cell.cell_contents = marked
-            except ValueError:  # an empty cell
-                pass
+        for cell, held in _cells(function):
+            if held is cls:  # zero-argument super()'s __class__, among others
+                cell.cell_contents = marked
     _repoint_registries(cls, marked)
     return marked
 
 
 def _repoint_registries(cls: type, marked: type) -> None:
-    """Where the bases' hooks registered ``cls``, leave ``marked`` only.
-
-    A base's ``__init_subclass__`` (or metaclass) that appends each new class to
-    a list, a set or a dict ran for the class statement and again for the
-    rebuilt class: the registry would hold both. The lists, sets and dicts
-    looked at are those the bases, and the modules that define them, hold as
-    attributes; the class statement's class is replaced by ``marked``, or
-    dropped where ``marked`` is there already.
-    """
+    """Where the bases' hooks registered ``cls`` and now ``marked`` too (in a list, set or
+    dict that a base or its module holds), leave ``marked`` only."""
     containers: dict[int, Any] = {}
     for base in marked.__mro__[1:-1]:
         module = sys.modules.get(base.__module__)
@@ -809,27 +627,20 @@ def _repoint_registries(cls: type, marked: type) -> None:
                     container[key] = marked
 
 
-def _cell_contents(function: Any) -> list[Any]:
-    """What the closure cells of ``function`` hold (empty cells left out)."""
-    held = []
+def _cells(function: Any) -> list[tuple[Any, Any]]:
+    """The closure cells of ``function`` that are filled, each with what it holds."""
+    cells = []
     for cell in function.__closure__ or ():
         try:
-            held.append(cell.cell_contents)
+            cells.append((cell, cell.cell_contents))
         except ValueError:  # a cell not filled yet
             pass
-    return held
+    return cells
 
 
 def _functions_in(values: Any) -> Iterator[Any]:
-    """The Python functions in a class namespace, also inside the usual wrappers.
-
-    Looks through ``classmethod``/``staticmethod`` (``__func__``), ``property``
-    (``fget``, ``fset``, ``fdel``), any other wrapping object (see
-    :func:`_held_by`: functools' wrappers, another package's descriptor, a
-    decorator's object), ``__wrapped__`` chains and the closures of functions (a
-    decorator's inner function keeps the decorated one in a cell), and into
-    nothing else (nested classes included).
-    """
+    """The Python functions in a class namespace, also inside wrappers (classmethods,
+    properties, :func:`_held_by`), ``__wrapped__`` and closures; not in nested classes."""
     pending, seen = list(values), set()
     while pending:
         value = pending.pop()
@@ -838,7 +649,7 @@ def _functions_in(values: Any) -> Iterator[Any]:
         seen.add(id(value))
         if isinstance(value, FunctionType):
             yield value
-            inner = [value.__dict__.get("__wrapped__"), *_cell_contents(value)]
+            inner = [value.__dict__.get("__wrapped__"), *(held for _, held in _cells(value))]
         elif isinstance(value, (classmethod, staticmethod)):
             inner = [value.__func__]
         elif isinstance(value, property):
@@ -851,13 +662,8 @@ def _functions_in(values: Any) -> Iterator[Any]:
 
 
 def _held_by(wrapper: Any) -> list[Any]:
-    """The functions an object that wraps one may hold: by the usual names, or its own.
-
-    ``func`` (functools' partialmethod, cached_property), ``__wrapped__``,
-    ``__func__``, ``fget``/``fset``/``fdel``, and the values of the object's own
-    ``__dict__`` that are functions or wrappers of one (a decorator class that
-    keeps the function under a name of its own).
-    """
+    """The functions a wrapping object may hold: by the usual names (``func``,
+    ``__wrapped__``, ``__func__``, ``fget``...) or as callables in its own ``__dict__``."""
     held = []
     for name in ("func", "__wrapped__", "__func__", "fget", "fset", "fdel"):
         try:

@@ -1,12 +1,8 @@
-"""EngineMeta: the metaclass of every engine class, and its record of overrides.
+"""EngineMeta, the metaclass of a domain's reference class and of every engine class.
 
-A domain's reference class and every engine built on it are classes of
-:class:`EngineMeta`. When one is created the metaclass checks it against its
-domain (bases of one domain only, a consistent MRO, public names that are
-candidates, overrides of the right kind, a free engine name), records which
-candidates its own body defines, and registers it with the domain. Which
-implementation of a candidate an engine uses is then nothing but attribute
-lookup along ``Engine.__mro__``.
+Creating a class checks it against its domain, records the candidates its own body
+defines (``__coheriq_overrides__``) and registers it; which implementation an engine
+runs is then attribute lookup along its MRO (:func:`supplier`).
 """
 
 from __future__ import annotations
@@ -31,48 +27,27 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, Protocol
 
-    class _Engines(Protocol):
-        """The seam of a domain's engine registry (see :mod:`coheriq._engines.registry`)."""
-
-        def reference_of(self, candidate: str) -> Any:
-            """The reference implementation, or None where not imported yet."""
-
+    class _Engines(Protocol):  # what the metaclass reads of a domain's engine registry
+        def reference_of(self, candidate: str) -> Any: ...  # None: not imported yet
         def check_name_free(self, name: str) -> None: ...
-
         def register(self, cls: EngineMeta) -> None: ...
 
-    class _Domain(Protocol):
-        """What the metaclass needs from a domain (see :mod:`coheriq._library.domain`)."""
-
+    class _Domain(Protocol):  # what the metaclass reads of a domain
         name: str
 
         @property
-        def strict(self) -> bool:
-            """Whether a doubtful override is an error."""
-
+        def strict(self) -> bool: ...
         @property
-        def engines(self) -> _Engines:
-            """The domain's engine registry."""
-
+        def engines(self) -> _Engines: ...
         @property
-        def candidate_kinds(self) -> Mapping[str, bool]:
-            """Candidate name -> whether it is a class candidate."""
-
+        def candidate_kinds(self) -> Mapping[str, bool]: ...  # name -> is a class
         @property
-        def declaring_packages(self) -> tuple[str, ...]:
-            """The subpackages that declare their own candidates when imported."""
+        def declaring_packages(self) -> tuple[str, ...]: ...
+        def import_declaring_packages(self) -> dict[str, str | None]: ...  # -> why not
 
-        def import_declaring_packages(self) -> dict[str, str | None]:
-            """Import those subpackages; subpackage -> None, or why its import failed."""
-
-
-if TYPE_CHECKING:
-
+    # For the type checker only: annotations in the metaclass's body would be what its
+    # classes, lacking annotations of their own, report as ``__annotations__``.
     class _EngineClassAttributes:
-        """What every engine class carries. Declared for the type checker only:
-        annotations in the metaclass's own body would be what its classes, lacking
-        annotations of their own, report as ``__annotations__``."""
-
         __coheriq_domain__: _Domain
         __coheriq_name__: str | None
         __coheriq_overrides__: frozenset[str]
@@ -104,12 +79,10 @@ class EngineMeta(type, _EngineClassAttributes):
             mixin: usable as a base of other engines, not enabled by name.
 
     The domain's reference class is created by
-    :meth:`AccelerationDomain.materialize`, never directly.
-
-    An engine whose override a candidate marked later (a lazily imported
-    module's) finds wanting, where defining the engine then would have failed,
-    is refused: starting it raises :class:`~coheriq.CoheriqEngineStartError`,
-    which says why (see ``refusal()``).
+    :meth:`AccelerationDomain.materialize`, never directly. An engine whose override
+    a candidate marked later (a lazily imported module's) finds wanting, where
+    defining the engine then would have failed, is refused: starting it raises
+    :class:`~coheriq.CoheriqEngineStartError`, which says why.
     """
 
     def __new__(
@@ -145,8 +118,7 @@ class EngineMeta(type, _EngineClassAttributes):
         )
         if reference_of is None:
             _check_delegation(cls_name, namespace, bases, domain)
-            # Imported here: only defining an engine needs it, `import coheriq` does not.
-            from .overrides import check_override
+            from .overrides import check_override  # only defining an engine needs it
 
             label = name if name is not None else cls_name
             for candidate in sorted(overrides):
@@ -172,8 +144,7 @@ class EngineMeta(type, _EngineClassAttributes):
         return cls
 
     def __init__(cls, *args: Any, **kwargs: Any) -> None:
-        # The class keywords were consumed by __new__; type.__init__ takes none.
-        super().__init__(*args[:3])
+        super().__init__(*args[:3])  # the class keywords were __new__'s
 
     def __repr__(cls) -> str:
         domain = cls.__coheriq_domain__.name
@@ -186,18 +157,8 @@ class EngineMeta(type, _EngineClassAttributes):
 
 
 def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
-    """Note the candidates whose implementation in ``cls`` may decline; wrap the functions.
-
-    ``cls.__coheriq_declining__`` is the candidates whose supplier along the MRO
-    is marked with ``may_decline``: only their members are chains (see
-    :mod:`coheriq._engines.declines`). A marked function goes behind a
-    :class:`DecliningMethod`, and so does a marked class (a class candidate's
-    implementation, read from the class as itself), so that one reached through
-    ``self`` or ``super()`` from the engine's own code goes on along the MRO
-    when it declines.
-    An implementation that is not marked is noted, so that a ``Decline`` it
-    raises is its error even where a marked one called it.
-    """
+    """Put each marked implementation of ``cls``'s own behind a ``DecliningMethod``; set
+    ``cls.__coheriq_declining__``, the candidates whose supplier may decline."""
     from .declines import DecliningMethod, check_of, note_implementation  # only for an engine class
 
     for candidate in overrides:
@@ -206,8 +167,6 @@ def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
         note_implementation(value, marked=marked)
         if marked:
             type.__setattr__(cls, candidate, DecliningMethod(value, cls, candidate))
-    # Inherited: a base's candidate that may decline still may where the MRO takes
-    # it from a class that marks it (not where cls, or a base before it, overrides it).
     inherited = {c for base in cls.__bases__ for c in getattr(base, "__coheriq_declining__", ())}
     cls.__coheriq_declining__ = frozenset(
         c for c in overrides | inherited if check_of(supplier(cls, c).__dict__[c]) is not False
@@ -215,10 +174,7 @@ def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
 
 
 def supplier(cls: EngineMeta, candidate: str) -> EngineMeta:
-    """Return the class along ``cls.__mro__`` whose own body supplies ``candidate``.
-
-    That is the reference class when no engine on the way overrides it.
-    """
+    """The class along ``cls.__mro__`` whose body supplies ``candidate`` (else the reference)."""
     for klass in cls.__mro__:
         if candidate in getattr(klass, "__coheriq_overrides__", ()):
             return klass  # type: ignore[return-value]
@@ -226,13 +182,8 @@ def supplier(cls: EngineMeta, candidate: str) -> EngineMeta:
 
 
 def refusal(cls: EngineMeta) -> str | None:
-    """Why engine class ``cls`` cannot start, as a message; None where it can.
-
-    It cannot where an override it runs (its own, or one it takes from a base
-    engine or mixin) was refused: a candidate marked after the engine was
-    defined found the override wanting where defining the engine then would have
-    failed (see :func:`coheriq._engines.overrides.check_late_overrides`).
-    """
+    """Why engine class ``cls`` cannot start (an override it runs was refused by
+    :func:`~coheriq._engines.overrides.check_late_overrides`), or None."""
     for klass in cls.__mro__:
         refused: dict[str, str] = klass.__dict__.get("__coheriq_refused__", {})
         for candidate, reason in refused.items():
@@ -298,8 +249,7 @@ def _check_mro(cls_name: str, bases: tuple[type, ...], domain: _Domain) -> None:
 
 
 def _check_class_keywords(cls_name: str, bases: tuple[type, ...], kwargs: dict[str, Any]) -> None:
-    # Keywords other than name= go to __init_subclass__. Unless some base defines
-    # one, they can only be typos of name=: say so rather than type's bare TypeError.
+    # Other keywords go to __init_subclass__; unless a base defines one, they are typos.
     takes_keywords = any(
         "__init_subclass__" in vars(klass)
         for base in bases
@@ -334,9 +284,7 @@ def _check_body(
     failed: dict[str, str | None] = {}
     if domain.declaring_packages and any(
         not attr.startswith("_") and attr not in kinds for attr in namespace
-    ):
-        # Names the domain does not know yet may be declared by a subpackage that
-        # is not imported yet: its __init__ declares them (see declare_package).
+    ):  # a subpackage not imported yet may declare them
         failed = domain.import_declaring_packages()
         kinds = domain.candidate_kinds
     overrides = []
@@ -365,13 +313,9 @@ def _check_body(
 def _checked_override(cls_name: str, attr: str, value: Any, domain: _Domain, is_class: bool) -> Any:
     """Check what an engine's body gives for candidate ``attr``; return what to keep.
 
-    Any callable overrides a function candidate, and so does a descriptor that
-    makes one when read from the engine (``functools.singledispatchmethod``,
-    ``partialmethod``: a descriptor that is not a data descriptor such as a
-    property). Another candidate's proxy (delegation, to a
-    candidate of this domain or another) is kept as a static member, so that
-    the engine's instance is not passed to it. Only the candidate itself is
-    refused.
+    A function candidate takes a callable or a non-data descriptor (``partialmethod``);
+    another candidate's proxy (delegation) is kept as a staticmethod; the candidate
+    itself is refused.
     """
     delegate = candidate_of(getattr(value, "__func__", value))
     if _delegate(value) == (domain, attr):
@@ -405,13 +349,9 @@ def _checked_override(cls_name: str, attr: str, value: Any, domain: _Domain, is_
 
 
 def _delegate(value: Any) -> tuple[Any, str] | None:
-    """The candidate (its domain and name) an override hands every call to, if any.
-
-    That is a candidate's proxy, also as a static method, in a
-    ``functools.partial`` or behind ``functools.lru_cache``; not a function of
-    the engine's own that wraps one (``functools.wraps``): that one may do
-    anything before it calls.
-    """
+    """The candidate (domain, name) an override hands every call to: a candidate's proxy,
+    also as a staticmethod, in a ``partial`` or behind ``lru_cache`` (not in a function of
+    the engine's own, which may do anything before it calls); else None."""
     for _ in range(32):  # wrappers of wrappers, within reason
         info = candidate_of(value)
         if info is not None:
@@ -430,15 +370,9 @@ def _delegate(value: Any) -> tuple[Any, str] | None:
 def _check_delegation(
     cls_name: str, namespace: dict[str, Any], bases: tuple[type, ...], domain: _Domain
 ) -> None:
-    """Refuse overrides that hand calls to each other in a circle (``a = lib.b; b = lib.a``).
+    """Raise CoheriqEngineError where overrides delegate in a circle (``a = lib.b; b = lib.a``)."""
 
-    Raises:
-        CoheriqEngineError: A circle of delegations; the message shows it.
-    """
-
-    def delegate_of(name: str) -> str | None:
-        # What the engine being defined runs for ``name``: its own override, else
-        # the first base engine's (the reference's ends every chain).
+    def delegate_of(name: str) -> str | None:  # the candidate the engine runs for name
         for holder in [namespace, *(k.__dict__ for b in bases for k in b.__mro__[:-2])]:
             if name in holder:
                 found = _delegate(holder[name])

@@ -1,21 +1,9 @@
-"""Checking, once per engine class, that each override accepts every call its candidate accepts.
+"""Whether each override of an engine accepts every call its candidate accepts.
 
-A call through a proxy is bound against the candidate's signature: an override
-that lacks a parameter, makes one keyword-only or positional-only, drops a
-default, or requires a parameter the candidate does not have would fail (or,
-worse, behave differently) only under that engine. The check compares the two
-signatures when the engine class is created and reports every difference, as a
-:class:`~coheriq.exceptions.CoheriqSignatureWarning` or, in strict mode, as a
-:class:`~coheriq.exceptions.CoheriqEngineError`.
-
-The override's parameters are read as a call through the engine meets them: a
-method's without the one that receives the instance (``self``; a decorator's
-generic ``def wrapper(*args, **kwargs)`` takes it in its ``*args``), a
-candidate's proxy (delegation) as its candidate's, a :class:`functools.partial`
-or :class:`functools.partialmethod` as its function's less what it binds.
-
-Extra optional parameters, ``*args``/``**kwargs`` catch-alls and callables whose
-signature cannot be read (some built-ins) are accepted.
+Checked when the engine class is made (or, for a candidate marked later, then), with the
+override's parameters as a call through the engine meets them; each difference is a
+:class:`~coheriq.CoheriqSignatureWarning`, or a :class:`~coheriq.CoheriqEngineError` in
+strict mode. Extra optional parameters, catch-alls and unreadable signatures pass.
 """
 
 from __future__ import annotations
@@ -24,7 +12,7 @@ import sys
 from functools import partial, partialmethod
 
 from .. import _stdlib
-from .._call.marked import alternate_constructors
+from .._call.marked import alternate_constructors, raw_attribute
 from .._call.proxy import candidate_of
 from .._stdlib import (
     CO_COROUTINE,
@@ -52,10 +40,8 @@ __all__ = [
     "check_exception_class",
     "check_late_overrides",
     "check_override",
-    "engine_label",
     "incompatibilities",
     "override_problems",
-    "strict_for",
     "warn",
 ]
 
@@ -72,34 +58,20 @@ def check_override(
     override: Any,
     is_class: bool,
 ) -> None:
-    """Compare one override with its candidate; warn, or raise in strict mode.
-
-    Args:
-        domain: The domain (its ``name`` and ``strict`` are read).
-        engine: The engine's name (an unnamed mixin's class name).
-        mixin: Whether the class is an unnamed mixin.
-        candidate: The candidate's name.
-        reference: The reference implementation (function or class).
-        override: The value in the engine's class body.
-        is_class: Whether the candidate is a class (constructors are compared).
-
-    Raises:
-        CoheriqEngineError: In strict mode, when the override is incompatible.
-    """
-    for problem in override_problems(
+    """Compare ``override``, in engine ``engine``'s class body, with its candidate's
+    ``reference``; warn of each problem, or raise CoheriqEngineError in strict mode."""
+    problems = override_problems(
         candidate=candidate, reference=reference, override=override, is_class=is_class
-    ):
-        _report(domain, engine, mixin, candidate, problem)
+    )
+    if problems and (errors := _judged(domain, engine, mixin, candidate, problems)):
+        raise CoheriqEngineError(errors[0])
 
 
 def override_problems(
     *, candidate: str, reference: Any, override: Any, is_class: bool
 ) -> list[str]:
-    """What is wrong with one override of ``candidate``, as sentences.
-
-    Each continues "Engine 'fast' of domain 'mylib' " (see :func:`engine_label`)
-    and suggests the fix. The arguments are those of :func:`check_override`.
-    """
+    """What is wrong with one override of ``candidate``: sentences that continue
+    "Engine 'fast' of domain 'mylib' " and say the fix."""
     problems: list[str] = []
     if is_class and isinstance(override, type):
         problems += _constructor_problems(candidate, reference, override)
@@ -108,7 +80,7 @@ def override_problems(
         not is_class and _same_parameters(reference, _callable_of(override), skip=_binds(override))
     ):
         return problems  # the usual case, decided without building Signature objects
-    try:  # (inspect is imported here: ``import coheriq`` need not pay for it)
+    try:
         wanted = _stdlib.signature(reference)
         if is_class:
             given = _stdlib.signature(override, follow_wrapped=False)
@@ -130,25 +102,32 @@ def override_problems(
     ]
 
 
-def engine_label(domain: Any, engine: str, mixin: bool) -> str:
-    """How a message names an engine: "Engine 'fast' of domain 'mylib'"."""
-    return f"Engine {'mixin ' if mixin else ''}{engine!r} of domain {domain.name!r}"
+def _judged(
+    domain: Any, engine: str, mixin: bool, candidate: str, problems: list[str]
+) -> list[str]:
+    """``problems`` of an engine's override as messages: in strict mode returned, else
+    warned of (and none returned).
 
-
-def strict_for(domain: Any) -> bool:
-    """Whether a doubtful override of ``domain``'s is an error: the domain is strict,
-    or ``COHERIQ_STRICT`` asks for it (see :func:`strict_from_environment`)."""
-    return bool(domain.strict) or strict_from_environment()
+    Raises:
+        CoheriqTypeError: ``COHERIQ_STRICT`` says neither yes nor no.
+    """
+    strict = domain.strict or environment_flag(
+        STRICT_ENV, ("for strict signature checks", "for warnings")
+    )
+    label = f"Engine {'mixin ' if mixin else ''}{engine!r} of domain {domain.name!r}"
+    if strict:
+        return [f"{label} {problem}" for problem in problems]
+    for problem in problems:
+        warn(f"{label} {problem} (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate)
+    return []
 
 
 def _late_verdict(
     domain: Any, cls: Any, candidate: str, reference: Any, is_class: bool
 ) -> tuple[str, str | None]:
-    """``(engine, why it is refused or None)`` for ``cls``'s override of ``candidate``.
-
-    What is not an error (outside strict mode) is warned of now.
-    """
-    engine, mixin = cls.__coheriq_name__ or cls.__qualname__, cls.__coheriq_name__ is None
+    """``(engine, why it is refused or None)`` for ``cls``'s override of ``candidate``;
+    what is not an error is warned of now."""
+    engine = cls.__coheriq_name__ or cls.__qualname__
     override = cls.__dict__[candidate]
     if isinstance(override, DecliningMethod):
         override = override.function
@@ -158,44 +137,29 @@ def _late_verdict(
             check_exception_class(engine, candidate, override, reference, domain)
         except CoheriqEngineError as error:
             errors.append(str(error))
-    strict = strict_for(domain)
-    for problem in override_problems(
+    problems = override_problems(
         candidate=candidate, reference=reference, override=override, is_class=is_class
-    ):
-        message = f"{engine_label(domain, engine, mixin)} {problem}"
-        if strict:
-            errors.append(f"{message} It is an error because {_strictness(domain)}.")
-        else:
-            warn(f"{message} (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate)
+    )
+    why = f"domain {domain.name!r} is strict" if domain.strict else f"{STRICT_ENV} is set"
+    for message in _judged(domain, engine, cls.__coheriq_name__ is None, candidate, problems):
+        errors.append(f"{message} It is an error because {why}.")
     return engine, " ".join(errors) or None
 
 
 def check_late_overrides(
     domain: Any, candidate: str, reference: Any, classes: list[Any], in_use: Collection[Any]
 ) -> None:
-    """Check the overrides of ``candidate``, marked after the engine classes ``classes``.
+    """Check the overrides of ``candidate``, marked (a lazy module, or one run again) after
+    the engine classes ``classes`` of ``domain`` (a state) were made.
 
-    A candidate is marked after the engines were defined by a module imported
-    lazily (see :meth:`~coheriq.AccelerationDomain.declare`), or by one that runs
-    again. A problem that would have been an error when the engine class was
-    created (in strict mode; an exception class that does not derive from the
-    library's) refuses the *engine* here, not the module that marks the
-    candidate: the module imports, a :class:`~coheriq.CoheriqSignatureWarning`
-    says so, and the engine, with every engine that takes the override from it,
-    cannot start (see :func:`coheriq._engines.meta.refusal`). An override that
-    fits the candidate marked again is no longer refused. Other problems are
-    warned of, as when the engine class is created.
-
-    Args:
-        domain: The domain's state (its ``name`` and ``strict`` are read).
-        candidate: The candidate's name.
-        reference: Its reference implementation, just marked.
-        classes: The domain's engine classes.
-        in_use: Those of them started, or starting: they cannot be refused.
+    What would have failed the class statement refuses the engine instead (it cannot
+    start: :func:`~coheriq._engines.meta.refusal`), with a warning, so that the module
+    marking the candidate imports; a fitting override is no longer refused; other
+    problems are warned of.
 
     Raises:
-        CoheriqEngineError: An engine to refuse has started already, and runs
-            the override.
+        CoheriqEngineError: An engine to refuse is in ``in_use`` (started, or starting)
+            and runs the override.
     """
     is_class = isinstance(reference, type)
     verdicts = [
@@ -204,7 +168,7 @@ def check_late_overrides(
         if candidate in cls.__coheriq_overrides__
     ]
     for cls, _, reason in verdicts:  # first, so that nothing is refused if this raises
-        running = [k for k in in_use if _runs_override_of(k, cls, candidate)]
+        running = [k for k in in_use if _supplier(k, candidate) is cls]
         if reason is not None and running:
             names = listing(k.__coheriq_name__ or k.__qualname__ for k in running)
             raise CoheriqEngineError(
@@ -230,34 +194,15 @@ def check_late_overrides(
         )
 
 
-def _runs_override_of(engine: Any, cls: Any, candidate: str) -> bool:
-    """Whether engine class ``engine`` runs ``cls``'s override of ``candidate``: the
-    first class along its MRO that overrides it is ``cls`` (as
-    :func:`coheriq._engines.meta.supplier` finds)."""
-    for klass in engine.__mro__:
-        if candidate in getattr(klass, "__coheriq_overrides__", ()):
-            return klass is cls
-    return False
-
-
-def _strictness(domain: Any) -> str:
-    """Why a signature problem of ``domain``'s is an error, in a few words."""
-    if domain.strict:
-        return f"domain {domain.name!r} is strict"
-    return f"{STRICT_ENV} is set"
-
-
-def _report(domain: Any, engine: str, mixin: bool, candidate: str, problem: str) -> None:
-    """Warn of ``problem`` with an engine's override, or raise it in strict mode."""
-    message = f"{engine_label(domain, engine, mixin)} {problem}"
-    if strict_for(domain):
-        raise CoheriqEngineError(message)
-    warn(message + f" (Set {STRICT_ENV}=1 to make this an error.)", engine, candidate)
+def _supplier(engine: Any, candidate: str) -> Any:
+    """meta.supplier, without its fallback (meta imports this module, not the reverse)."""
+    mro = engine.__mro__
+    return next((k for k in mro if candidate in getattr(k, "__coheriq_overrides__", ())), None)
 
 
 def warn(message: str, engine: str, candidate: str) -> None:
     """Issue a :class:`~coheriq.CoheriqSignatureWarning`, attributed to the code outside coheriq."""
-    import warnings  # on the warning path only: not imported by `import coheriq`
+    import warnings  # on the warning path only
 
     warnings.warn(
         CoheriqSignatureWarning(message, engine, candidate), stacklevel=outside_coheriq()[1]
@@ -265,14 +210,9 @@ def warn(message: str, engine: str, candidate: str) -> None:
 
 
 def _constructor_problems(candidate: str, library: type, engine: type) -> list[str]:
-    """What is wrong with the alternate constructors of an engine's class, as sentences.
-
-    Under the engine, a classmethod or staticmethod read from the library's class
-    is the engine's class's where it defines one (see
-    :class:`~coheriq._call.marked.AlternateConstructor`): one that cannot take the
-    library's calls, or that is of another kind, is a problem; so is one whose
-    name is close to, but not, the name of one of the library's.
-    """
+    """What is wrong with the classmethods and staticmethods of an engine's class, which
+    stand in for the library's under the engine (see ``marked.AlternateConstructor``): one
+    of another kind, one that rejects the library's calls, a name close to theirs."""
     wanted = alternate_constructors(library)
     own = [k for k in engine.__mro__[:-1] if k not in library.__mro__]
     defined: dict[str, Any] = {}
@@ -282,7 +222,7 @@ def _constructor_problems(candidate: str, library: type, engine: type) -> list[s
     for name in wanted:
         if name not in defined:
             continue
-        theirs, ours = _raw_attribute(library, name), defined[name]
+        theirs, ours = raw_attribute(library, name), defined[name]
         kind = type(theirs).__name__
         if type(ours) is not type(theirs):
             problems.append(
@@ -296,8 +236,7 @@ def _constructor_problems(candidate: str, library: type, engine: type) -> list[s
             problems.append(
                 f"gives class candidate {candidate!r} a {kind} {name!r} that cannot accept "
                 f"every call the library's accepts: {'; '.join(found)}. Make its parameters "
-                "match: under the engine, "
-                f"{candidate}.{name} is the engine's."
+                f"match: under the engine, {candidate}.{name} is the engine's."
             )
     for name, value in defined.items():
         if (
@@ -315,13 +254,6 @@ def _constructor_problems(candidate: str, library: type, engine: type) -> list[s
     return problems
 
 
-def _raw_attribute(cls: type, name: str) -> Any:
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return None
-
-
 def _method_incompatibilities(theirs: Any, ours: Any) -> list[str]:
     """How a classmethod or staticmethod ``ours`` rejects calls that ``theirs`` takes."""
     try:
@@ -336,22 +268,9 @@ def _method_incompatibilities(theirs: Any, ours: Any) -> list[str]:
     return receiving + incompatibilities(wanted, given)
 
 
-def strict_from_environment() -> bool:
-    """Whether ``COHERIQ_STRICT`` asks for strict checks (``1``/``true``/``yes``/``on``).
-
-    Raises:
-        CoheriqTypeError: Its value is none of those, nor ``0``/``false``/``no``/``off``
-            or empty.
-    """
-    # One reading of yes and no for coheriq's switches (COHERIQ_FAIL_ON_DECLINE too).
-    return environment_flag(STRICT_ENV, ("for strict signature checks", "for warnings"))
-
-
 def _same_parameters(reference: Any, override: Any, *, skip: bool) -> bool:
-    """Whether two plain functions have the same parameters (names, kinds, defaults).
-
-    ``skip`` drops the override's first parameter (``self`` or ``cls``).
-    """
+    """Whether two plain functions have the same parameters (names, kinds, defaults),
+    leaving out the override's first where ``skip`` (``self``)."""
     if type(reference) is not FunctionType or type(override) is not FunctionType:
         return False
     ref, over = reference.__code__, override.__code__
@@ -396,34 +315,21 @@ def _callable_of(override: Any) -> Any:
 
 
 def _binds(override: Any) -> bool:
-    """Whether a call of ``override`` through the engine's instance passes something first.
-
-    A function in a class body is a method (the instance fills its first
-    parameter), and so is a classmethod (the class does); from Python 3.14 a
-    :class:`functools.partial` binds like a function too. A staticmethod, a
-    candidate's proxy (kept as a static member) and other callable objects
-    take the caller's arguments only. (A ``partialmethod``: see :func:`_called_with`.)
-    """
+    """Whether a call of ``override`` through the engine's instance passes the instance (a
+    function; a ``partial`` from 3.14) or the class (a classmethod) first."""
     if isinstance(override, (FunctionType, classmethod)):
         return True
     return sys.version_info >= (3, 14) and isinstance(override, partial)
 
 
 def _called_with(override: Any) -> tuple[Signature, list[str]]:
-    """The parameters that the caller's arguments meet in ``override``, and what is wrong
-    with the way it receives the engine's instance (or class), as sentences.
-
-    Read through a staticmethod or classmethod, a candidate's proxy (the compiled
-    one has no signature of its own), :class:`functools.partial` and
-    :class:`functools.partialmethod` objects, never through ``__wrapped__`` of a
-    function of the engine's own (see :func:`_signature_of`).
+    """The parameters the caller's arguments meet in ``override``, and what is wrong with
+    the way it receives the engine's instance (or class), as sentences.
 
     Raises:
         TypeError, ValueError: No signature can be read.
     """
-    if isinstance(override, partialmethod):
-        # What partialmethod.__get__ makes: its function bound to the instance (a
-        # staticmethod to nothing), then given the partialmethod's own arguments.
+    if isinstance(override, partialmethod):  # its function, bound, given its arguments
         inner = override.func
         given = _signature_of(_callable_of(inner))
         receiving: list[str] = []
@@ -435,14 +341,9 @@ def _called_with(override: Any) -> tuple[Signature, list[str]]:
 
 
 def _signature_of(fn: Any) -> Signature:
-    """``fn``'s signature as a call meets it.
-
-    A candidate's proxy has its candidate's signature (through ``__wrapped__``,
-    which both proxies keep); a :class:`functools.partial` has its function's, read
-    the same way, less what it binds; anything else has its own: a method
-    decorated with ``functools.wraps(mylib.normalize)`` (to take the candidate's
-    docstring) would otherwise show the candidate's.
-    """
+    """``fn``'s signature as a call meets it: a candidate's proxy's is its candidate's, a
+    ``partial``'s its function's less what it binds; anything else's its own, not through
+    ``__wrapped__`` (a method made with ``functools.wraps(mylib.normalize)`` is not that)."""
     info = candidate_of(fn)
     if info is not None and not info.is_class:
         return _stdlib.signature(fn)  # type: ignore[no-any-return]
@@ -454,15 +355,11 @@ def _signature_of(fn: Any) -> Signature:
 def _partial_signature(
     wrapped: Signature, args: tuple[Any, ...], keywords: Mapping[str, Any]
 ) -> Signature:
-    """The signature of a :class:`functools.partial` of a callable whose signature is
-    ``wrapped``, binding ``args`` and ``keywords``, as :mod:`inspect` computes it.
+    """What :mod:`inspect` gives for a ``partial`` binding ``args`` and ``keywords`` of a
+    callable whose signature is ``wrapped``; ValueError where they do not fit."""
 
-    Raises:
-        ValueError: The arguments do not fit ``wrapped``.
-    """
-
-    def stand_in(*args: Any, **kwargs: Any) -> None:
-        """Has the signature ``wrapped``, which inspect reads from ``__signature__``."""
+    def stand_in(*args: Any, **kwargs: Any) -> None:  # inspect reads its __signature__
+        pass
 
     stand_in.__signature__ = wrapped  # type: ignore[attr-defined]
     return _stdlib.signature(  # type: ignore[no-any-return]
@@ -471,13 +368,9 @@ def _partial_signature(
 
 
 def _without_receiver(given: Signature) -> tuple[Signature, list[str]]:
-    """``given`` without the parameter that receives the instance (or class), and
-    what is wrong if it has none.
-
-    That is its first positional parameter; a ``*args`` (a decorator's generic
-    wrapper: ``def wrapper(*args, **kwargs)``) takes the instance along with the
-    caller's arguments, and stays.
-    """
+    """``given`` without its first positional parameter, which receives the instance (or
+    class), and what is wrong where it has none; a leading ``*args`` (a decorator's
+    wrapper) takes the instance too, and stays."""
     from inspect import Parameter
 
     parameters = list(given.parameters.values())
@@ -494,11 +387,8 @@ def _without_receiver(given: Signature) -> tuple[Signature, list[str]]:
 
 
 def _code_behind(override: Any) -> Any:
-    """The function whose code a call of ``override`` runs first, for its flags (async def).
-
-    Read through staticmethod, classmethod, partial and partialmethod objects
-    and candidates' proxies (to their reference implementations).
-    """
+    """The function whose code a call of ``override`` runs first (for its flags), through
+    staticmethods, classmethods, partials and candidates' proxies."""
     for _ in range(32):  # wrappers of wrappers, within reason
         info = candidate_of(override)
         if info is not None and not info.is_class:
@@ -531,8 +421,7 @@ def incompatibilities(candidate: Signature, override: Signature) -> list[str]:
         at = given_positional[i] if i < len(given_positional) else None
         by_name = given_by_name.get(want.name)
         if want.kind is Parameter.POSITIONAL_ONLY:
-            if at is None or at.name in named_later:
-                # Nothing in this position, or a parameter the candidate has further on.
+            if at is None or at.name in named_later:  # nothing there, or one named later
                 if at is not None or not takes_args:
                     problems.append(f"positional parameter {i + 1} ({want.name!r}) is missing")
                 continue
@@ -614,13 +503,9 @@ def _same(a: object, b: object) -> bool:
 
 
 def bypassed_classes(domain: Any, cls: Any) -> list[str]:
-    """What ``coheriq check`` warns of in engine ``cls``: classes its library can bypass.
-
-    A library class whose own ``__new__`` returns a subclass for some arguments
-    (``Shape("circle")`` builds a ``Circle``) builds that subclass itself, with
-    ``object.__new__``. An engine that overrides the subclass's candidate but
-    not the parent's is bypassed there. Returns one sentence per such pair.
-    """
+    """What ``coheriq check`` warns of in engine ``cls``, a sentence per pair: a class
+    candidate it overrides whose library parent, not overridden, has a ``__new__`` of its
+    own that may build the subclass itself (``Shape("circle")``), bypassing the engine."""
     engine = cls.__coheriq_name__ or cls.__qualname__
     classes = {
         name: domain.engines.reference_of(name)
@@ -651,16 +536,8 @@ def bypassed_classes(domain: Any, cls: Any) -> list[str]:
 def check_exception_class(
     engine: str, candidate: str, value: type, library: Any, domain: Any
 ) -> None:
-    """Refuse an engine's class for an exception candidate that does not derive from it.
-
-    ``except ParseError`` matches by the real MRO, not by ``isinstance``: an
-    engine's error that is no subclass of the library's would escape every
-    handler written for it.
-
-    Raises:
-        CoheriqEngineError: The library's class is an exception and ``value``
-            does not derive from it.
-    """
+    """Raise CoheriqEngineError where ``library`` is an exception class and the engine's
+    ``value`` does not derive from it (``except`` follows the MRO, not ``isinstance``)."""
     if (
         isinstance(library, type)
         and issubclass(library, BaseException)

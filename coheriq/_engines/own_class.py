@@ -8,7 +8,7 @@ An engine that overrides the candidate reaches its own class instead.
 
 from __future__ import annotations
 
-from .._call.marked import own_attribute
+from .._call.marked import own_attribute, raw_attribute
 from .._stdlib import TYPE_CHECKING, async_generator_inside, calls_inside, generator_inside
 from .declines import ClassStandIn
 
@@ -65,11 +65,8 @@ class LibraryClass(ClassStandIn):
         if name.startswith("__") and name.endswith("__"):  # __name__, __mro__, ...
             return getattr(cls, name)
         value = own_attribute(cls, name)
-        for klass in cls.__mro__:
-            if name in klass.__dict__:
-                if isinstance(klass.__dict__[name], (classmethod, staticmethod)):
-                    return _InBlock(value, self.info.domain, self.engine)
-                break
+        if isinstance(raw_attribute(cls, name), (classmethod, staticmethod)):
+            return _InBlock(value, self.info.domain, self.engine)
         return value
 
     def __repr__(self) -> str:
