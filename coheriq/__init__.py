@@ -1,24 +1,17 @@
 """coheriq: let a library swap in an accelerated implementation of itself.
 
-A library (the *domain*) marks functions and classes as acceleration candidates;
-separately published *engines* re-implement any subset as subclasses of the
-domain's reference class; the user picks an engine with one line, an environment
-variable or a ``with`` block, and every call site follows.
+A library (the *domain*) marks functions and classes as acceleration candidates; separately
+published *engines* re-implement any subset; the user picks an engine with one line, an
+environment variable or a ``with`` block, and every call site follows. The tools
+(:func:`explain`, :func:`profile`, ...) and declines are imported on first use.
 
-The tools for looking at a program (:func:`explain`, :func:`coverage`,
-:func:`profile`, :func:`snapshot`), and what an engine declines a call with
-(:class:`Decline`, :func:`may_decline`), are imported on first use, so that
-importing an accelerated library does not pay for them.
-
-PYTEST_DONT_REWRITE: pytest rewrites the asserts of a test plugin's package,
-coheriq, and warns where it was imported before pytest started (by
-``COHERIQ_ACCELERATE`` or ``python -m coheriq run``): an error in projects that
-set ``filterwarnings = error``. Library code needs no rewritten asserts.
+PYTEST_DONT_REWRITE: this package, a pytest plugin's, may be imported before pytest starts.
 """
 
-# The module whose name pickles of users' subclasses of marked classes carry: it
-# must be imported for cloudpickle to pickle them by that name (it pickles by value
-# a class whose module is not imported). It imports nothing until it is read.
+from . import exceptions
+
+# The module named by pickles of users' subclasses of marked classes: cloudpickle pickles
+# such a class by that name only where it is imported.
 from . import marked as _marked  # noqa: F401
 from ._api.engine_forms import AccelerationEngine, engine_class
 from ._api.verbs import (
@@ -36,30 +29,7 @@ from ._library import observing as _observing
 from ._library.domain import AccelerationDomain
 from ._names import REFERENCE
 from ._stdlib import TYPE_CHECKING
-from .exceptions import (
-    CoheriqDeclarationError,
-    CoheriqDeclarationWarning,
-    CoheriqDeclineError,
-    CoheriqDomainError,
-    CoheriqDomainNameError,
-    CoheriqDomainNotFoundError,
-    CoheriqDomainNotReadyError,
-    CoheriqEngineDomainNotFoundError,
-    CoheriqEngineError,
-    CoheriqEngineInheritanceError,
-    CoheriqEngineLoadError,
-    CoheriqEngineNameError,
-    CoheriqEngineNotFoundError,
-    CoheriqEngineSettledError,
-    CoheriqEngineStartError,
-    CoheriqError,
-    CoheriqLibraryError,
-    CoheriqReloadWarning,
-    CoheriqScopeError,
-    CoheriqSignatureWarning,
-    CoheriqTypeError,
-    CoheriqUserError,
-)
+from .exceptions import *  # noqa: F403  (the error tree: its __all__)
 
 if TYPE_CHECKING:
     from ._engines.declines import Decline, may_decline
@@ -76,57 +46,27 @@ if TYPE_CHECKING:
     from ._tools.verification import Verification, register_comparison, verify
     from .statements import EngineStatement, engine_statements
 
+# Tools imported on first use (see __getattr__): name -> its module.
 _ON_FIRST_USE = {
-    "accelerate": "_outside.activation",
-    "Decline": "_engines.declines",
-    "may_decline": "_engines.declines",
-    "Coverage": "_tools.introspection",
-    "Explanation": "_tools.introspection",
-    "coverage": "_tools.introspection",
-    "explain": "_tools.introspection",
-    "DeclineRow": "_tools.profiling",
-    "Profile": "_tools.profiling",
-    "ProfileRow": "_tools.profiling",
-    "profile": "_tools.profiling",
-    "Snapshot": "_tools.snapshot",
-    "snapshot": "_tools.snapshot",
-    "EngineStatement": "statements",
-    "engine_statements": "statements",
-    "CoheriqVerificationError": "_tools.verdicts",
-    "CoheriqVerificationWarning": "_tools.verdicts",
-    "Mismatch": "_tools.verdicts",
-    "Verification": "_tools.verification",
-    "VerificationRow": "_tools.verdicts",
-    "register_comparison": "_tools.verification",
-    "verify": "_tools.verification",
+    name: module
+    for module, names in {
+        "_outside.activation": "accelerate",
+        "_engines.declines": "Decline may_decline",
+        "_tools.introspection": "Coverage Explanation coverage explain",
+        "_tools.profiling": "DeclineRow Profile ProfileRow profile",
+        "_tools.snapshot": "Snapshot snapshot",
+        "statements": "EngineStatement engine_statements",
+        "_tools.verdicts": "CoheriqVerificationError CoheriqVerificationWarning Mismatch "
+        "VerificationRow",
+        "_tools.verification": "Verification register_comparison verify",
+    }.items()
+    for name in names.split()
 }
 
 __all__ = [
     "REFERENCE",
     "AccelerationDomain",
     "AccelerationEngine",
-    "CoheriqDeclarationError",
-    "CoheriqDeclarationWarning",
-    "CoheriqDeclineError",
-    "CoheriqDomainError",
-    "CoheriqDomainNameError",
-    "CoheriqDomainNotFoundError",
-    "CoheriqDomainNotReadyError",
-    "CoheriqEngineDomainNotFoundError",
-    "CoheriqEngineError",
-    "CoheriqEngineInheritanceError",
-    "CoheriqEngineLoadError",
-    "CoheriqEngineNameError",
-    "CoheriqEngineNotFoundError",
-    "CoheriqEngineSettledError",
-    "CoheriqEngineStartError",
-    "CoheriqError",
-    "CoheriqLibraryError",
-    "CoheriqReloadWarning",
-    "CoheriqScopeError",
-    "CoheriqSignatureWarning",
-    "CoheriqTypeError",
-    "CoheriqUserError",
     "CoheriqVerificationError",
     "CoheriqVerificationWarning",
     "Coverage",
@@ -160,19 +100,19 @@ __all__ = [
     "using_engine",
     "verify",
 ]
+__all__ += exceptions.__all__
 
 __version__ = "0.1.0"
 
 
 def _verify_from_environment(domain: AccelerationDomain) -> None:
-    """``domain``'s own ``<PREFIX>_VERIFY`` is set: verify it (the module is imported now)."""
+    """A domain whose ``<PREFIX>_VERIFY`` is set is materialized: verify it (importing the
+    verification only now)."""
     from ._tools.verification import from_environment
 
     from_environment(domain)
 
 
-# Only a domain whose own variable is set, at its materialization, imports the
-# verification: another program's variable (GIT_SSL_NO_VERIFY) costs nothing.
 _observing.on_materialized.append(_verify_from_environment)
 
 
@@ -191,13 +131,12 @@ def __dir__() -> list[str]:
 
 
 def _accelerate_from_environment() -> None:
-    """``COHERIQ_ACCELERATE`` is set: accelerate what it names now, unless the start-up file
-    (which does, at the library's first import) ran in this process; it did not under
-    ``python -S``, nor without coheriq's ``coheriq-accelerate.pth`` installed."""
+    """Accelerate what ``COHERIQ_ACCELERATE`` names, unless the start-up file did in this
+    process (it does not run under ``python -S`` or without coheriq's ``.pth`` installed)."""
     import sys
 
-    # Asked of the start-up module as it is: where it ran, the activation module may be
-    # importing, in another thread, waiting for this one (which it imports).
+    # Not by importing activation: where the start-up ran, another thread may be importing
+    # it, waiting for this one.
     startup = sys.modules.get("coheriq._outside.startup")
     if startup is not None and startup.has_started():
         return
@@ -206,6 +145,5 @@ def _accelerate_from_environment() -> None:
     from_environment_unless_started()
 
 
-# One dictionary lookup where the variable is unset (os is imported at start-up).
 if __import__("os").environ.get("COHERIQ_ACCELERATE"):
     _accelerate_from_environment()

@@ -11,17 +11,12 @@ _NAME_PUNCTUATION = frozenset("_-.")
 
 
 def check_name(value: object, what: str, error: type[CoheriqTypeError] = CoheriqTypeError) -> str:
-    """Return ``value`` if it is a usable domain or engine name, else raise.
+    """Return ``value`` if it is a usable domain or engine name, else raise ``error`` (a
+    :class:`~coheriq.CoheriqTypeError`), naming ``what``.
 
-    A name is a non-empty ASCII string of letters, digits, ``_``, ``-`` and ``.``
-    that starts with a letter, digit or ``_``. Names travel through environment
-    variables, entry-point groups and ``DOMAIN:ENGINE`` command-line options, so
-    whitespace, ``:`` and ``,`` are refused.
-
-    Raises:
-        CoheriqTypeError: ``value`` is not such a string; the message names ``what``.
-            Raised as ``error``, a subclass that also tells the situation
-            (:class:`~coheriq.CoheriqDomainNameError`, say).
+    A name is ASCII letters, digits, ``_``, ``-`` and ``.``, starting with a letter, digit or
+    ``_``: it travels through environment variables, entry-point groups and ``DOMAIN:ENGINE``
+    options, so whitespace, ``:`` and ``,`` are refused.
     """
     if not isinstance(value, str):
         raise error(f"The {what} must be a string, not {type(value).__name__} ({value!r}).")
@@ -39,9 +34,8 @@ def check_name(value: object, what: str, error: type[CoheriqTypeError] = Coheriq
 
 
 def is_engine_name(value: object) -> bool:
-    """Whether ``value`` may name an engine: a valid name (see :func:`check_name`),
-    not :data:`REFERENCE`. The one rule for engine classes, ``enable_engine``, the
-    environment variable and what packages advertise."""
+    """Whether ``value`` may name an engine: a valid name (:func:`check_name`), not
+    :data:`REFERENCE`."""
     try:
         check_name(value, "engine name")
     except CoheriqTypeError:
@@ -50,22 +44,15 @@ def is_engine_name(value: object) -> bool:
 
 
 def check_candidate_name(value: object) -> str:
-    """Return ``value`` if it can name a candidate (a public Python identifier), else raise.
-
-    Engines override a candidate by defining an attribute of the same name, and
-    names starting with ``_`` are reserved for an engine's private helpers. The
-    name comes back in NFKC form, the form Python gives the identifiers of source
-    code (an engine's ``def ﬁlter`` defines ``filter``).
-
-    Raises:
-        CoheriqTypeError: ``value`` is not a public identifier.
-    """
+    """Return ``value`` in NFKC form, as Python reads identifiers (``ﬁlter`` is ``filter``),
+    if it can name a candidate: a public identifier, not a keyword; else raise
+    :class:`~coheriq.CoheriqTypeError`."""
     if not isinstance(value, str):
         raise CoheriqTypeError(
             f"A candidate name must be a string, not {type(value).__name__} ({value!r})."
         )
     if not value.isascii():
-        import unicodedata  # as Python reads identifiers: "ﬁlter" is "filter"
+        import unicodedata
 
         value = unicodedata.normalize("NFKC", value)
     import keyword  # here: marking candidates needs it, `import coheriq` does not

@@ -1,21 +1,9 @@
 """Stand-ins for the standard-library modules that ``import coheriq`` must not import.
 
-``import coheriq`` happens in every program that imports an accelerated library,
-so it must not import :mod:`typing` (several milliseconds, with ``re`` and
-``contextlib`` behind it), :mod:`types` or :mod:`logging`:
-
-- typing: annotations are strings (``from __future__ import annotations``),
-  type-only names are imported under ``if TYPE_CHECKING:``, and :func:`overload`
-  has the run-time effect of :func:`typing.overload` (the last, real definition
-  replaces the overloads);
-- types: the types coheriq needs, taken from objects at hand;
-- logging: :func:`log` sends to ``logging.getLogger("coheriq")`` only if the
-  program has imported logging and enabled the level, so coheriq is silent unless
-  the application configures logging. Nothing is logged per call: INFO when a
-  domain settles or an engine is loaded, DEBUG when a scope is entered or left;
-- inspect and annotationlib: imported only when a signature or annotations are
-  asked for (:func:`signature`, :func:`carry_annotations`), which also keep 3.14's
-  deferred annotations deferred.
+typing (type-only names under ``TYPE_CHECKING``; :func:`overload`), types (taken from objects
+at hand), logging (:func:`log` is silent unless the program imported logging and enabled the
+level), inspect and annotationlib (imported when a signature or annotations are asked for);
+and the helpers built on them: fork hooks, code flags, block-scoped call drivers, frame walkers.
 """
 
 from __future__ import annotations
@@ -37,12 +25,10 @@ else:
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextvars import ContextVar
+    from types import FrameType, FunctionType, MappingProxyType, MemberDescriptorType, MethodType
     from typing import Any
-
-if TYPE_CHECKING:
-    from types import FunctionType, MappingProxyType, MemberDescriptorType, MethodType
 else:
-    # The types module's own definitions, from objects at hand.
+    # As the types module defines them.
     FunctionType = type(overload)
     MappingProxyType = type(type.__dict__)
     MemberDescriptorType = type(FunctionType.__globals__)
@@ -90,10 +76,8 @@ _fork_hooks: list[Callable[[], None]] = []
 def after_fork_in_child(hook: Callable[[], None]) -> Callable[[], None]:
     """Run ``hook()`` in a child process right after ``os.fork()``; return ``hook``.
 
-    A thread of the parent may have held one of coheriq's locks when it forked;
-    it does not exist in the child, so each module that keeps locks replaces
-    them here. The hooks run in the order they were added, which is the order
-    their modules are imported in: lower layers first.
+    For a module to replace its locks, which a thread that the child lacks may have held.
+    Hooks run in the order added: the order their modules are imported in, lower layers first.
     """
     _fork_hooks.append(hook)
     return hook
@@ -118,11 +102,8 @@ CO_ASYNC_GENERATOR = 0x200
 def calls_inside(fn: Any, block: Callable[[], Any], *, coroutine: bool) -> Any:
     """Return ``fn`` wrapped so that each call runs inside a ``with block():`` statement.
 
-    contextlib's ``ContextDecorator`` idea, for the blocks that decorate
-    (``using_engine``, ``verify``), without importing contextlib. For a coroutine
-    function (``coroutine``), the wrapper is one too and the block spans the
-    whole ``await``. Generator functions are the caller's to handle: a block
-    around the call would end before the generator's body runs.
+    With ``coroutine``, the wrapper is a coroutine function and the block spans the whole
+    ``await``. Not for generator functions (see :func:`generator_inside`).
     """
     import functools  # here, not at the top: it imports collections
 
@@ -144,14 +125,9 @@ def calls_inside(fn: Any, block: Callable[[], Any], *, coroutine: bool) -> Any:
 
 
 def generator_inside(start: Callable[..., Any], block: Callable[[], Any]) -> Callable[..., Any]:
-    """Return a generator function that runs ``start``'s generator one step at a time in blocks.
-
-    Each call of the returned function calls ``start(*args, **kwargs)`` and
-    drives the generator it returns as ``yield from`` would: from each
-    resumption to the next ``yield``, inside a ``with block():`` statement of
-    its own, so that its consumer, between steps, runs outside. What the
-    consumer sends, throws or closes reaches the generator inside a block too.
-    """
+    """Return a generator function that drives ``start(*args, **kwargs)``'s generator as
+    ``yield from`` would, each step (resumption to ``yield``; a send, throw or close) inside
+    a ``with block():`` of its own, so that its consumer runs outside."""
 
     def inside_generator(*args: Any, **kwargs: Any) -> Any:
         steps = start(*args, **kwargs)
@@ -205,12 +181,8 @@ def async_generator_inside(
 
 
 def leave_chain(chain: ContextVar[tuple[Any, ...]], member: object) -> None:
-    """End ``member``'s innermost entry in the chain this context holds, if it has one.
-
-    The profiles and verifications that cover a context are a tuple in a context
-    variable, outermost first; one object may be in it more than once (a block
-    of it entered inside another).
-    """
+    """Remove ``member``'s innermost entry, if any, from ``chain``'s tuple (outermost first;
+    a member may be in it more than once)."""
     entries = chain.get()
     if member in entries:
         last = len(entries) - 1 - entries[::-1].index(member)
@@ -241,20 +213,20 @@ def log(level: int, message: str, *args: object) -> None:
 
 
 def outside_coheriq() -> tuple[str, int]:
-    """Where the code that called into coheriq is, seen from the caller of this function.
+    """``("FILE:LINE", stacklevel)`` of the code that called into coheriq, seen from the
+    caller of this function (see :func:`caller_outside_coheriq`); ``stacklevel`` makes
+    ``warnings.warn``, called by that caller, point there."""
+    frame, level = _outside(sys._getframe(1))
+    if frame is None:
+        return "<unknown>", level
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}", level
 
-    Returns ``("FILE:LINE", stacklevel)``: the innermost frame that is neither
-    coheriq's own code (proxies included: they run in a namespace named
-    ``coheriq.proxy``) nor :func:`types.new_class` (which builds decorator-form
-    engines), and the ``stacklevel`` that makes ``warnings.warn``, called by the
-    caller of this function, point there.
-    """
-    level, frame = 1, sys._getframe(1)
-    while frame is not None:
-        if not _of_coheriq(frame):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}", level
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    return "<unknown>", level
+
+def caller_outside_coheriq() -> Any:
+    """The innermost frame, seen from the caller of this function, that runs neither
+    coheriq's code (its modules, a proxy or trampoline) nor :func:`types.new_class` (which
+    builds decorator-form engines); ``None`` if there is none."""
+    return _outside(sys._getframe(1))[0]
 
 
 # The local names only the code-swapped proxies' trampolines have (coheriq._call.swapped):
@@ -262,38 +234,26 @@ def outside_coheriq() -> tuple[str, int]:
 _TRAMPOLINE_LOCALS = ("_coheriq_scope", "_coheriq_target")
 
 
-def _of_coheriq(frame: Any) -> bool:
-    """Whether ``frame`` runs coheriq's code: its own modules, a proxy or trampoline,
-    or :func:`types.new_class`."""
-    module = frame.f_globals.get("__name__", "")
-    if module in ("coheriq", "types") or module.startswith("coheriq."):
-        return True
-    varnames = frame.f_code.co_varnames
-    return any(name in varnames for name in _TRAMPOLINE_LOCALS)
-
-
-def caller_outside_coheriq() -> Any:
-    """The innermost frame, seen from the caller of this function, that is not coheriq's.
-
-    As :func:`outside_coheriq` finds it; ``None`` if there is none.
-    """
-    frame = sys._getframe(1)
+def _outside(frame: FrameType | None) -> tuple[FrameType | None, int]:
+    level = 1
     while frame is not None:
-        if not _of_coheriq(frame):
-            return frame
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
+        module = frame.f_globals.get("__name__", "")
+        varnames = frame.f_code.co_varnames
+        if not (
+            module in ("coheriq", "types")
+            or module.startswith("coheriq.")
+            or any(name in varnames for name in _TRAMPOLINE_LOCALS)
+        ):
+            break
+        frame, level = frame.f_back, level + 1
+    return frame, level
 
 
 def carry_annotations(target: Any, source: Any) -> None:
     """Give ``target`` the annotations of ``source``, evaluated no sooner than source's.
 
-    From Python 3.14 annotations are computed when first asked for (PEP 649): a
-    name defined further down the module, or imported only under
-    ``TYPE_CHECKING``, is legal in them. ``target`` then gets an ``__annotate__``
-    that answers each format (:mod:`annotationlib`) from ``source``, so asking
-    either object fails or succeeds alike, and :func:`functools.wraps` over the
-    target carries them on. Before 3.14, ``target`` gets a copy of the dict.
+    From 3.14 (PEP 649) ``target`` gets an ``__annotate__`` that answers each format from
+    ``source``, so that asking either fails or succeeds alike; before, a copy of the dict.
     """
     if sys.version_info >= (3, 14):
         target.__annotate__ = _AnnotationsOf(source)
@@ -313,8 +273,8 @@ class _AnnotationsOf:
         import annotationlib  # type: ignore[import-not-found, unused-ignore]  # 3.14+
 
         if format == annotationlib.Format.VALUE_WITH_FAKE_GLOBALS:
-            # Not code that can run with fake globals: annotationlib then asks for
-            # the format it wants directly, which the source answers.
+            # Not code that can run with fake globals: annotationlib then asks for the
+            # format it wants directly.
             raise NotImplementedError
         return dict(annotationlib.get_annotations(self.source, format=format))
 
@@ -323,14 +283,9 @@ class _AnnotationsOf:
 
 
 def signature(obj: Any, **options: Any) -> Any:
-    """:func:`inspect.signature`, without evaluating an annotation that cannot be.
-
-    From 3.14 an annotation may name what is not defined yet (see
-    :func:`carry_annotations`): such a name reads as a forward reference, as
-    :func:`help` shows it, instead of raising :class:`NameError`. Any other error
-    that computing the signature raises comes out as :class:`ValueError`, which
-    is what a caller asking "has it a signature?" already handles.
-    """
+    """:func:`inspect.signature`, reading an annotation that names what is not defined yet
+    (3.14) as a forward reference; an error other than :class:`TypeError` comes out as
+    :class:`ValueError`, which a caller asking "has it a signature?" handles."""
     import inspect
 
     if sys.version_info >= (3, 14):

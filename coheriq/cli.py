@@ -1,18 +1,11 @@
 """The ``coheriq`` command line: list, show, explain and check engines; write statements.
 
-Exit codes: 0 when all is well; 1 when ``check`` found a problem (an engine's
-statement that disagrees with its class among them) or ``show`` a broken engine
-(the rest of the report is printed all the same), and for ``verify`` a
-difference, else the program's own status; 2 when the command itself could not
-run (a usage error, an unknown domain, a library that fails at import, an engine
-that ``explain`` or ``statement`` cannot load or start, a script or module that
-``verify`` cannot find), with one line on standard error that says why.
-
-Every command takes ``--json`` for tools: two-space indentation, engines by
-name in sorted order, an engine's state as ``{"ok": ..., "error": ...}`` in
-``show`` and ``check`` alike, and an error as ``{"error": ..., "kind": ...}``.
-Text output is wrapped to ``COLUMNS``, else the terminal's width, else 80
-columns (standard output into a pipe or a file); tables and JSON never are.
+Exit status: 0 when all is well; 1 when ``check`` or ``show`` finds a problem (the report is
+printed all the same), or ``verify`` a difference (else the program's own status); 2 when the
+command cannot run, with one line on standard error that says why. ``--json`` prints JSON for
+tools: two-space indentation, engines sorted by name, an engine's state as ``{"ok", "error"}``,
+an error as ``{"error", "kind"}``. Text is wrapped to ``COLUMNS``, else the terminal's width,
+else 80 columns; tables and JSON never are.
 """
 
 from __future__ import annotations
@@ -25,7 +18,6 @@ import shutil
 import sys
 import textwrap
 import warnings
-from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from . import discovery
@@ -35,6 +27,7 @@ from ._choice.ordered import parse_engine_list
 from ._engines.overrides import STRICT_ENV, bypassed_classes
 from ._library.domain import AccelerationDomain
 from ._library.late_candidates import import_declared, not_imported_note
+from ._library.registry import copies_of
 from ._names import REFERENCE
 from ._tools.introspection import Coverage, coverage, explain
 from .exceptions import (
@@ -63,27 +56,14 @@ IMPORTED = "imported"  # show's word for an engine whose class was looked at
 # -- output -------------------------------------------------------------------------------
 
 
-def _width() -> int:
-    """Columns to wrap text to: ``COLUMNS``, else the terminal's, else 80.
-
-    ``shutil`` reads them in that order, so that output captured by a pipe or a
-    test is wrapped the same way on every machine. Never under 40: a hanging
-    indent needs room, and a narrower "terminal" is more likely a mistake.
-    """
-    return max(shutil.get_terminal_size((80, 24)).columns, 40)
-
-
-def _wrap(line: str, width: int | None = None) -> str:
-    """``line`` wrapped with a hanging indent two columns past its own indent.
-
-    Words are never broken, nor at hyphens: a module name, an entry point or a
-    command to copy stays whole even if it overflows.
-    """
+def _wrap(line: str) -> str:
+    """``line`` wrapped to ``COLUMNS``, else the terminal's width, else 80 (never under 40),
+    with a hanging indent; words (module names, commands) are never broken."""
     body = line.lstrip(" ")
     indent = " " * (len(line) - len(body))
     return textwrap.fill(
         body,
-        width or _width(),
+        max(shutil.get_terminal_size((80, 24)).columns, 40),
         initial_indent=indent,
         subsequent_indent=indent + "  ",
         break_long_words=False,
@@ -92,23 +72,29 @@ def _wrap(line: str, width: int | None = None) -> str:
 
 
 def _say(*lines: str) -> None:
-    """Print prose lines, each wrapped to the terminal (never a table: see _table)."""
+    """Print prose lines, each wrapped (never a table: its columns must stay aligned)."""
     for line in lines:
         print(_wrap(line) if line else "")
 
 
 def _json(data: dict[str, Any]) -> None:
-    """Print ``data`` as every command does: two-space indentation, keys as built.
-
-    Not ``sort_keys``: candidates keep the library's order; engines are sorted
-    where they are collected (``_sorted``).
-    """
+    """Print ``data`` with two-space indentation, keys in the order built (candidates keep
+    the library's order)."""
     print(json.dumps(data, indent=2))
 
 
 def _sorted(engines: dict[str, Any]) -> dict[str, Any]:
-    """Engines by name in sorted order, as every command lists them."""
     return dict(sorted(engines.items()))
+
+
+def _count(number: int, noun: str) -> str:
+    """``"1 engine"``, ``"2 engines"``, ``"0 engines"``."""
+    return f"{number} {noun}{'s' * (number != 1)}"
+
+
+def _state(error: str | None, **more: Any) -> dict[str, Any]:
+    """An engine's (or module's) state in JSON."""
+    return {"ok": True, **more} if error is None else {"ok": False, **more, "error": error}
 
 
 # -- list ---------------------------------------------------------------------------------
@@ -116,25 +102,10 @@ def _sorted(engines: dict[str, Any]) -> dict[str, Any]:
 
 def _distribution(ep: object) -> dict[str, str | None]:
     dist = getattr(ep, "dist", None)
-    return {
-        "distribution": getattr(dist, "name", None),
-        "version": getattr(dist, "version", None),
-    }
+    return {"distribution": getattr(dist, "name", None), "version": getattr(dist, "version", None)}
 
 
-def _statement_state(statement: EngineStatement | None) -> dict[str, Any] | None:
-    """What ``list --json`` gives of an engine's statement: ``None`` where it has none."""
-    if statement is None:
-        return None
-    if statement.problem is not None:
-        return {"ok": False, "source": statement.source, "error": statement.problem}
-    said = {k: v for k, v in statement.as_dict().items() if k in ("description", "needs")}
-    return {
-        "ok": True,
-        "source": statement.source,
-        **said,
-        "implements": list(statement.implements),
-    }
+_STATED = ("description", "needs", "implements")  # what list --json gives of a statement
 
 
 def _installed() -> dict[str, dict[str, Any]]:
@@ -148,27 +119,16 @@ def _installed() -> dict[str, dict[str, Any]]:
         )
         stated = engine_statements(domain) if engines else {}
         for ep in engines:
-            # "module", as for a domain: the entry point's value, which names the module.
-            statement = _statement_state(stated.get(ep.name))
+            said, state = stated.get(ep.name), None
+            if said is not None:
+                more = {} if said.problem else {k: getattr(said, k) for k in _STATED}
+                state = _state(said.problem, source=said.source, **more)
             entry["engines"].setdefault(
-                ep.name, {"module": ep.value, **_distribution(ep), "statement": statement}
+                ep.name, {"module": ep.value, **_distribution(ep), "statement": state}
             )
     for entry in domains.values():
         entry["engines"] = _sorted(entry["engines"])
     return dict(sorted(domains.items()))
-
-
-def _stated_lines(statement: dict[str, Any] | None, indent: str) -> list[str]:
-    """What ``list`` says of an engine's statement, under the engine's line."""
-    if statement is None:
-        return []
-    if not statement["ok"]:
-        return [f"{indent}{statement['error']}"]
-    count = len(statement["implements"])
-    needs = f"; needs {statement['needs']}" if statement["needs"] else ""
-    lines = [f"{indent}{statement['description']}"] if statement["description"] else []
-    lines.append(f"{indent}implements {count} candidate{'s' * (count != 1)} (stated){needs}")
-    return lines
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -187,7 +147,15 @@ def _list(args: argparse.Namespace) -> int:
         _say(f"domain {name}{where}")
         for engine, info in entry["engines"].items():
             _say(f"  engine {engine}: {info['module']} ({info['distribution']} {info['version']})")
-            _say(*_stated_lines(info["statement"], "    "))
+            said = info["statement"]
+            if said is not None and not said["ok"]:
+                _say(f"    {said['error']}")
+            elif said is not None:
+                if said["description"]:
+                    _say(f"    {said['description']}")
+                needs = f"; needs {said['needs']}" if said["needs"] else ""
+                count = _count(len(said["implements"]), "candidate")
+                _say(f"    implements {count} (stated){needs}")
         if not entry["engines"]:
             _say("  no engines advertised")
     return 0
@@ -202,8 +170,13 @@ def _domain(args: argparse.Namespace) -> AccelerationDomain:
     try:
         if module:
             __import__(module)
-        # Before anything imports the library (explain's MODULE.NAME imports MODULE).
-        _accelerate_if_declared(args.domain.partition(".")[0])
+        # A library that never adopted coheriq, seen as its engines' users see it: accelerated
+        # from the outside, before anything imports it (explain's MODULE.NAME imports MODULE).
+        library = args.domain.partition(".")[0]
+        if copies_of(library) is None and library.isidentifier():
+            from ._outside.activation import accelerate_if_declared
+
+            accelerate_if_declared(library)
         return import_domain(args.domain)
     except CoheriqError:
         raise
@@ -219,21 +192,6 @@ def _domain(args: argparse.Namespace) -> AccelerationDomain:
             f'{type(error).__name__}: {error}. Fix the library (run `python -c "import '
             f'{module or args.domain}"` for the traceback), or name another domain.'
         ) from error
-
-
-def _accelerate_if_declared(library: str) -> None:
-    """Accelerate ``library`` from the outside if no domain has its name and packages declare it.
-
-    So that ``show``, ``explain``, ``check`` and ``verify`` see a library that never
-    adopted coheriq as its engines' users will (see :func:`coheriq.accelerate`).
-    """
-    from ._library.registry import copies_of
-
-    if copies_of(library) is not None or not library.isidentifier():
-        return
-    from ._outside.activation import accelerate_if_declared
-
-    accelerate_if_declared(library)
 
 
 def _subject(args: argparse.Namespace) -> object:
@@ -266,59 +224,39 @@ def _subject(args: argparse.Namespace) -> object:
             raise neither from None
 
 
-# -- show ---------------------------------------------------------------------------------
+def _load_each(
+    domain: AccelerationDomain,
+    names: list[str],
+    start: bool = False,
+    notes: dict[str, list[str]] | None = None,
+) -> dict[str, str | None]:
+    """Load (with ``start``, also start) each engine on its own: name -> ``None``, or why not.
 
-
-def _load_each(domain: AccelerationDomain, stated: Iterable[str] = ()) -> dict[str, str | None]:
-    """Load every engine of ``domain`` on its own: name -> ``None``, or why it cannot be.
-
-    One at a time, so that one broken engine (its module raises, its entry point
-    is wrong) is reported beside the others instead of hiding them. The engines
-    named in ``stated`` are left alone: their statements stand for them.
+    One at a time, so that a broken engine is reported beside the others instead of hiding
+    them. ``notes`` gets each loaded engine's warnings.
     """
-    engines = domain.engines
-    # As coverage(advertised=True): an engine not materialized yet has no class.
-    names = [n for n in engines.names() if n not in engines.reserved and n not in stated]
-    failures: dict[str, str | None] = {}
+    results: dict[str, str | None] = {}
     for name in names:
         try:
-            engines.engine_class(name)
-            failures[name] = None
+            cls = engine_class(domain, name)
+            if start:  # its __init__ runs: an engine that cannot run here says so
+                domain.engines.members_of(cls)
+            if notes is not None:
+                notes[name] = bypassed_classes(domain, cls)
+            results[name] = None
         except CoheriqError as error:
-            failures[name] = " ".join(str(error).split())  # one line, whatever it held
-    return failures
+            results[name] = str(error)
+    return results
 
 
-def _with_broken(table: Coverage, broken: list[str]) -> Coverage:
-    """``table`` (of the engines that loaded) with a ``broken`` column for each other one."""
-    engines = [REFERENCE, *sorted({*table.engines[1:], *broken})]
-    rows = {c: {e: row.get(e, BROKEN) for e in engines} for c, row in table.rows.items()}
-    return Coverage(table.domain, engines, rows)
-
-
-def _with_stated(table: Coverage, stated: dict[str, EngineStatement]) -> Coverage:
-    """``table`` with a column for each engine in ``stated``, filled from its statement."""
-    engines = [REFERENCE, *sorted({*table.engines[1:], *stated})]
-
-    def cell(candidate: str, engine: str) -> str:
-        said = stated[engine].implements  # a name it states that is no candidate: not here
-        return STATED if candidate in said else REFERENCE
-
-    rows = {
-        c: {e: row[e] if e in row else cell(c, e) for e in engines} for c, row in table.rows.items()
-    }
-    return Coverage(table.domain, engines, rows)
+# -- show ---------------------------------------------------------------------------------
 
 
 def _stated_unimported(
     domain: AccelerationDomain,
 ) -> tuple[dict[str, EngineStatement], dict[str, str]]:
-    """The statements that stand for engines not imported yet, and those that cannot.
-
-    Returns ``(stated, ignored)``: engine -> its statement, for the engines
-    whose class ``show`` need not import; engine -> the problem of a statement
-    that cannot be used (that engine is imported as if it stated nothing).
-    """
+    """``(stated, ignored)``: the usable statements of engines not imported yet, and the
+    problems of those that cannot be used (their engines are imported instead)."""
     engines = domain.engines
     advertised = set(engines.names())
     stated, ignored = {}, {}
@@ -332,49 +270,56 @@ def _stated_unimported(
     return stated, ignored
 
 
-def _state(error: str | None, **more: Any) -> dict[str, Any]:
-    """An engine's state as show and check give it in JSON."""
-    return {"ok": True, **more} if error is None else {"ok": False, **more, "error": error}
+def _with_columns(
+    table: Coverage, broken: list[str], stated: dict[str, EngineStatement]
+) -> Coverage:
+    """``table`` with a column for each broken engine, and each that its statement stands for."""
+    engines = [REFERENCE, *sorted({*table.engines[1:], *broken, *stated})]
 
+    def cell(candidate: str, engine: str) -> str:
+        if engine not in stated:
+            return BROKEN
+        return STATED if candidate in stated[engine].implements else REFERENCE
 
-def _show_states(
-    failures: dict[str, str | None], stated: dict[str, Any], ignored: dict[str, str]
-) -> dict[str, Any]:
-    """Each engine's state in ``show --json``: loaded or not, and stated or imported."""
-    states = {n: _state(e, source=IMPORTED) for n, e in failures.items()}
-    states.update({n: _state(None, source=STATED) for n in stated})
-    for name, problem in ignored.items():
-        states[name]["statement_error"] = problem
-    return _sorted(states)
+    rows = {
+        c: {e: row[e] if e in row else cell(c, e) for e in engines} for c, row in table.rows.items()
+    }
+    return Coverage(table.domain, engines, rows)
 
 
 def _show(args: argparse.Namespace) -> int:
     domain = _domain(args)
-    # An engine that states what it implements is not imported: its statement is
-    # read from its package (coheriq check imports it and compares the two).
+    # An engine that states what it implements is not imported: its statement stands for it
+    # (coheriq check imports it and compares the two).
     stated, ignored = _stated_unimported(domain)
-    failures = _load_each(domain, stated)
+    engines = domain.engines
+    # As coverage(advertised=True): an engine not materialized yet has no class.
+    names = [n for n in engines.names() if n not in engines.reserved and n not in stated]
+    failures = {n: e and " ".join(e.split()) for n, e in _load_each(domain, names).items()}
     broken = [name for name, error in failures.items() if error is not None]
-    table = _with_stated(_with_broken(coverage(domain), broken), stated)
+    table = _with_columns(coverage(domain), broken, stated)
     kinds = domain.candidate_kinds
     if args.json:
+        states = {n: _state(e, source=IMPORTED) for n, e in failures.items()}
+        states.update({n: _state(None, source=STATED) for n in stated})
+        for name, problem in ignored.items():
+            states[name]["statement_error"] = problem
         _json(
             {
                 "domain": domain.name,
                 "env_var": domain.env_var,
                 "candidates": {c: "class" if k else "function" for c, k in kinds.items()},
                 "not_imported": dict(domain.not_imported),
-                "engines": _show_states(failures, stated, ignored),
+                "engines": _sorted(states),
                 "coverage": table.rows,
                 "problems": len(broken),
             }
         )
         return 1 if broken else 0
-    count = f"{len(kinds)} candidate{'s' * (len(kinds) != 1)}"
     variable = (
         f"environment variable {domain.env_var}" if domain.env_var else "no environment variable"
     )
-    _say(f"domain {domain.name}: {count}, {variable}")
+    _say(f"domain {domain.name}: {_count(len(kinds), 'candidate')}, {variable}")
     later = domain.not_imported
     _say(
         *(
@@ -384,16 +329,7 @@ def _show(args: argparse.Namespace) -> int:
         )
     )
     print()
-    print(table)  # a table: never wrapped, its columns must stay aligned
-    _say_stated(stated, ignored)
-    if broken:
-        print()
-        _say(*(f"{name}: {BROKEN}: {failures[name]}" for name in sorted(broken)))
-    return 1 if broken else 0
-
-
-def _say_stated(stated: dict[str, EngineStatement], ignored: dict[str, str]) -> None:
-    """Under show's table: which columns are statements, and statements ignored."""
+    print(table)  # a table: never wrapped
     if stated:
         print()
         _say(
@@ -407,30 +343,24 @@ def _say_stated(stated: dict[str, EngineStatement], ignored: dict[str, str]) -> 
     if ignored:
         print()
         _say(*(f"{name}: {IMPORTED}: {problem}" for name, problem in _sorted(ignored).items()))
+    if broken:
+        print()
+        _say(*(f"{name}: {BROKEN}: {failures[name]}" for name in sorted(broken)))
+    return 1 if broken else 0
 
 
 # -- explain ------------------------------------------------------------------------------
 
 
-def _print_explanation(text: str) -> None:
-    """An explanation's report, its prose wrapped; its "supplied by" table as it is."""
-    prose, heading, table = text.partition("\n  supplied by:")
-    _say(*prose.splitlines())
-    if heading:
-        print(heading.lstrip("\n") + table)
-
-
 def _explain(args: argparse.Namespace) -> int:
     subject = _subject(args)
     report = explain(subject)
-    domain_of = import_domain(report.domain)
-    listed = "," in domain_of.choice.env_value()  # an ordered list: explain tried it already
+    domain = import_domain(report.domain)
+    listed = "," in domain.choice.env_value()  # an ordered list: explain tried it already
     if not report.settled and report.engine != REFERENCE and not report.tried and not listed:
-        # Do what the first call would, choosing nothing: find the engine that the
-        # environment names (importing it) and start it, so that a name matching no
-        # engine, or an engine that cannot start here, is reported now, and the
-        # table of who supplies what can be filled in.
-        domain = import_domain(report.domain)
+        # Do what the first call would, choosing nothing: find and start the engine the
+        # environment names, so that one that is missing or cannot start here is reported
+        # now, and the table of who supplies what is filled in.
         named_by = f" (named by the environment variable {domain.env_var})"
         cls = domain.engines.engine_class(domain.choice.env_value(), named_by=named_by)
         domain.engines.members_of(cls)
@@ -440,32 +370,20 @@ def _explain(args: argparse.Namespace) -> int:
         raise CoheriqError(f"Domain {report.domain!r} cannot run here: {reason}.")
     if args.json:
         _json(report.as_dict())
-    else:
-        _print_explanation(str(report))
+    else:  # the prose wrapped; the "supplied by" table as it is
+        prose, heading, table = str(report).partition("\n  supplied by:")
+        _say(*prose.splitlines())
+        if heading:
+            print(heading.lstrip("\n") + table)
     return 0
 
 
 # -- check --------------------------------------------------------------------------------
 
 
-def _check_each(
-    domain: AccelerationDomain, names: list[str], start: bool, notes: dict[str, list[str]]
-) -> dict[str, str | None]:
-    """Load (and with ``start`` start) each engine: name -> ``None``, or its problem.
-
-    What is worth a warning, not an error, goes to ``notes`` (engine -> sentences).
-    """
-    results: dict[str, str | None] = {}
-    for name in names:
-        try:
-            cls = engine_class(domain, name)
-            if start:  # its __init__ runs: an engine that cannot run here says so
-                domain.engines.members_of(cls)
-            results[name] = None
-            notes[name] = bypassed_classes(domain, cls)
-        except CoheriqError as error:
-            results[name] = str(error)
-    return results
+def _add_problem(results: dict[str, str | None], name: str, problem: str) -> None:
+    earlier = results.get(name)
+    results[name] = problem if earlier is None else f"{earlier} {problem}"
 
 
 def _check_statements(
@@ -473,12 +391,9 @@ def _check_statements(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Compare the statement of each engine that loaded with its class.
 
-    A statement that cannot be read, or that disagrees with the class, makes its
-    engine's problem (after any other: an engine that loads but cannot start
-    here is compared too). Returns ``(compared, orphans)``: each compared
-    statement's state for ``--json``; and, with ``every`` (no engine named on
-    the command line), engine -> the problem of each statement of an engine
-    that does not exist.
+    A statement that cannot be read or disagrees is its engine's problem (after any other).
+    Returns ``(compared, orphans)``: each compared statement's JSON state; and, with
+    ``every``, engine -> the problem of each statement of an engine that does not exist.
     """
     statements = engine_statements(domain)
     states: dict[str, dict[str, Any]] = {}
@@ -490,8 +405,7 @@ def _check_statements(
         problem = statement.problem or (drift.message if drift else None)
         states[name] = _state(problem, **(drift.as_dict() if drift else {}))
         if problem is not None:
-            earlier = results.get(name)
-            results[name] = problem if earlier is None else f"{earlier} {problem}"
+            _add_problem(results, name, problem)
     orphans = {
         name: (
             f"Package metadata has a statement of engine {name!r} of domain {domain.name!r} "
@@ -504,64 +418,50 @@ def _check_statements(
     return states, orphans
 
 
-def _import_declared(domain: AccelerationDomain) -> dict[str, str | None]:
-    """Import the modules whose declared candidates are not marked yet: module -> problem.
-
-    Before the engines are loaded, so that each engine is checked against every
-    candidate as its class is created, and a problem of its own is reported as
-    its own. Meanwhile a bad override is a warning, not an error: one of an
-    engine loaded with the library is then reported as that engine's (the
-    warning names it) instead of failing the import of the module.
-    """
-    os.environ[STRICT_ENV] = "0"
-    try:
-        return import_declared(domain)
-    finally:
-        os.environ[STRICT_ENV] = "1"
-
-
-def _modules_of(domain: AccelerationDomain, imported: dict[str, str | None]) -> dict[str, Any]:
-    """Every module that marks candidates of ``domain``, as ``{"ok": ...}`` states, sorted."""
-    problems = {info.module: None for info in domain.state.candidates.values()} | imported
-    return {module: _state(problem) for module, problem in sorted(problems.items())}
-
-
-def _count(number: int, noun: str) -> str:
-    """``"1 engine"``, ``"2 engines"``, ``"0 engines"``."""
-    return f"{number} {noun}{'s' * (number != 1)}"
-
-
 def _check(args: argparse.Namespace) -> int:
-    """Load engines with signature checks strict; report every problem.
+    """Load engines with strict signature checks, and report every problem.
 
-    The library's lazily imported modules are imported first, so that every
-    engine is checked against every candidate; then each engine is loaded
-    (and, with ``--start``, started) and its statement compared with its class.
-    Engines, modules and statements are reported apart, and the report ends
-    with what was checked: modules, candidates, engines and statements.
+    The library's lazily imported modules are imported first, so that every engine is
+    checked against every candidate; then each engine is loaded (with ``--start``, started)
+    and its statement compared with its class.
     """
     os.environ[STRICT_ENV] = "1"  # engines defined from here on fail on a bad override
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CoheriqSignatureWarning)
         domain = _domain(args)  # engines defined with the library were checked as it loaded
-        imported = _import_declared(domain)
+        # Meanwhile a bad override is a warning, reported as its engine's, instead of
+        # failing the import of a module that loads an engine with the library.
+        os.environ[STRICT_ENV] = "0"
+        try:
+            imported = import_declared(domain)  # module -> its problem
+        finally:
+            os.environ[STRICT_ENV] = "1"
         notes: dict[str, list[str]] = {}
         names = args.engines or list(available_engines(domain))
-        results = _check_each(domain, names, args.start, notes)
+        results = _load_each(domain, names, args.start, notes)
         stated, orphans = _check_statements(domain, names, results, every=not args.engines)
     declared = []  # how the library differs from a declaration of it (accelerated from outside)
     for warning in caught:
         if isinstance(warning.message, CoheriqSignatureWarning):
-            engine, said = warning.message.engine, str(warning.message)
-            earlier = results.get(engine)
-            results[engine] = said if earlier is None else f"{earlier} {said}"
+            _add_problem(results, warning.message.engine, str(warning.message))
         elif isinstance(warning.message, CoheriqDeclarationWarning):
             declared.append(str(warning.message))
     results = _sorted(results)
-    modules = _modules_of(domain, imported)
-    checked, failed = _tally(domain, results, stated, orphans, modules)
-    failed["declaration"] = [f"{domain.name} ({len(declared)})"] if declared else []
-    problems = sum(map(len, failed.values())) - bool(declared) + len(declared)
+    problems = {info.module: None for info in domain.state.candidates.values()} | imported
+    modules = {module: _state(problem) for module, problem in sorted(problems.items())}
+    checked = {
+        "modules": len(modules),
+        "candidates": len(domain.candidate_kinds),
+        "engines": len(results),
+        "statements": len(stated) + len(orphans),
+    }
+    failed = {
+        "engine": [n for n, e in results.items() if e is not None],
+        "module": [m for m, state in modules.items() if not state["ok"]],
+        "statement": list(orphans),
+        "declaration": [f"{domain.name} ({len(declared)})"] if declared else [],
+    }
+    count = sum(map(len, failed.values())) - bool(declared) + len(declared)
     if args.json:
         engines = {
             n: _state(
@@ -580,56 +480,12 @@ def _check(args: argparse.Namespace) -> int:
                 "orphan_statements": {n: _state(e) for n, e in orphans.items()},
                 "declaration_problems": declared,
                 "checked": checked,
-                "problems": problems,
+                "problems": count,
             }
         )
-    else:
-        _say_checked(args.start, results, notes, stated, orphans, modules)
-        _say(*(f"declaration: {problem}" for problem in declared))
-        what = ", ".join(_count(number, noun[:-1]) for noun, number in checked.items())
-        found = "; ".join(
-            f"{kind} {', '.join(map(repr, names))}" for kind, names in failed.items() if names
-        )
-        _say(
-            f"Checked domain {domain.name!r}: {what}. "
-            + (f"{_count(problems, 'problem')}: {found}." if problems else "No problems.")
-        )
-    return 1 if problems else 0
-
-
-def _tally(
-    domain: AccelerationDomain,
-    results: dict[str, str | None],
-    stated: dict[str, Any],
-    orphans: dict[str, str],
-    modules: dict[str, Any],
-) -> tuple[dict[str, int], dict[str, list[str]]]:
-    """What ``coheriq check`` checked (how many of each), and what failed (by kind)."""
-    checked = {
-        "modules": len(modules),
-        "candidates": len(domain.candidate_kinds),
-        "engines": len(results),
-        "statements": len(stated) + len(orphans),
-    }
-    failed = {
-        "engine": [n for n, e in results.items() if e is not None],
-        "module": [m for m, state in modules.items() if not state["ok"]],
-        "statement": list(orphans),
-    }
-    return checked, failed
-
-
-def _say_checked(
-    started: bool,
-    results: dict[str, str | None],
-    notes: dict[str, list[str]],
-    stated: dict[str, Any],
-    orphans: dict[str, str],
-    modules: dict[str, Any],
-) -> None:
-    """Print what ``coheriq check`` found: a line for each engine, note, module and statement."""
-    ok = "ok, started" if started else "ok"
-    agrees = " (its statement agrees)"  # said where a statement was compared
+        return 1 if count else 0
+    ok = "ok, started" if args.start else "ok"
+    agrees = " (its statement agrees)"
     _say(
         *(
             f"{n}: {ok + agrees * (n in stated) if e is None else 'error: ' + e}"
@@ -637,312 +493,19 @@ def _say_checked(
         )
     )
     _say(*(f"{n}: warning: {note}" for n, said in _sorted(notes).items() for note in said))
-    _say(
-        *(f"module {m}: error: {state['error']}" for m, state in modules.items() if not state["ok"])
-    )
+    _say(*(f"module {m}: error: {s['error']}" for m, s in modules.items() if not s["ok"]))
     _say(*(f"statement {n}: error: {e}" for n, e in orphans.items()))
+    _say(*(f"declaration: {problem}" for problem in declared))
+    what = ", ".join(_count(number, noun[:-1]) for noun, number in checked.items())
+    found = "; ".join(f"{kind} {', '.join(map(repr, n))}" for kind, n in failed.items() if n)
+    _say(
+        f"Checked domain {domain.name!r}: {what}. "
+        + (f"{_count(count, 'problem')}: {found}." if count else "No problems.")
+    )
+    return 1 if count else 0
 
 
 # -- statement ----------------------------------------------------------------------------
-
-
-def _first_line(text: str | None) -> str:
-    """The first line of a docstring that says something, or ``""``."""
-    lines = [line.strip() for line in (text or "").strip().splitlines()]
-    return lines[0] if lines else ""
-
-
-def _description(cls: Any) -> str:
-    """An engine's description when none is given: its class's docstring, else its module's."""
-    found = _first_line(cls.__dict__.get("__doc__"))  # a class's own: docstrings inherit
-    module = sys.modules.get(cls.__module__)
-    found = found or _first_line(getattr(module, "__doc__", None))
-    if not found:
-        raise CoheriqError(
-            f"Engine {cls.__coheriq_name__!r} of domain {cls.__coheriq_domain__.name!r} has no "
-            "docstring (neither its class nor its module) to take a description from. Give "
-            "one with --description TEXT, or write a docstring."
-        )
-    return found
-
-
-def _needs_before(args: argparse.Namespace, domain: AccelerationDomain) -> str | None:
-    """The ``needs`` of the statement this one replaces: the output file's, else the installed.
-
-    The output file is read back only where it is a regular file that holds a
-    statement of this engine: ``-o /dev/stdout`` into a pipe (which this command
-    writes to) or ``-o /dev/full`` (zeros for ever) is written, never read.
-    """
-    if args.output:
-        said = read_statement_file(args.output, domain=domain.name, engine=args.engine)
-        if said.problem is None:
-            return said.needs
-    installed = engine_statements(domain).get(args.engine)
-    return installed.needs if installed is not None and installed.problem is None else None
-
-
-# -- verify -------------------------------------------------------------------------------
-
-
-def _verify(args: argparse.Namespace) -> int:
-    """Run a program with a verification on; print its report after the program's output.
-
-    The program runs as ``python SCRIPT`` or ``python -m MODULE`` would run it
-    (``sys.argv``, ``sys.path[0]``); an exception it raises is printed as Python
-    would, and the report follows all the same.
-    """
-    from ._tools.verification import verify
-
-    program = _verify_program(args)
-    domain = _domain(args)
-    check = verify(
-        domain, args.engine, args.against, rtol=args.rtol, every=args.every, on_mismatch="record"
-    )
-    with check:
-        status = _run_program(*program)
-    if args.json:
-        _json(check.as_dict())
-    else:
-        print(check)
-    return 1 if not check.ok else status
-
-
-def _verify_program(args: argparse.Namespace) -> tuple[bool, str, list[str]]:
-    """(as a module, the script or module, its arguments); options before it are taken."""
-    words = list(args.program)
-    options = {"--against": "against", "--every": "every", "--rtol": "rtol"}
-    while words and words[0].split("=")[0] in options:
-        option, _, value = words.pop(0).partition("=")
-        if not value:
-            if not words:
-                raise UsageError(f"verify: {option} needs a value.")
-            value = words.pop(0)
-        try:
-            kind = {"against": str, "every": int, "rtol": float}[options[option]]
-            setattr(args, options[option], kind(value))
-        except ValueError:
-            raise UsageError(f"verify: {option} takes a number, not {value!r}.") from None
-    return _program_of("verify", words)
-
-
-def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
-    """Run ``program`` in this process as Python would run it; return its exit status.
-
-    For ``verify``, whose report follows the program's output. ``as_module``:
-    True for ``-m MODULE``, False for a script.
-    """
-    import runpy
-    import traceback
-
-    saved_argv, saved_path = sys.argv, sys.path[0]
-    sys.argv = [program, *arguments]
-    sys.path[0] = "" if as_module else os.path.dirname(os.path.abspath(program))
-    try:
-        if as_module:
-            _check_runnable(program)  # found as runpy finds it, from the same sys.path
-            runpy.run_module(program, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(program, run_name="__main__")
-    except UsageError:  # no module to run: the command could not run, not the program
-        raise
-    except SystemExit as done:  # the program's own exit: the report comes all the same
-        if done.code is None or isinstance(done.code, int):
-            return done.code or 0
-        print(done.code, file=sys.stderr)
-        return 1
-    except BaseException as error:  # what `python SCRIPT` would print; then the report
-        traceback.print_exception(type(error), error, error.__traceback__)
-        return 130 if isinstance(error, KeyboardInterrupt) else 1
-    finally:
-        sys.argv, sys.path[0] = saved_argv, saved_path
-    return 0
-
-
-def _run(args: argparse.Namespace) -> int:
-    """Run a program with libraries accelerated (``--engine LIB[:ENGINE]``), as ``python`` would.
-
-    Checks what each ``--engine`` names, sets what the interpreter's start-up
-    file and the libraries read (``COHERIQ_ACCELERATE`` for a library that never
-    adopted coheriq, accelerated from the outside from the installed declarations
-    of it; the library's ``<PREFIX>_ENGINE``), then replaces this process with
-    the interpreter, given this one's options and the program's words as they
-    are: everything Python does for a program (its exception hook, ``__main__``,
-    signals, ``__file__``, ``sys.path[0]``, its messages) holds because Python
-    does it. Child processes the program starts inherit the variables. Returns
-    only on Windows, which has no ``exec``: the program's exit status.
-    """
-    words, given = list(args.program), []
-    while words and words[0].split("=")[0] == "--engine":
-        _, equals, value = words.pop(0).partition("=")
-        if not equals:
-            if not words:
-                raise UsageError("run: --engine needs a value, LIB or LIB:ENGINE.")
-            value = words.pop(0)
-        given.append(value)
-    specs = []
-    for text in given:
-        library, _, engine = (part.strip() for part in text.partition(":"))
-        if not library:
-            raise UsageError(f"run: --engine {text!r} is not LIB or LIB:ENGINE.")
-        specs.append((library, engine or None))
-    if not specs:
-        raise UsageError("run needs --engine LIB[:ENGINE] (repeatable) before the program.")
-    if not words:
-        raise UsageError(
-            "run needs a program to run: SCRIPT [ARGS...], -m MODULE [ARGS...] or -c CODE "
-            "[ARGS...], as python takes it."
-        )
-    outside = [library for library, engine in specs if _name_in_environment(library, engine)]
-    if outside and not _startup_file_runs():
-        raise CoheriqError(
-            f"Library {outside[0]!r} is accelerated from the outside when Python starts, by "
-            "coheriq's start-up file coheriq-accelerate.pth, and this interpreter will not "
-            "read it (coheriq is imported from a source tree, or Python runs with -S). Install "
-            "coheriq (pip install coheriq, or pip install -e . in its source tree), or run "
-            "without -S."
-        )
-    _said_to_the_program()
-    command = [sys.executable, *_interpreter_options(), *words]
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if sys.platform == "win32":  # no exec: os.execv would start the program and return
-        import signal
-        import subprocess
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the program's to handle
-        return subprocess.call(command)
-    os.execv(sys.executable, command)
-    return 0  # never reached: the program ran instead
-
-
-def _said_to_the_program() -> None:
-    """Tell the program's interpreter which libraries this one's start-up said it cannot
-    accelerate (``COHERIQ_ACCELERATE``, set by the user): it does not say them again, so
-    they are said once, as under ``python``."""
-    from ._outside.activation import said_at_start_up
-    from ._outside.startup import SAID_ENV
-
-    said = said_at_start_up()
-    if said:
-        os.environ[SAID_ENV] = ",".join(said)
-
-
-def _name_in_environment(library: str, engine: str | None) -> bool:
-    """Set the variables that accelerate ``library`` on ``engine`` in the program's interpreter.
-
-    Returns whether the library is accelerated from the outside (installed
-    packages declare it: ``COHERIQ_ACCELERATE`` names it, see
-    :func:`coheriq.accelerate`, which checks that the engine is advertised).
-    For a library that adopted coheriq, its domain's variable names the engine,
-    which must exist; it is started at the program's first call, as the
-    variable's engine always is.
-    """
-    from ._outside.activation import accelerate, accelerate_if_declared
-
-    if accelerate_if_declared(library, engine):
-        return True
-    try:
-        domain = _domain(argparse.Namespace(import_module=None, domain=library))
-    except CoheriqDomainNotFoundError:
-        # Installed but neither declared nor adopting coheriq (an engine package
-        # missing), or not installed (a misspelled name): COHERIQ_ACCELERATE's message.
-        accelerate(library, engine)  # raises: no installed package declares it
-        raise
-    if engine is None:
-        raise UsageError(
-            f"run: --engine {library} names no engine, and library {library!r} adopted "
-            f"coheriq (its domain is not accelerated from the outside): give {library}:ENGINE."
-        )
-    named_by = f" (named by run --engine {library}:{engine})"
-    for name in parse_engine_list(engine, named_by):
-        if name != REFERENCE and name not in domain.engines.names():
-            domain.engines.engine_class(name, named_by=named_by)  # raises: no such engine
-    if domain.env_var is None:
-        raise CoheriqError(
-            f"Domain {library!r} has no environment variable (its library creates it with "
-            "env_prefix=None), so run cannot choose its engine for the program. Call "
-            f"coheriq.enable_engine({library!r}, {engine!r}) in the program instead."
-        )
-    os.environ[domain.env_var] = engine
-    return False
-
-
-def _startup_file_runs() -> bool:
-    """Whether an interpreter started as this one was reads coheriq's start-up ``.pth`` file."""
-    import site
-
-    if sys.flags.no_site:
-        return False
-    places = [*site.getsitepackages()]
-    if site.ENABLE_USER_SITE:
-        places.append(site.getusersitepackages())
-    return any(os.path.isfile(os.path.join(p, "coheriq-accelerate.pth")) for p in places)
-
-
-def _interpreter_options() -> list[str]:
-    """The options this interpreter was started with (``-X dev``, ``-u``, ``-W error``).
-
-    Read from ``sys.orig_argv``, the command line as given: the words before
-    the one that named coheriq (``-m coheriq``, or the ``coheriq`` script). None
-    where coheriq was not started from a command line (``main`` called by a
-    program).
-    """
-    typed, argv = sys.orig_argv, sys.argv
-    start = len(typed) - len(argv)  # the word that named coheriq
-    if start < 1 or typed[start + 1 :] != argv[1:] or argv[0] == "-c":
-        return []
-    options = typed[1:start]
-    return options[:-1] if options[-1:] == ["-m"] else options
-
-
-def _program_of(command: str, words: list[str]) -> tuple[bool, str, list[str]]:
-    """(True: -m, False: a script; the program; its arguments)."""
-    forms = "SCRIPT [ARGS...] or -m MODULE [ARGS...]"
-    as_module = words[:1] == ["-m"]
-    if as_module:
-        words = words[1:]
-    if not words:
-        raise UsageError(f"{command} needs a program to run: {forms}.")
-    if not as_module and not os.path.isfile(words[0]):
-        raise UsageError(f"{command}: there is no script {words[0]!r}; give a file, or {forms}.")
-    return as_module, words[0], words[1:]
-
-
-def _check_runnable(module: str) -> None:
-    """Raise a :class:`UsageError` where ``python -m module`` would find nothing to run.
-
-    Where Python prints one line (``No module named ...``; a package without
-    ``__main__``), so does verify, exit status 2, instead of runpy's traceback.
-    Looking a module up imports its parent packages, as running it would: this
-    runs inside the verification, just before the program.
-    """
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(module)
-        if spec is not None and spec.submodule_search_locations is not None:
-            if module == "__main__" or module.endswith(".__main__"):
-                raise UsageError(
-                    f"verify: {module!r} is a package, and a package cannot be run as "
-                    "__main__. Name a module to run."
-                )
-            main = importlib.util.find_spec(f"{module}.__main__")
-            if main is None:
-                raise UsageError(
-                    f"verify: {module!r} is a package without a __main__ module, so -m cannot "
-                    f"run it. Name the module of it to run (-m {module}.NAME), or give the "
-                    "package a __main__.py."
-                )
-    except (ImportError, ValueError) as error:  # a parent that is missing, or no package
-        raise UsageError(
-            f"verify: module {module!r} could not be found ({type(error).__name__}: {error}). "
-            "Check its name, or install the package that provides it."
-        ) from None
-    if spec is None:
-        raise UsageError(
-            f"verify: there is no module {module!r} to run with -m (No module named "
-            f"{module!r}). Check its name, or install the package that provides it."
-        )
 
 
 def _statement(args: argparse.Namespace) -> int:
@@ -978,16 +541,275 @@ def _statement(args: argparse.Namespace) -> int:
         return 0
     ep = discovery.advertised(domain.name).get(args.engine)
     module = discovery.module_of(ep) if ep is not None else cls.__module__
-    count = len(statement.implements)
     _say(
         f"Wrote the statement of engine {args.engine!r} of domain {domain.name!r} to "
-        f"{args.output}: it implements {count} candidate{'s' * (count != 1)}.",
+        f"{args.output}: it implements {_count(len(statement.implements), 'candidate')}.",
         f"Point to it from the engine's package, with the file relative to the directory "
         f"that holds module {module!r}:",
     )
     print(f'  [project.entry-points."{discovery.statement_group_of(domain.name)}"]')
     print(f'  {args.engine} = "{module}:{os.path.basename(args.output)}"')
     return 0
+
+
+def _first_line(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").strip().splitlines()]
+    return lines[0] if lines else ""
+
+
+def _description(cls: Any) -> str:
+    """An engine's description when none is given: its class's docstring, else its module's."""
+    found = _first_line(cls.__dict__.get("__doc__"))  # a class's own: docstrings inherit
+    module = sys.modules.get(cls.__module__)
+    found = found or _first_line(getattr(module, "__doc__", None))
+    if not found:
+        raise CoheriqError(
+            f"Engine {cls.__coheriq_name__!r} of domain {cls.__coheriq_domain__.name!r} has no "
+            "docstring (neither its class nor its module) to take a description from. Give "
+            "one with --description TEXT, or write a docstring."
+        )
+    return found
+
+
+def _needs_before(args: argparse.Namespace, domain: AccelerationDomain) -> str | None:
+    """The ``needs`` of the statement this one replaces: the output file's, else the installed.
+
+    The output file is read only where it is a regular file (never ``-o /dev/stdout`` into
+    a pipe, nor ``-o /dev/full``).
+    """
+    if args.output:
+        said = read_statement_file(args.output, domain=domain.name, engine=args.engine)
+        if said.problem is None:
+            return said.needs
+    installed = engine_statements(domain).get(args.engine)
+    return installed.needs if installed is not None and installed.problem is None else None
+
+
+# -- verify and run -----------------------------------------------------------------------
+
+
+def _leading_options(
+    command: str, words: list[str], options: tuple[str, ...], what: str = ""
+) -> list[tuple[str, str]]:
+    """Take ``--option VALUE`` and ``--option=VALUE`` of ``options`` off the front of ``words``.
+
+    ``run`` and ``verify`` end with another program's command line, which argparse would
+    take for its own: their options before it are read here.
+    """
+    taken = []
+    while words and words[0].split("=")[0] in options:
+        option, equals, value = words.pop(0).partition("=")
+        if not equals:
+            if not words:
+                raise UsageError(f"{command}: {option} needs a value{what}.")
+            value = words.pop(0)
+        taken.append((option, value))
+    return taken
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """Run a program with a verification on; print its report after the program's output."""
+    from ._tools.verification import verify
+
+    words = list(args.program)
+    for option, value in _leading_options("verify", words, ("--against", "--every", "--rtol")):
+        kind = {"--against": str, "--every": int, "--rtol": float}[option]
+        try:
+            setattr(args, option[2:], kind(value))
+        except ValueError:
+            raise UsageError(f"verify: {option} takes a number, not {value!r}.") from None
+    forms = "SCRIPT [ARGS...] or -m MODULE [ARGS...]"
+    as_module = words[:1] == ["-m"]
+    if as_module:
+        words = words[1:]
+    if not words:
+        raise UsageError(f"verify needs a program to run: {forms}.")
+    if not as_module and not os.path.isfile(words[0]):
+        raise UsageError(f"verify: there is no script {words[0]!r}; give a file, or {forms}.")
+    domain = _domain(args)
+    check = verify(
+        domain, args.engine, args.against, rtol=args.rtol, every=args.every, on_mismatch="record"
+    )
+    with check:
+        status = _run_program(as_module, words[0], words[1:])
+    if args.json:
+        _json(check.as_dict())
+    else:
+        print(check)
+    return 1 if not check.ok else status
+
+
+def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
+    """Run ``program`` in this process as ``python`` would (``sys.argv``, ``sys.path[0]``, an
+    exception printed); return its exit status."""
+    import runpy
+    import traceback
+
+    saved_argv, saved_path = sys.argv, sys.path[0]
+    sys.argv = [program, *arguments]
+    sys.path[0] = "" if as_module else os.path.dirname(os.path.abspath(program))
+    try:
+        if as_module:
+            _check_runnable(program)  # found as runpy finds it, from the same sys.path
+            runpy.run_module(program, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(program, run_name="__main__")
+    except UsageError:  # no module to run: the command could not run, not the program
+        raise
+    except SystemExit as done:  # the program's own exit: the report comes all the same
+        if done.code is None or isinstance(done.code, int):
+            return done.code or 0
+        print(done.code, file=sys.stderr)
+        return 1
+    except BaseException as error:  # what `python SCRIPT` would print; then the report
+        traceback.print_exception(type(error), error, error.__traceback__)
+        return 130 if isinstance(error, KeyboardInterrupt) else 1
+    finally:
+        sys.argv, sys.path[0] = saved_argv, saved_path
+    return 0
+
+
+def _check_runnable(module: str) -> None:
+    """Raise a :class:`UsageError` (one line, exit status 2, not runpy's traceback) where
+    ``python -m module`` would find nothing to run. Imports its parent packages, as running
+    it would."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations is not None:
+            if module == "__main__" or module.endswith(".__main__"):
+                raise UsageError(
+                    f"verify: {module!r} is a package, and a package cannot be run as "
+                    "__main__. Name a module to run."
+                )
+            if importlib.util.find_spec(f"{module}.__main__") is None:
+                raise UsageError(
+                    f"verify: {module!r} is a package without a __main__ module, so -m cannot "
+                    f"run it. Name the module of it to run (-m {module}.NAME), or give the "
+                    "package a __main__.py."
+                )
+    except (ImportError, ValueError) as error:  # a parent that is missing, or no package
+        raise UsageError(
+            f"verify: module {module!r} could not be found ({type(error).__name__}: {error}). "
+            "Check its name, or install the package that provides it."
+        ) from None
+    if spec is None:
+        raise UsageError(
+            f"verify: there is no module {module!r} to run with -m (No module named "
+            f"{module!r}). Check its name, or install the package that provides it."
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run a program with libraries accelerated (``--engine LIB[:ENGINE]``), as ``python`` would.
+
+    Sets what the interpreter's start-up file and the libraries read (``COHERIQ_ACCELERATE``,
+    a library's ``<PREFIX>_ENGINE``), then replaces this process with the interpreter, given
+    this one's options and the program's words as they are. Returns only on Windows, which
+    has no ``exec``: the program's exit status.
+    """
+    words = list(args.program)
+    specs = []
+    for _, text in _leading_options("run", words, ("--engine",), ", LIB or LIB:ENGINE"):
+        library, _, engine = (part.strip() for part in text.partition(":"))
+        if not library:
+            raise UsageError(f"run: --engine {text!r} is not LIB or LIB:ENGINE.")
+        specs.append((library, engine or None))
+    if not specs:
+        raise UsageError("run needs --engine LIB[:ENGINE] (repeatable) before the program.")
+    if not words:
+        raise UsageError(
+            "run needs a program to run: SCRIPT [ARGS...], -m MODULE [ARGS...] or -c CODE "
+            "[ARGS...], as python takes it."
+        )
+    outside = [library for library, engine in specs if _name_in_environment(library, engine)]
+    if outside and not _startup_file_runs():
+        raise CoheriqError(
+            f"Library {outside[0]!r} is accelerated from the outside when Python starts, by "
+            "coheriq's start-up file coheriq-accelerate.pth, and this interpreter will not "
+            "read it (coheriq is imported from a source tree, or Python runs with -S). Install "
+            "coheriq (pip install coheriq, or pip install -e . in its source tree), or run "
+            "without -S."
+        )
+    # What this interpreter's start-up said it cannot accelerate is not said again there.
+    from ._outside.activation import said_at_start_up
+    from ._outside.startup import SAID_ENV
+
+    said = said_at_start_up()
+    if said:
+        os.environ[SAID_ENV] = ",".join(said)
+    command = [sys.executable, *_interpreter_options(), *words]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if sys.platform == "win32":  # no exec: os.execv would start the program and return
+        import signal
+        import subprocess
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the program's to handle
+        return subprocess.call(command)
+    os.execv(sys.executable, command)
+    return 0  # never reached: the program ran instead
+
+
+def _name_in_environment(library: str, engine: str | None) -> bool:
+    """Set the variables that accelerate ``library`` on ``engine`` in the program's
+    interpreter; return whether it is accelerated from the outside (packages declare it).
+
+    For a library that adopted coheriq, its domain's variable names the engine, which must
+    exist; it starts at the program's first call.
+    """
+    from ._outside.activation import accelerate, accelerate_if_declared
+
+    if accelerate_if_declared(library, engine):
+        return True
+    try:
+        domain = _domain(argparse.Namespace(import_module=None, domain=library))
+    except CoheriqDomainNotFoundError:
+        # Neither declared nor adopting coheriq: COHERIQ_ACCELERATE's message.
+        accelerate(library, engine)  # raises: no installed package declares it
+        raise
+    if engine is None:
+        raise UsageError(
+            f"run: --engine {library} names no engine, and library {library!r} adopted "
+            f"coheriq (its domain is not accelerated from the outside): give {library}:ENGINE."
+        )
+    named_by = f" (named by run --engine {library}:{engine})"
+    for name in parse_engine_list(engine, named_by):
+        if name != REFERENCE and name not in domain.engines.names():
+            domain.engines.engine_class(name, named_by=named_by)  # raises: no such engine
+    if domain.env_var is None:
+        raise CoheriqError(
+            f"Domain {library!r} has no environment variable (its library creates it with "
+            "env_prefix=None), so run cannot choose its engine for the program. Call "
+            f"coheriq.enable_engine({library!r}, {engine!r}) in the program instead."
+        )
+    os.environ[domain.env_var] = engine
+    return False
+
+
+def _startup_file_runs() -> bool:
+    """Whether an interpreter started as this one was reads coheriq's start-up ``.pth`` file."""
+    import site
+
+    if sys.flags.no_site:
+        return False
+    places = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        places.append(site.getusersitepackages())
+    return any(os.path.isfile(os.path.join(p, "coheriq-accelerate.pth")) for p in places)
+
+
+def _interpreter_options() -> list[str]:
+    """The options this interpreter was started with (``-X dev``, ``-u``), from the words of
+    ``sys.orig_argv`` before the one that named coheriq; none where ``main`` was called by a
+    program."""
+    typed, argv = sys.orig_argv, sys.argv
+    start = len(typed) - len(argv)  # the word that named coheriq
+    if start < 1 or typed[start + 1 :] != argv[1:] or argv[0] == "-c":
+        return []
+    options = typed[1:start]
+    return options[:-1] if options[-1:] == ["-m"] else options
 
 
 # -- the parser and main ------------------------------------------------------------------
@@ -1007,11 +829,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    """The command line's arguments; ``run``'s own words are left for it to read.
-
-    ``run --engine LIB:ENGINE -m MODULE ARGS`` ends with another program's
-    command line, options and all, which argparse would take for its own.
-    """
+    """The command line's arguments; ``run``'s words after the command are left for it."""
     at = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
     if at is None or argv[at] != "run" or argv[at + 1 : at + 2] in (["-h"], ["--help"]):
         return _parser().parse_args(argv)
@@ -1021,44 +839,23 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(
         prog="coheriq", description="See and check the coheriq engines of installed libraries."
     )
-    from . import __version__
-
     parser.add_argument("--version", action="version", version=f"coheriq {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON for tools")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, run: object, help: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help)
-        # Before or after the command; SUPPRESS keeps a --json given before it.
-        sub.add_argument(
-            "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for tools"
-        )
-        sub.set_defaults(run=run)
-        return sub
-
-    command("list", _list, "list advertised domains and engines, importing none")
-    runner = command(
-        "run",
-        _run,
-        "run a program (SCRIPT, -m MODULE or -c CODE) with libraries on engines, those that "
-        "never adopted coheriq accelerated from the outside",
-    )
-    runner.add_argument(
-        "--engine",
-        action="append",
-        metavar="LIB[:ENGINE]",
-        help="accelerate library LIB, on ENGINE (repeatable; before the program)",
-    )
-    runner.add_argument(
-        "program",
-        nargs="*",
-        metavar="PROGRAM [ARGS...]",
-        help="the script to run, -m MODULE or -c CODE, and its arguments",
-    )
+    subs = {}
     for name, run, text in [
+        ("list", _list, "list advertised domains and engines, importing none"),
+        (
+            "run",
+            _run,
+            "run a program (SCRIPT, -m MODULE or -c CODE) with libraries on engines, those that "
+            "never adopted coheriq accelerated from the outside",
+        ),
         ("show", _show, "show a domain's candidates and which engine supplies each"),
         ("explain", _explain, "say what a call would run now (environment included), and why"),
         (
@@ -1075,70 +872,77 @@ def _parser() -> argparse.ArgumentParser:
             "any difference",
         ),
     ]:
-        sub = command(name, run, text)
-        sub.add_argument("domain", metavar="DOMAIN")
+        sub = subs[name] = commands.add_parser(name, help=text, description=text)
+        sub.set_defaults(run=run)
+        # Before or after the command; SUPPRESS keeps a --json given before it.
         sub.add_argument(
-            "--import",
-            dest="import_module",
-            metavar="MODULE",
-            help="import MODULE first (the library, when it does not advertise its domain)",
+            "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for tools"
         )
-        if name == "statement":
-            _statement_options(sub)
-        if name == "verify":
-            _verify_options(sub)
-        if name == "check":
-            sub.add_argument("engines", nargs="*", metavar="ENGINE", help="default: all")
+        if name not in ("list", "run"):
+            sub.add_argument("domain", metavar="DOMAIN")
             sub.add_argument(
-                "--start",
-                action="store_true",
-                help="also start each engine (its __init__ runs): report one that cannot run here",
+                "--import",
+                dest="import_module",
+                metavar="MODULE",
+                help="import MODULE first (the library, when it does not advertise its domain)",
             )
-    return parser
-
-
-def _verify_options(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("engine", metavar="ENGINE")
-    sub.add_argument(
-        "--against", default=REFERENCE, metavar="OTHER", help="compare with OTHER (the reference)"
+        if name in ("statement", "verify"):
+            sub.add_argument("engine", metavar="ENGINE")
+    runner, check, statement, verify = (subs[n] for n in ("run", "check", "statement", "verify"))
+    runner.add_argument(
+        "--engine",
+        action="append",
+        metavar="LIB[:ENGINE]",
+        help="accelerate library LIB, on ENGINE (repeatable; before the program)",
     )
-    sub.add_argument("--rtol", type=float, metavar="X", help="relative tolerance (1e-9)")
-    sub.add_argument(
-        "--every", type=int, default=1, metavar="N", help="compare every N-th call of each (1)"
-    )
-    sub.add_argument(
+    runner.add_argument(
         "program",
-        nargs=argparse.REMAINDER,
+        nargs="*",
         metavar="PROGRAM [ARGS...]",
-        help="the script to run, or -m MODULE, and its arguments",
+        help="the script to run, -m MODULE or -c CODE, and its arguments",
     )
-
-
-def _statement_options(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("engine", metavar="ENGINE")
-    sub.add_argument(
+    check.add_argument("engines", nargs="*", metavar="ENGINE", help="default: all")
+    check.add_argument(
+        "--start",
+        action="store_true",
+        help="also start each engine: report one that cannot run here",
+    )
+    statement.add_argument(
         "--description",
         metavar="TEXT",
         help="one line on the engine (default: its class's docstring's first line)",
     )
-    sub.add_argument(
+    statement.add_argument(
         "--needs",
         metavar="TEXT",
         help="what the engine needs to start, e.g. 'an NVIDIA GPU' (default: what the "
         "statement it replaces says; '' for nothing)",
     )
-    sub.add_argument(
+    statement.add_argument(
         "-o", "--output", metavar="FILE", help="write the statement to FILE (default: print it)"
     )
+    verify.add_argument(
+        "--against", default=REFERENCE, metavar="OTHER", help="compare with OTHER (the reference)"
+    )
+    verify.add_argument("--rtol", type=float, metavar="X", help="relative tolerance (1e-9)")
+    verify.add_argument(
+        "--every", type=int, default=1, metavar="N", help="compare every N-th call of each (1)"
+    )
+    verify.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        metavar="PROGRAM [ARGS...]",
+        help="the script to run, or -m MODULE, and its arguments",
+    )
+    return parser
 
 
 def _fail(error: BaseException, as_json: bool) -> int:
-    """Report an error that stopped the command: one line, and as JSON for --json.
+    """Report an error that stopped the command (also as JSON for --json); return 2.
 
-    On standard error it stays one line (for logs and grep) unless a person is
-    reading it at a terminal, where it is wrapped to the terminal's width.
+    On standard error it is one line (for logs and grep), wrapped only at a terminal.
     """
-    if as_json:  # a tool reading JSON gets the error as JSON too
+    if as_json:
         _json({"error": str(error), "kind": type(error).__name__})
     line = f"coheriq: error: {' '.join(str(error).split())}"
     print(_wrap(line) if sys.stderr.isatty() else line, file=sys.stderr)
@@ -1146,13 +950,9 @@ def _fail(error: BaseException, as_json: bool) -> int:
 
 
 class _ReaderMayLeave:
-    """The command's standard output, where a reader that has gone ends the output only.
-
-    ``coheriq check | head -1``: once ``head`` has its line and exits, writing
-    raises :class:`BrokenPipeError`, early or late (at the last flush) as the
-    timing falls. The rest of the output goes nowhere, and the command ends
-    with the exit status it would have had, not one that depends on the timing.
-    """
+    """Standard output where a reader that has gone (``coheriq check | head -1``) ends the
+    output only: the rest goes nowhere, and the exit status does not depend on when the
+    :class:`BrokenPipeError` came."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream

@@ -1,20 +1,14 @@
-"""Finding engines that installed packages advertise through entry points.
+"""Engines, statements and declarations that installed packages advertise through entry points.
 
 An engine package declares, in its ``pyproject.toml``::
 
     [project.entry-points."coheriq.engines.mylib"]
     fast = "mylib_fast"            # or "mylib_fast.engine:Fast"
 
-An engine may also state what it implements, in a file its package ships,
-found through the group ``coheriq.statements.<domain>`` (see
-:mod:`coheriq.statements`), and a package may declare the candidates of a
-library that never adopted coheriq, in the group ``coheriq.declarations.<library>``
-(see :mod:`coheriq._outside.declarations`). Both point to a file beside a module
-(``MODULE:FILE``), read here without importing the module. Listing reads
-package metadata and imports no engine; loading imports the one module named
-and nothing else.
-:mod:`importlib.metadata` itself is imported only when an engine must be listed
-or found, and each group is read once per process.
+Listing reads package metadata (each group once per process) and imports nothing; loading
+imports the one module named. A statement (:mod:`coheriq.statements`) or a declaration
+(:mod:`coheriq._outside.declarations`) is a file beside a module (``MODULE:FILE``), read
+without importing it.
 """
 
 from __future__ import annotations
@@ -26,6 +20,7 @@ from ._stdlib import INFO, TYPE_CHECKING, log
 from .exceptions import CoheriqEngineLoadError, ended
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from importlib.metadata import EntryPoint
     from typing import Any
 
@@ -64,8 +59,7 @@ def group_of(domain_name: str) -> str:
 def advertised(domain_name: str) -> dict[str, EntryPoint]:
     """Return the advertised engines of a domain by name, without importing any.
 
-    Where two distributions advertise the same name, the one found first on
-    ``sys.path`` wins, as it would for an import.
+    Where two distributions advertise the same name, the one first on ``sys.path`` wins.
     """
     return _read(group_of(domain_name))
 
@@ -76,11 +70,8 @@ def statement_group_of(domain_name: str) -> str:
 
 
 def advertised_statements(domain_name: str) -> dict[str, EntryPoint]:
-    """Return the statements of a domain's engines by engine name, reading metadata only.
-
-    Each value is ``MODULE:FILE``, read by :mod:`coheriq.statements`; the first
-    found on ``sys.path`` wins, as for :func:`advertised`.
-    """
+    """Return the statements of a domain's engines by engine name (``MODULE:FILE`` values),
+    reading metadata only; the first on ``sys.path`` wins."""
     return _read(statement_group_of(domain_name))
 
 
@@ -90,12 +81,8 @@ def declaration_group_of(library: str) -> str:
 
 
 def advertised_declarations(library: str) -> dict[str, EntryPoint]:
-    """Return the declarations of ``library``'s candidates, by entry-point name; import nothing.
-
-    Each value is ``MODULE:FILE``, read by :mod:`coheriq._outside.declarations`.
-    Several packages may each declare the library (under names of their own):
-    every one is returned, and the domain made from them takes them all.
-    """
+    """Return the declarations of ``library``'s candidates by entry-point name (``MODULE:FILE``
+    values; several packages may each declare it), importing nothing."""
     return _read(declaration_group_of(library))
 
 
@@ -105,22 +92,14 @@ def advertised_domains() -> dict[str, EntryPoint]:
 
 
 def _read(group: str) -> dict[str, EntryPoint]:
-    """The entry points of ``group`` by name: the first found on ``sys.path`` wins.
+    """The entry points of ``group`` by name, the first on ``sys.path`` winning; cached.
 
-    Read by :func:`importlib.metadata.entry_points`, which takes each
-    distribution's name from its folder's where it can (reading every
-    distribution's ``METADATA`` costs about a millisecond each). Where that
-    fails, read one distribution at a time: one whose entry points the metadata
-    reader refuses (a malformed value, which the ``importlib_metadata``
-    backport, once imported, and Python 3.15 raise for) is read from its
-    ``entry_points.txt`` directly, so that its engines are listed and fail, when
-    named, with a clear load error; one whose metadata cannot be read at all is
-    skipped rather than failing every lookup.
+    Where :func:`importlib.metadata.entry_points` refuses a distribution, each is read on
+    its own (see :func:`_each_distribution`), and one whose metadata cannot be read is skipped.
     """
     found = _cache.get(group)
     if found is None:
-        # Imported here, not at the top: reading metadata costs milliseconds,
-        # and a program that never looks for an engine never pays.
+        # Here, not at the top: a program that never looks for an engine never pays.
         from importlib.metadata import entry_points
 
         try:
@@ -128,69 +107,57 @@ def _read(group: str) -> dict[str, EntryPoint]:
             for ep in entry_points(group=group):
                 found.setdefault(ep.name, ep)
         except Exception:  # a value or a distribution the reader refuses
-            found = _read_each(group)
+            found = {}
+            for ep in _each_distribution(group, once=True):
+                found.setdefault(ep.name, ep)
         _cache[group] = found
     return found
 
 
-def _read_each(group: str) -> dict[str, EntryPoint]:
-    """:func:`_read`, one distribution at a time, leniently."""
-    import re
-    from importlib.metadata import distributions
-
-    found: dict[str, EntryPoint] = {}
-    seen = set()
-    for dist in distributions():
-        try:
-            # Normalized as importlib.metadata does, to skip the same
-            # distribution found again further down sys.path.
-            name = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
-            if name in seen:
-                continue
-            seen.add(name)
-            try:
-                advertised = [ep for ep in dist.entry_points if ep.group == group]
-            except Exception:  # a value the reader refuses
-                advertised = _read_leniently(dist, group)
-        except Exception:  # unreadable metadata: not ours to fail on
-            continue
-        for ep in advertised:
-            found.setdefault(ep.name, ep)
-    return found
-
-
 def engine_groups() -> dict[str, list[EntryPoint]]:
-    """Every ``coheriq.engines.<domain>`` group advertised: domain name -> its entry points.
-
-    Read as :func:`advertised` reads one group: a distribution whose entry
-    points the metadata reader refuses is read leniently, and one whose
-    metadata cannot be read is skipped. The first distribution found on
-    ``sys.path`` comes first.
-    """
-    from importlib.metadata import distributions
-
+    """Every ``coheriq.engines.<domain>`` group advertised: domain name -> its entry points,
+    the first distribution on ``sys.path`` first; read leniently, as :func:`advertised` reads."""
     prefix = group_of("")
     groups: dict[str, list[EntryPoint]] = {}
-    for dist in distributions():
-        try:
-            try:
-                every = list(dist.entry_points)
-            except Exception:  # a value the reader refuses
-                every = _read_leniently(dist, None)
-        except Exception:  # unreadable metadata: not ours to fail on
-            continue
-        for ep in every:
-            if ep.group.startswith(prefix):
-                groups.setdefault(ep.group[len(prefix) :], []).append(ep)
+    for ep in _each_distribution(None, once=False):
+        if ep.group.startswith(prefix):
+            groups.setdefault(ep.group[len(prefix) :], []).append(ep)
     return groups
 
 
-def _read_leniently(dist: Any, group: str | None) -> list[EntryPoint]:
-    """The entry points of ``group`` (None: of every group) in ``dist``'s ``entry_points.txt``.
+def _each_distribution(group: str | None, *, once: bool) -> Iterator[EntryPoint]:
+    """The entry points of ``group`` (None: of every group), one distribution at a time.
 
-    Values are taken as written, unchecked; a line the format does not allow
-    is left out.
+    A distribution whose entry points the metadata reader refuses (a malformed value, which
+    the ``importlib_metadata`` backport and Python 3.15 raise for) is read from its
+    ``entry_points.txt``, so that its engines are listed and fail, when named, with a clear
+    load error; one whose metadata cannot be read is skipped. With ``once``, a distribution
+    found again further down ``sys.path`` is skipped.
     """
+    import re
+    from importlib.metadata import distributions
+
+    seen = set()
+    for dist in distributions():
+        try:
+            if once:
+                # Normalized as importlib.metadata does.
+                name = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+                if name in seen:
+                    continue
+                seen.add(name)
+            try:
+                found = [ep for ep in dist.entry_points if group in (None, ep.group)]
+            except Exception:  # a value the reader refuses
+                found = _read_leniently(dist, group)
+        except Exception:  # unreadable metadata: not ours to fail on
+            continue
+        yield from found
+
+
+def _read_leniently(dist: Any, group: str | None) -> list[EntryPoint]:
+    """The entry points of ``group`` (None: of every group) in ``dist``'s ``entry_points.txt``,
+    their values unchecked; a line the format does not allow is left out."""
     from importlib.metadata import EntryPoint
 
     found, section = [], None
@@ -211,12 +178,11 @@ def _read_leniently(dist: Any, group: str | None) -> list[EntryPoint]:
 
 
 def _unchecked(entry_point: Any, name: str, value: str, group: str) -> EntryPoint | None:
-    """An entry point made as written, its value unchecked (None where none can be).
+    """An entry point made as written (None where none can be).
 
-    From Python 3.15 an ``EntryPoint`` checks its value when made; one that is
-    malformed is then made as earlier versions made it, so that it raises the
-    same ``ValueError`` when its module is asked for, and loading it is a clear
-    error of coheriq's, while the distribution's other entry points still count.
+    From Python 3.15 an ``EntryPoint`` checks its value when made; a malformed one is made
+    as earlier versions made it, so that loading it raises a clear error of coheriq's while
+    the distribution's other entry points still count.
     """
     try:
         return entry_point(name, value, group)  # type: ignore[no-any-return]
@@ -235,9 +201,7 @@ def clear_cache() -> None:
     _cache.clear()
 
 
-def _replace_cache(
-    cache: dict[str, dict[str, EntryPoint]],
-) -> dict[str, dict[str, EntryPoint]]:
+def _replace_cache(cache: dict[str, dict[str, EntryPoint]]) -> dict[str, dict[str, EntryPoint]]:
     """Install ``cache`` as what was read from metadata; return the one replaced."""
     replaced = dict(_cache)
     _cache.clear()
@@ -261,21 +225,13 @@ def describe(ep: EntryPoint) -> str:
 
 
 def load(domain_name: str, engine_name: str, ep: EntryPoint, *, again: bool = False) -> Any:
-    """Import what ``ep`` names and return it.
-
-    With ``again``, a module imported already is run again first
-    (:func:`importlib.reload`): its engine was defined for another copy of the
-    domain (see :mod:`coheriq._library.registry`).
-
-    Raises:
-        CoheriqEngineLoadError: The import, or the lookup of the object the value
-            names, failed; the message names the engine and the entry point, and
-            the original exception is chained.
-    """
+    """Import what ``ep`` names and return it; with ``again``, reload its module first (its
+    engine was defined for another copy of the domain). Raise a
+    :class:`~coheriq.CoheriqEngineLoadError` where that fails."""
     start = time.perf_counter()
     try:
         if again:
-            import importlib  # only a library that ran twice needs it
+            import importlib
 
             importlib.reload(sys.modules[module_of(ep)])
         loaded = ep.load()
@@ -298,7 +254,7 @@ def load(domain_name: str, engine_name: str, ep: EntryPoint, *, again: bool = Fa
 
 # -- files that entry points point to (MODULE:FILE) ------------------------------------
 
-_MAX_BYTES = 1 << 20  # a statement or declaration is a few hundred bytes; a larger file is not one
+_MAX_BYTES = 1 << 20  # a statement or declaration is a few hundred bytes
 
 
 class UnusableFileError(Exception):
@@ -306,11 +262,8 @@ class UnusableFileError(Exception):
 
 
 def split_value(value: str) -> tuple[str, str]:
-    """``"MODULE:FILE"`` (an entry point's value) as its two parts.
-
-    Raises:
-        UnusableFileError: The value has not that form, or FILE is absolute.
-    """
+    """``"MODULE:FILE"`` (an entry point's value) as its two parts, FILE relative, else raise
+    :class:`UnusableFileError`."""
     module, colon, path = (part.strip() for part in value.partition(":"))
     if not colon or not path or not all(p.isidentifier() for p in module.split(".")):
         raise UnusableFileError(
@@ -323,12 +276,8 @@ def split_value(value: str) -> tuple[str, str]:
 
 
 def _directories_of(module: str) -> list[str]:
-    """The directories that hold ``module``: found by the import system, never imported.
-
-    ``importlib.util.find_spec`` imports the parents of a dotted name, so only
-    the top-level name is given to it; each further part is looked up with
-    :class:`importlib.machinery.PathFinder` in its parent's search locations.
-    """
+    """The directories that hold ``module``, found by the import system without importing it
+    or its parents (``find_spec`` takes the top-level name only; ``PathFinder`` the rest)."""
     import importlib.machinery
     import importlib.util
     import os
@@ -374,17 +323,10 @@ def file_beside(module: str, path: str) -> bytes:
 
 
 def read_regular(where: str, path: str) -> bytes:
-    """The first ``_MAX_BYTES + 1`` bytes of file ``where`` (``path``, as a message names it).
-
-    Only a regular file is read: a pipe, a terminal or a device (``/dev/stdout``
-    into a pipe, ``/dev/zero``) could make a read wait, or go on, for ever. It
-    is opened without waiting (a named pipe's ``open()`` would wait for a
-    writer) and looked at once open, so that what is read is what was looked at.
-
-    Raises:
-        FileNotFoundError: There is no such file.
-        UnusableFileError: It is not a regular file, or cannot be read.
-    """
+    """The first ``_MAX_BYTES + 1`` bytes of file ``where`` (``path``, as a message names it),
+    opened without waiting and read only if it is a regular file (a pipe or a device could
+    make a read wait, or go on, for ever). Raise :class:`FileNotFoundError` where there is no
+    such file, and :class:`UnusableFileError` where it cannot be read."""
     import os
     import stat
 
@@ -401,7 +343,6 @@ def read_regular(where: str, path: str) -> bytes:
         raise unusable(error) from None
     try:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            # A directory, a pipe, a device: a statement is none of those.
             raise UnusableFileError(f"its file {path!r} is not a regular file")
         with open(descriptor, "rb", closefd=False) as file:
             return file.read(_MAX_BYTES + 1)
@@ -412,12 +353,9 @@ def read_regular(where: str, path: str) -> bytes:
 
 
 def load_json(data: bytes, path: str) -> object:
-    """The JSON value of ``data``, read from file ``path`` (as a message names it).
-
-    Raises:
-        UnusableFileError: It is larger than 1 MiB, or not JSON.
-    """
-    import json  # only where a file is read: `import coheriq` does not need it
+    """The JSON value of ``data``, read from file ``path`` (as a message names it); raise
+    :class:`UnusableFileError` where it is larger than 1 MiB, or not JSON."""
+    import json
 
     if len(data) > _MAX_BYTES:
         raise UnusableFileError(f"its file {path!r} is larger than {_MAX_BYTES} bytes")

@@ -1,17 +1,8 @@
 """The error tree of coheriq.
 
-Two branches tell who has to act. A :class:`CoheriqLibraryError` means the code of a
-library or of an engine is wrong (a candidate marked after materialization, an
-engine that overrides a name its domain does not have); a :class:`CoheriqUserError`
-means the program that uses them asked for something that cannot be done (an
-engine that does not exist, a second global engine). Every message names the
-domain, engine or candidate involved and says what to do instead.
-
-A few leaves derive from two branches, as :class:`io.UnsupportedOperation` is
-both an :class:`OSError` and a :class:`ValueError`: where coheriq 0.0.x raised
-one class in a situation and this coheriq raises a clearer one, the error is an
-instance of both, so ``except`` clauses written for 0.0.x keep working (see
-"Coming from coheriq 0.0.x" in the documentation).
+A :class:`CoheriqLibraryError` means a library's or an engine's code is wrong; a
+:class:`CoheriqUserError` means the program asked for what cannot be done. A leaf that is
+clearer than the class coheriq 0.0.x raised in its situation derives from that class too.
 """
 
 from __future__ import annotations
@@ -72,26 +63,16 @@ class CoheriqEngineLoadError(CoheriqEngineError):
 
 
 class CoheriqEngineStartError(CoheriqEngineError):
-    """An engine's ``__init__`` raised: it cannot start here (no device, no cluster).
-
-    The exception that ``__init__`` raised is the ``__cause__``.
-    """
+    """An engine's ``__init__`` raised (its ``__cause__``): it cannot start here."""
 
 
 class CoheriqDeclineError(CoheriqEngineError):
-    """An engine declined a call where declines are errors (``COHERIQ_FAIL_ON_DECLINE=1``).
-
-    The message gives the engine, the candidate and the engine's reason.
-    """
+    """An engine declined a call where declines are errors (``COHERIQ_FAIL_ON_DECLINE=1``)."""
 
 
 class CoheriqDeclarationError(CoheriqLibraryError):
-    """A declaration of a library accelerated from the outside cannot be used.
-
-    It cannot be read, two packages' declarations of one library disagree, or
-    it names a function or class the installed library does not define; the
-    message names the declaration and what is wrong.
-    """
+    """A declaration of a library accelerated from the outside cannot be used: it cannot be
+    read, two packages' declarations disagree, or it names what the library does not define."""
 
 
 class CoheriqUserError(CoheriqError):
@@ -107,10 +88,8 @@ class CoheriqEngineNotFoundError(CoheriqUserError):
 
 
 class CoheriqEngineSettledError(CoheriqUserError, CoheriqDomainError):
-    """The domain's global engine was already chosen and cannot change.
-
-    Also a :class:`CoheriqDomainError`, the class coheriq 0.0.x raised here.
-    """
+    """The domain's global engine was already chosen and cannot change (also a
+    :class:`CoheriqDomainError`, as in coheriq 0.0.x)."""
 
 
 class CoheriqScopeError(CoheriqUserError):
@@ -122,49 +101,39 @@ class CoheriqTypeError(CoheriqUserError, TypeError):
 
 
 class CoheriqDomainNameError(CoheriqTypeError, CoheriqDomainError):
-    """A domain was created with a name that is empty, malformed or not a string.
-
-    Also a :class:`CoheriqDomainError`, the class coheriq 0.0.x raised here.
-    """
+    """A domain was created with a name that is empty, malformed or not a string (also a
+    :class:`CoheriqDomainError`, as in coheriq 0.0.x)."""
 
 
 class CoheriqEngineNameError(CoheriqTypeError, CoheriqEngineError):
-    """An engine was created or named with a name that is empty, malformed or not a string.
-
-    Also a :class:`CoheriqEngineError`, the class coheriq 0.0.x raised here.
-    """
+    """An engine was created or named with a name that is empty, malformed or not a string
+    (also a :class:`CoheriqEngineError`, as in coheriq 0.0.x)."""
 
 
 class CoheriqEngineDomainNotFoundError(CoheriqDomainNotFoundError, CoheriqEngineError):
-    """An engine was created for a domain that does not exist.
-
-    Also a :class:`CoheriqEngineError`, the class coheriq 0.0.x raised here.
-    """
+    """An engine was created for a domain that does not exist (also a
+    :class:`CoheriqEngineError`, as in coheriq 0.0.x)."""
 
 
 class CoheriqDomainNotReadyError(CoheriqDomainError, CoheriqEngineError):
-    """An engine was created for a domain that is not materialized yet.
-
-    Also a :class:`CoheriqEngineError`, the class coheriq 0.0.x raised here.
-    """
+    """An engine was created for a domain that is not materialized yet (also a
+    :class:`CoheriqEngineError`, as in coheriq 0.0.x)."""
 
 
 class CoheriqReloadWarning(UserWarning):
     """A copy of a library's module cannot run the engine the program chose.
 
-    A library's module that runs again (:func:`importlib.reload`, a fresh import
-    in a test suite, a notebook's autoreload) makes a new copy of its domain,
-    which follows the program's engine choice; where the engine cannot run for
-    that copy, coheriq says so once, with the reason, and the copy runs on the
-    reference implementation (or, in a ``using_engine`` block, keeps its own).
+    A module that runs again (a reload, a notebook's autoreload) makes a new copy of its
+    domain, which follows the program's choice; where the engine cannot run for that copy,
+    this is said once, and the copy runs on the reference (in a ``using_engine`` block, on
+    the block's own engine).
     """
 
 
 class CoheriqSignatureWarning(UserWarning):
     """An engine's override cannot accept every call its candidate accepts.
 
-    Raised as a :class:`CoheriqEngineError` instead when the domain is strict or
-    the environment variable ``COHERIQ_STRICT`` is set to ``1``.
+    A :class:`CoheriqEngineError` instead where the domain is strict or ``COHERIQ_STRICT=1``.
 
     Attributes:
         engine: The engine's name (for an unnamed mixin, its class name).
@@ -178,20 +147,16 @@ class CoheriqSignatureWarning(UserWarning):
 
 
 class CoheriqDeclarationWarning(UserWarning):
-    """A library accelerated from the outside does not match its declaration.
-
-    Its version is outside the versions the declaration was written against, or
-    a module of it does not define a name the declaration gives (that module is
-    then imported unmarked, as if it were not declared).
-    """
+    """A library accelerated from the outside does not match its declaration: its version is
+    outside the declared versions, or a module lacks a declared name (it is then imported
+    unmarked)."""
 
 
 def did_you_mean(name: object, choices: Iterable[str]) -> str:
     """Return a sentence suggesting the closest of ``choices`` to ``name``, or ``""``."""
     if not isinstance(name, str):
         return ""
-    # Imported here: difflib pulls in ``re`` and is only needed on the error path.
-    import difflib
+    import difflib  # here: it imports re, needed on the error path only
 
     close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
     if not close:
@@ -200,10 +165,8 @@ def did_you_mean(name: object, choices: Iterable[str]) -> str:
 
 
 def ended(text: object) -> str:
-    """Return ``text`` as one sentence, ending in one full stop (or its own ``?`` or ``!``).
-
-    For a message of another's that a message of coheriq's quotes and goes on after.
-    """
+    """Return another's message ``text``, quoted in one of coheriq's, as a sentence ending in
+    one full stop (or its own ``?`` or ``!``)."""
     text = str(text).rstrip().rstrip(".")
     return text if text.endswith(("?", "!")) else f"{text}."
 

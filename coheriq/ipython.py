@@ -1,15 +1,11 @@
-"""The IPython extension: accelerate libraries from a notebook or an IPython shell.
-
-``%load_ext coheriq.ipython`` adds the line magic ``%coheriq_accelerate``::
+"""The IPython extension: accelerate libraries from a notebook or an IPython shell::
 
     %load_ext coheriq.ipython
     %coheriq_accelerate cachetools:plaindict statistics
 
-Each word is ``LIB`` or ``LIB:ENGINE``, as for ``python -m coheriq run
---engine``: the library is accelerated from the outside (see
-:func:`coheriq.accelerate`), on the engine where one is named. Run it before
-the cell that imports the library, so that names the notebook binds from it
-are the candidates.
+Each word is ``LIB`` or ``LIB:ENGINE``: the library is accelerated from the outside
+(:func:`coheriq.accelerate`), on the engine where one is named. Run it before the cell that
+imports the library, so that the names the notebook binds from it are the candidates.
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
-"""coheriq's Sphinx extension: each candidate's entry names the engines that implement it.
-
-A library that documents its candidates with ``autodoc`` adds the extension in
-its ``conf.py``::
+"""coheriq's Sphinx extension: a candidate's ``autodoc`` entry ends with the engines that
+implement it, each with its description and needs, read from their statements (importing none)::
 
     extensions = ["sphinx.ext.autodoc", "coheriq.sphinx"]
+    coheriq_engines = {"mylib": ["engines/mylib_gpu.coheriq.json", {"coheriq_statement": 1, ...}]}
 
-and every candidate's entry (a function or a marked class) ends with the
-engines that state they implement it, each with its description and what it
-needs to start. Statements are read as :func:`coheriq.engine_statements` reads
-them, from the engines installed where the docs are built, importing none of
-them; engines not installed there can be given in ``conf.py``::
-
-    coheriq_engines = {
-        "mylib": [
-            "engines/mylib_gpu.coheriq.json",  # a statement file, relative to conf.py
-            {"coheriq_statement": 1, "domain": "mylib", "engine": "mpi",
-             "description": "Rows spread over MPI ranks.", "needs": "an MPI launcher",
-             "implements": ["normalize"]},
-        ],
-    }
-
-An engine given there takes the place of an installed engine of the same name.
-A given statement that cannot be used is a Sphinx warning; an installed one is
-left out (it is not the library's to fix), with a message in verbose builds.
-Only the text Sphinx renders changes: the objects' ``__doc__``, and so
-``help()``, stay as they are.
+``coheriq_engines`` gives engines not installed where the docs are built, as statement files
+(relative to ``conf.py``) or statements, in place of installed engines of the same name. A
+given statement that cannot be used is a Sphinx warning; an installed one is left out. The
+objects' ``__doc__`` stays as it is.
 """
 
 from __future__ import annotations
@@ -45,7 +28,7 @@ __all__ = ["setup"]
 
 _logger = logging.getLogger(__name__)
 
-# Per build (an application), the statements of each domain asked for: read once.
+# Per build, the statements of each domain asked for: read once.
 _read: weakref.WeakKeyDictionary[Sphinx, dict[str, dict[str, EngineStatement]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -64,7 +47,7 @@ def _add_engines(
     """Append the engines that implement ``obj`` to its docstring's lines, if it is a candidate."""
     info = candidate_of(obj)
     if info is None:
-        return  # not a candidate (a method, a module, a helper): left as it is
+        return
     statements = _statements(app, info.domain.name)
     implementing = [s for _, s in sorted(statements.items()) if info.name in s.implements]
     if not implementing:
@@ -106,7 +89,7 @@ def _given(app: Sphinx, domain: str) -> dict[str, EngineStatement]:
     """The statements ``coheriq_engines`` gives for ``domain``; a warning for each unusable one."""
     given = app.config.coheriq_engines.get(domain, [])
     if isinstance(given, (str, os.PathLike, dict)):
-        given = [given]  # one statement, not in a list: taken as it is meant
+        given = [given]  # one statement, not in a list
     found = {}
     for number, item in enumerate(given):
         statement = _given_one(app, domain, item, f"coheriq_engines[{domain!r}][{number}]")

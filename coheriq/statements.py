@@ -1,26 +1,18 @@
 """What an engine states it implements, read from its package without importing it.
 
-An engine package may ship a small JSON file, its *statement*, and point to it
-from the entry-point group ``coheriq.statements.<domain>``::
+An engine package ships a JSON file beside a module, pointed to from the entry-point group
+``coheriq.statements.<domain>`` as ``MODULE:FILE`` (see :ref:`engine-statements`)::
 
     [project.entry-points."coheriq.statements.mylib"]
     fast = "mylib_fast:mylib_fast.coheriq.json"
 
-The value is ``MODULE:FILE``: FILE lies in the directory that holds MODULE (a
-package's own directory; for a single-file module, the directory of that file).
 The file says::
 
     {"coheriq_statement": 1, "domain": "mylib", "engine": "fast",
      "description": "one line", "needs": "an NVIDIA GPU",
      "implements": ["normalize", "Histogram"]}
 
-``implements`` names the candidates that the engine does not take from the
-reference: those its own class or a base engine or mixin defines. The file is
-found with the import system's finders, which read directories and never run a
-module, so listing what engines implement imports none of them; ``coheriq
-statement`` writes the file from the engine's class, and ``coheriq check``
-imports the engine and reports where the two disagree. A statement that cannot
-be read is reported as a problem, and its engine is treated as stating nothing.
+A statement that cannot be read is reported as a problem, and its engine states nothing.
 """
 
 from __future__ import annotations
@@ -90,16 +82,9 @@ class EngineStatement:
         source: str = "",
         problem: str | None = None,
     ) -> None:
-        values = {
-            "domain": domain,
-            "engine": engine,
-            "description": description,
-            "needs": needs,
-            "implements": tuple(implements),
-            "source": source,
-            "problem": problem,
-        }
-        for name, value in values.items():
+        names = ("domain", "engine", "description", "needs", "implements", "source", "problem")
+        values = (domain, engine, description, needs, tuple(implements), source, problem)
+        for name, value in zip(names, values, strict=True):
             object.__setattr__(self, name, value)  # frozen: __setattr__ refuses
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -130,14 +115,10 @@ class EngineStatement:
 
 
 def engine_statements(domain: object) -> dict[str, EngineStatement]:
-    """Return what the installed engines of ``domain`` state, by engine name; import nothing.
+    """Return what the installed engines of ``domain`` (a domain or its name) state, by
+    engine name, sorted; import nothing (the library need not exist here).
 
-    Every engine that a package points to a statement for is included, sorted
-    by name; one whose statement cannot be read comes with its ``problem`` set.
-    The domain's library need not be imported, nor exist here.
-
-    Args:
-        domain: The domain or its name.
+    An engine whose statement cannot be read comes with its ``problem`` set.
 
     Raises:
         CoheriqTypeError: ``domain`` is neither a domain nor a valid name.
@@ -150,7 +131,6 @@ def engine_statements(domain: object) -> dict[str, EngineStatement]:
         )
     check_name(name, "domain name")
     found = discovery.advertised_statements(name)
-    # A name that cannot be an engine's is left out, as discovery leaves out such engines.
     engines = sorted(engine for engine in found if is_engine_name(engine))
     return {engine: _read(name, engine, found[engine]) for engine in engines}
 
@@ -171,18 +151,8 @@ def _read(domain: str, engine: str, ep: EntryPoint) -> EngineStatement:
 
 
 def read_statement_file(path: str, *, domain: str, engine: str) -> EngineStatement:
-    """Return the statement of ``engine`` of ``domain`` that file ``path`` holds; never raise.
-
-    What ``coheriq statement -o FILE`` reads of the file it replaces. As for an
-    installed statement, only a regular file of at most 1 MiB is read: a pipe,
-    a terminal or a device (``/dev/stdout``, ``/dev/zero``) is not, so that
-    reading never waits, or goes on, for ever.
-
-    Returns:
-        The statement; where there is no such file, it is not a regular file,
-        it cannot be read or it is no statement of that engine, one whose
-        ``problem`` says why.
-    """
+    """Return the statement of ``engine`` of ``domain`` that file ``path`` holds, or one whose
+    ``problem`` says why not; never raise. Only a regular file of at most 1 MiB is read."""
     try:
         try:
             data = discovery.load_json(discovery.read_regular(path, path), path)
@@ -208,17 +178,11 @@ def _unusable(domain: str, engine: str, source: str, where: str, what: str) -> E
 def parse_statement(
     data: object, *, domain: str, engine: str | None = None, source: str = "", where: str = ""
 ) -> EngineStatement:
-    """Return the statement that ``data`` (a file's parsed JSON) makes; never raise.
+    """Return the statement that ``data`` (a file's parsed JSON) makes for ``domain`` and
+    ``engine`` (``None``: the one it names), or one whose ``problem`` says why not; never raise.
 
-    Args:
-        data: The JSON object.
-        domain: The domain it must be a statement of.
-        engine: The engine it must be a statement of; ``None`` takes the one it names.
-        source: Where it came from, kept as :attr:`EngineStatement.source`.
-        where: Where it came from, as its problem names it (default: ``source``).
-
-    Returns:
-        The statement; where ``data`` is malformed, one whose ``problem`` says why.
+    ``source`` is kept as :attr:`EngineStatement.source`; ``where`` (default: ``source``)
+    is how a problem names it.
     """
     named = data.get("engine") if isinstance(data, dict) else None
     engine = engine if engine is not None else named if isinstance(named, str) else "?"
@@ -230,7 +194,8 @@ def parse_statement(
 
 
 def _fields(data: object, domain: str, engine: str) -> dict[str, Any]:
-    """The keyword arguments of :class:`EngineStatement` that ``data`` gives, checked."""
+    """The keyword arguments of :class:`EngineStatement` that ``data`` gives, checked (a
+    :class:`~coheriq.discovery.UnusableFileError` says what is wrong)."""
     if not isinstance(data, dict):
         raise discovery.UnusableFileError(f"it holds a JSON {type(data).__name__}, not an object")
     version = data.get("coheriq_statement")
@@ -286,11 +251,8 @@ def _names(implements: object) -> tuple[str, ...]:
 
 
 def implemented_by(cls: Any) -> tuple[str, ...]:
-    """The candidates engine class ``cls`` does not take from the reference, in domain order.
-
-    What its own body, a base engine or a mixin defines: the candidates whose
-    supplier along its MRO is not the reference (as :func:`coheriq.coverage` says).
-    """
+    """The candidates engine class ``cls`` does not take from the reference (its body, a base
+    engine or a mixin defines them), in domain order."""
     reference = cls.__mro__[-2]  # the reference class, just before object
     kinds = cls.__coheriq_domain__.candidate_kinds
     return tuple(c for c in kinds if supplier(cls, c) is not reference)

@@ -1,25 +1,7 @@
-"""Writing engines: the decorator form (:class:`AccelerationEngine`) and the class form.
-
-The class form subclasses the domain's reference class::
-
-    class Fast(coheriq.engine_class("mylib"), name="fast"):
-        def __init__(self):
-            self.pool = make_pool()          # engine state, created once
-
-        def normalize(self, xs):             # receives the engine instance
-            return fast_normalize(self.pool, xs)
-
-The decorator form builds the same kind of class from plain functions::
-
-    fast = coheriq.AccelerationEngine("mylib", "fast")
-
-    @fast.override
-    def normalize(xs): ...
-
-    fast.materialize()
-
-Either way the result is a class of :class:`~coheriq._engines.meta.EngineMeta` registered
-under its name in its domain, so hybrids are ordinary multiple inheritance.
+"""The two forms of an engine: a subclass of the domain's reference class
+(:func:`engine_class`), or decorated functions (:class:`AccelerationEngine`). Either way the
+result is an :class:`~coheriq._engines.meta.EngineMeta` class registered under its name in
+its domain, so hybrids are ordinary multiple inheritance.
 """
 
 from __future__ import annotations
@@ -41,8 +23,7 @@ from ..exceptions import (
     listing,
 )
 
-# typing.overload for readers of the source (type checkers, Sphinx's autodoc, which
-# shows the overloads only when they come from typing); the stand-in at run time.
+# typing.overload for type checkers and Sphinx (which shows overloads from typing only).
 if TYPE_CHECKING:
     from typing import overload
 else:
@@ -101,16 +82,12 @@ class AccelerationEngine:
         bases: Engines to inherit from, in MRO order: names, AccelerationEngine
             objects or engine classes. Empty means the reference class.
 
-    Overrides are static: they receive the call's arguments only, no engine
-    instance. Use the class form for engines with state.
+    Overrides are static: they receive the call's arguments only, no engine instance (use the
+    class form for engines with state). As in coheriq 0.0.x, constructing the engine reserves
+    its name: :func:`~coheriq.available_engines` lists it from then on, and a second engine
+    of that name is refused at once; it cannot be enabled until :meth:`materialize` runs.
 
-    As in coheriq 0.0.x, constructing the engine reserves its name:
-    :func:`~coheriq.available_engines` lists it from then on, and a second
-    engine of that name is refused at once. Until :meth:`materialize` runs, the
-    engine cannot be enabled.
-
-    Every error below is also a :class:`~coheriq.CoheriqEngineError`, the class
-    coheriq 0.0.x raised for each of these situations.
+    Every error below is also a :class:`~coheriq.CoheriqEngineError`, as in coheriq 0.0.x.
 
     Raises:
         CoheriqEngineDomainNotFoundError: No such domain.
@@ -144,8 +121,8 @@ class AccelerationEngine:
         self.bases = tuple(bases)
         self._overrides: dict[str, Any] = {}
         self._class: EngineMeta | None = None
+        # The module that created the engine: the engine class's __module__.
         self.module: str = sys._getframe(1).f_globals.get("__name__", "__main__")
-        """The module that created the engine (the engine class's ``__module__``)."""
         self.domain.engines.reserve(name, self)  # last: a refused engine reserves nothing
 
     def __repr__(self) -> str:
@@ -162,8 +139,8 @@ class AccelerationEngine:
     def override(self, obj: Any = None, /, *, name: str | None = None) -> Any:
         """Register a function or class as this engine's implementation of a candidate.
 
-        Use it bare (the candidate is the function's ``__name__``), as
-        ``override("name")`` or as ``override(name="name")``.
+        Use it bare (the candidate is the function's ``__name__``), as ``override("name")``
+        or as ``override(name="name")``.
 
         Returns:
             The decorated object itself, unchanged, or a decorator.
@@ -234,14 +211,14 @@ class AccelerationEngine:
                 f"Engine {self.name!r} of domain {self.domain.name!r} is materialized already; "
                 "materialize() is called once."
             )
-        bases = tuple(resolve_base(self.domain, b) for b in self.bases) or (
+        bases = tuple(self._base(b) for b in self.bases) or (
             self.domain.require_reference(f"materialize engine {self.name!r}"),
         )
         body: dict[str, Any] = {
             n: v if isinstance(v, type) else staticmethod(v) for n, v in self._overrides.items()
         }
         body["__module__"] = self.module
-        import types  # here, not at the top: only materializing an engine needs it
+        import types  # only materializing an engine needs it
 
         token = building.set(self)  # the class may take the name this engine reserved
         try:
@@ -251,6 +228,15 @@ class AccelerationEngine:
         finally:
             building.reset(token)
         return self._class  # type: ignore[return-value]
+
+    def _base(self, base: object) -> EngineMeta:
+        """One of ``bases`` as a class (unlike ``Engines.resolve``, an unnamed mixin and the
+        reference are allowed)."""
+        if isinstance(base, EngineMeta) and base.__coheriq_domain__ is self.domain:
+            return base
+        if isinstance(base, AccelerationEngine):
+            base = base.engine_class
+        return self.domain.engines.resolve(base)
 
     @property
     def engine_class(self) -> EngineMeta:
@@ -265,16 +251,3 @@ class AccelerationEngine:
                 "call its materialize() after the last override, before using it."
             )
         return self._class
-
-
-def resolve_base(domain: AccelerationDomain, base: object) -> EngineMeta:
-    """Return the class for one entry of ``AccelerationEngine(..., bases=...)``.
-
-    Unlike :meth:`Engines.resolve <coheriq._engines.registry.Engines.resolve>`,
-    unnamed mixins and the reference are allowed.
-    """
-    if isinstance(base, EngineMeta) and base.__coheriq_domain__ is domain:
-        return base
-    if isinstance(base, AccelerationEngine):
-        base = base.engine_class
-    return domain.engines.resolve(base)

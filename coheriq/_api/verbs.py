@@ -1,12 +1,8 @@
-"""The user's verbs: choose the engine of a domain, globally or for a scope, and ask.
+"""The user's verbs: choose a domain's engine, globally or for a block, and ask what runs.
 
-The active engine of a domain, for a call in a given thread or asyncio task, is
-the first of:
-
-1. the engine of the innermost live :class:`using_engine` block in this context;
-2. the process-global choice, made the first time it is needed: an earlier
-   :func:`enable_engine`, else the engine named by ``<ENV_PREFIX>_ENGINE``, else the
-   reference implementation.
+A call runs on the engine of the innermost live :class:`using_engine` block in its thread or
+task, else on the global choice, made once: :func:`enable_engine`, else ``<PREFIX>_ENGINE``,
+else the reference.
 """
 
 from __future__ import annotations
@@ -70,17 +66,15 @@ __all__ = [
 def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> None:
     """Make ``engine`` the domain's engine for the whole process, from now on.
 
-    Call it before the domain's candidates are first used. The choice is made at
-    once (the engine is imported and instantiated now, so a broken engine fails
-    here) and is final: enabling the same engine again does nothing, enabling
-    another raises. An explicit choice wins over the environment variable. Use
+    Call it before the domain's candidates are first used. The engine is imported and
+    started now (a broken one fails here), and the choice is final: enabling the same engine
+    again does nothing, another raises. It wins over the environment variable; use
     :class:`using_engine` to run part of a program on another engine.
 
-    Given a list, such as ``["gpu", "compiled", "reference"]``, the first engine
-    of it that is installed, imports and starts here is chosen; the others are
-    passed over with the reason, which :func:`coheriq.explain` shows. An engine
-    that cannot run on a machine says so by raising from its ``__init__``. After
-    the choice is made, a list behaves as the engine it would choose now.
+    Given a list, such as ``["gpu", "compiled", "reference"]``, the first engine of it that
+    is installed, imports and starts here (its ``__init__`` does not raise) is chosen; the
+    others are passed over with their reasons, which :func:`coheriq.explain` shows. Once the
+    choice is made, a list behaves as the engine it would choose now.
 
     Args:
         domain: The domain or its name.
@@ -97,33 +91,33 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
         CoheriqTypeError: A list that is empty or names an engine twice.
     """
     found = lookup_domain(domain)
-    tried: Tried = ()
-    then: tuple[str | EngineMeta, ...] = ()
-    if _is_engine_list(engine):
-        named_by = " (named by enable_engine)"
-        engines = _engine_list(found, engine)
-        cls, tried = first_that_starts(found.engines, engines, named_by=named_by, for_choice=True)
-        then = after_chosen(engines, tried)
-    else:
-        cls = resolve_engine(found, engine)
+    cls, tried, then = _choose(found, engine, " (named by enable_engine)", for_choice=True)
     settled = found.choice.settle_on(cls, "enable_engine", tried=tried, then=then)
     if settled.engine_class is not cls:
         raise CoheriqEngineSettledError(_settled_message(found, settled, cls.__coheriq_name__))
 
 
 def resolve_engine(domain: AccelerationDomain, engine: object) -> EngineMeta:
-    """Return the engine class that ``engine`` stands for in ``domain``.
-
-    An :class:`~coheriq.AccelerationEngine` stands for the class it built; names
-    and engine classes are the engines registry's to resolve
-    (:meth:`coheriq._engines.registry.Engines.resolve`, which says what it raises).
-
-    Raises:
-        CoheriqEngineError: An :class:`AccelerationEngine` not materialized yet.
-    """
+    """Return the engine class that ``engine`` (a name, an engine class or a materialized
+    :class:`~coheriq.AccelerationEngine`) stands for in ``domain``, raising as
+    :meth:`coheriq._engines.registry.Engines.resolve` does."""
     if isinstance(engine, AccelerationEngine):
         engine = engine.engine_class
     return domain.engines.resolve(engine)
+
+
+def _choose(
+    domain: AccelerationDomain, engine: object, named_by: str, for_choice: bool = False
+) -> tuple[EngineMeta, Tried, tuple[Any, ...]]:
+    """The engine class ``engine`` stands for (of a list, the first that starts here), what a
+    list tried, and the engines of the list after it."""
+    if not _is_engine_list(engine):
+        return resolve_engine(domain, engine), (), ()
+    engines = _engine_list(domain, engine)
+    cls, tried = first_that_starts(
+        domain.engines, engines, named_by=named_by, for_choice=for_choice
+    )
+    return cls, tried, after_chosen(engines, tried)
 
 
 def _is_engine_list(engine: object) -> TypeGuard[Sequence[Any]]:
@@ -132,12 +126,8 @@ def _is_engine_list(engine: object) -> TypeGuard[Sequence[Any]]:
 
 
 def _engine_list(domain: AccelerationDomain, engines: Sequence[object]) -> list[str | EngineMeta]:
-    """Check an ordered list of engines: names stay names (found when tried), others resolve.
-
-    Raises:
-        CoheriqTypeError: The list is empty, names an engine twice, or holds
-            something that is not an engine.
-    """
+    """Check an ordered list of engines: names stay names (found when tried), others resolve;
+    raise :class:`~coheriq.CoheriqTypeError` for an empty list or an engine named twice."""
     if not engines:
         raise CoheriqTypeError(
             f"An empty list names no engine of domain {domain.name!r}; give the engines in "
@@ -193,12 +183,11 @@ def _settled_message(domain: AccelerationDomain, settled: Settlement, wanted: st
 class using_engine:  # noqa: N801 -- named like contextlib's context managers
     """Run a block, or every call of a function, on an engine of a domain.
 
-    The choice holds in the current thread or asyncio task only, for the extent
-    of the block; blocks nest and the previous choice returns on exit, also on an
-    exception. Asyncio tasks created inside the block (and code run in a copy of
-    its context, ``contextvars.copy_context().run``) see it while the block is
-    live; a new ``threading.Thread`` starts without it. It never makes or changes
-    the global choice.
+    The choice holds in the current thread or asyncio task only, for the extent of the block;
+    blocks nest, and the previous choice returns on exit, also on an exception. Asyncio tasks
+    created inside the block (and code run in a copy of its context,
+    ``contextvars.copy_context().run``) see it while the block is live; a new
+    ``threading.Thread`` starts without it. It never makes or changes the global choice.
 
     >>> doc = coheriq.AccelerationDomain("doc_using_engine")
     >>> @doc.acceleration_candidate
@@ -217,15 +206,14 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
     >>> work(), which()
     ('fast', 'reference')
 
-    The engine is looked up (and imported, and instantiated once per process) on
-    entry. One ``using_engine`` object may be entered by several threads and
-    tasks at once, and nested: each entry is a block of its own context, and
-    ``__exit__`` ends this context's innermost one. Blocks may end out of order
-    (each takes only itself away), and a block that ends in another context
-    than it began in (a generator finished by another task) ends there without
+    The engine is looked up (imported, and instantiated once per process) on entry. One
+    ``using_engine`` object may be entered by several threads and tasks at once, and nested:
+    each entry is a block of its own context, and ``__exit__`` ends this context's innermost
+    one. Blocks may end out of order (each takes only itself away), and a block that ends in
+    another context than it began in (a generator finished by another task) ends there without
     disturbing that context. Exiting more often than entering raises
-    :class:`~coheriq.CoheriqScopeError`. As a decorator it is safe in any thread,
-    and ``async def`` functions are scoped for the whole of each call.
+    :class:`~coheriq.CoheriqScopeError`. As a decorator it is safe in any thread, and
+    ``async def`` functions are scoped for the whole of each call.
 
     Args:
         domain: The domain or its name.
@@ -245,11 +233,8 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
                 )
         self.domain = domain
         self.engine = engine
-        # Every block of this object not exited yet, in whatever context: the
-        # object may be entered by several tasks or threads at once, or nested.
-        self._entered: list[Scope] = []
-        # The engine class, looked up once per copy of the domain (a list is
-        # resolved then: the first of it that starts), and what a list tried.
+        self._entered: list[Scope] = []  # every block not exited yet, in whatever context
+        # (domain copy, engine class, what a list tried, the list after it): once per copy.
         self._resolved: tuple[AccelerationDomain, EngineMeta, Tried, tuple[Any, ...]] | None = None
 
     def __repr__(self) -> str:
@@ -260,19 +245,10 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         found = lookup_domain(self.domain)
         resolved = self._resolved
         if resolved is None or resolved[0] is not found:
-            resolved = self._resolved = (found, *self._resolve(found))
+            chosen = _choose(found, self.engine, " (named by using_engine)")
+            resolved = self._resolved = (found, *chosen)
         scope = found.scopes.enter(resolved[1], owner=self, tried=resolved[2], then=resolved[3])
         self._entered.append(scope)
-
-    def _resolve(self, found: AccelerationDomain) -> tuple[EngineMeta, Tried, tuple[Any, ...]]:
-        """The engine class, what a list tried, and the engines after it in the list."""
-        engine = self.engine
-        if _is_engine_list(engine):
-            engines = _engine_list(found, engine)
-            named_by = " (named by using_engine)"
-            cls, tried = first_that_starts(found.engines, engines, named_by=named_by)
-            return cls, tried, after_chosen(engines, tried)
-        return resolve_engine(found, engine), (), ()
 
     def __exit__(
         self,
@@ -280,15 +256,9 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """End this object's innermost block in this context.
-
-        Where this context has none (a generator's block finished by another
-        task, a block entered in one thread and left in another), its newest
-        block anywhere.
-
-        Raises:
-            CoheriqScopeError: Every block of this object has exited already.
-        """
+        """End this object's innermost block in this context, else (a generator finished by
+        another task) its newest block anywhere; raise :class:`~coheriq.CoheriqScopeError`
+        where every block has exited already."""
         while True:
             scope = self._open_here() or self._newest()
             if scope is None:
@@ -303,18 +273,15 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
                 continue
         scope.state.scopes.exit(scope)
 
-    # Other threads enter and exit this object while these run (on a free-threaded
-    # build, truly at once): nothing here iterates the list of entries (an iterator
-    # over a list that another thread shrinks may stop early), and an index that
-    # another thread's exit has just made too large is read again.
+    # Other threads enter and exit this object meanwhile (free-threaded: truly at once), so
+    # nothing iterates the list of entries, and an index made too large is read again.
 
     def _open_here(self) -> Scope | None:
         """This object's innermost block that is open in this context, if any."""
         resolved = self._resolved
         if resolved is None:  # never entered
             return None
-        # Every copy of the domain, and so every entry of this object, looks at
-        # the same context variable.
+        # Every copy of the domain looks at the same context variable.
         scope = resolved[0].scopes.live()
         while scope is not None:
             if scope.owner is self:
@@ -333,20 +300,14 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         return None
 
     def __call__(self, fn: F) -> F:
-        """Decorate ``fn`` so that each of its calls runs inside this scope.
-
-        An ``async def`` function runs in the block for the whole of each call. A
-        generator function (``def`` or ``async def`` with ``yield``) runs in it
-        one step at a time: from each resumption to the next ``yield``, so that
-        the generator's code runs on the engine and its consumer, between steps,
-        does not.
-        """
-        import functools  # here, not at the top: it imports collections (see _stdlib)
+        """Decorate ``fn`` so that each of its calls runs inside this scope: an ``async def``
+        function for the whole of each call, a generator function one step at a time (from
+        each resumption to the next ``yield``), so that its consumer runs outside."""
+        import functools  # here, not at the top: it imports collections
 
         domain, engine = self.domain, self.engine
         flags = code_flags_behind(fn)
-        # A block of its own for each call, or each step: this object may be
-        # entered elsewhere too.
+        # A block of its own for each call or step: this object may be entered elsewhere too.
         block = functools.partial(using_engine, domain, engine)
         if flags & CO_GENERATOR:
             return functools.wraps(fn)(generator_inside(fn, block))  # type: ignore[return-value]
@@ -359,9 +320,9 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
 def available_engines(domain: AccelerationDomain | str) -> tuple[str, ...]:
     """Return the sorted names of the domain's engines, registered or advertised.
 
-    Reads package metadata but imports no engine and settles nothing. The
-    reference is not listed: it is always available as :data:`~coheriq.REFERENCE`.
-    An :class:`~coheriq.AccelerationEngine` is listed from its construction on.
+    Reads package metadata but imports no engine and settles nothing. The reference is not
+    listed: it is always available as :data:`~coheriq.REFERENCE`. An
+    :class:`~coheriq.AccelerationEngine` is listed from its construction on.
 
     Returns:
         The names in a tuple (as coheriq 0.0.x returned them), e.g. ``('fast', 'gpu')``.
@@ -373,13 +334,11 @@ def active_implementation(domain: AccelerationDomain | str) -> str | None:
     """Return the engine a call of the domain would run here and now, without choosing.
 
     Returns:
-        The engine of the innermost live :class:`using_engine` block in this
-        context; else the global choice (an engine name or
-        :data:`~coheriq.REFERENCE`) if it is made; else the engine the first
-        call will choose, as :func:`coheriq.explain` says (``enable_engine``
-        not called yet: the environment variable's engine, or the reference),
-        without choosing it. ``None`` where no call can run yet: the domain is
-        not materialized, or the environment variable names no engine.
+        The engine of the innermost live :class:`using_engine` block in this context; else
+        the global choice (an engine name or :data:`~coheriq.REFERENCE`) if it is made; else
+        the engine the first call will choose (the environment variable's, or the
+        reference), as :func:`coheriq.explain` says, without choosing it. ``None`` where no
+        call can run yet: the domain is not materialized, or the variable names no engine.
     """
     found = lookup_domain(domain)
     engine = found.scopes.active_engine()
@@ -391,12 +350,11 @@ def active_implementation(domain: AccelerationDomain | str) -> str | None:
 def resolve_impl(candidate: T) -> T:
     """Return what a call of ``candidate`` would run here and now.
 
-    For a function candidate, the engine's function or bound method; for a class
-    candidate, the implementing class. Where the engine's implementation may
-    decline a call (:func:`coheriq.may_decline`), a function that tries it
-    first: its ``__wrapped__`` is the implementation (and, for a method, its
-    ``__self__`` the engine's instance). Like a call, this makes the domain's
-    global choice if it is not made yet.
+    For a function candidate, the engine's function or bound method; for a class candidate,
+    the implementing class. Where the implementation may decline a call
+    (:func:`coheriq.may_decline`), a function that tries it first: its ``__wrapped__`` is the
+    implementation (for a method, its ``__self__`` the engine's instance). Like a call, this
+    makes the domain's global choice if it is not made yet.
 
     Raises:
         CoheriqTypeError: ``candidate`` is not a candidate proxy.
@@ -414,10 +372,9 @@ def resolve_impl(candidate: T) -> T:
 def engine_of(obj: object) -> str:
     """Return the name of the engine whose implementation of a class candidate made ``obj``.
 
-    The engine is the one whose class body defines the implementation: an object
-    made while a hybrid was active reports the engine the hybrid inherits that
-    class from. Instances of subclasses of an implementation count as that
-    implementation.
+    The engine is the one whose class body defines the implementation (for a hybrid, the
+    engine it inherits that class from); an instance of a subclass of an implementation
+    counts as that implementation's.
 
     Returns:
         An engine name, or :data:`~coheriq.REFERENCE` for the reference class.
@@ -440,8 +397,8 @@ def engine_of(obj: object) -> str:
 def import_domain(name: str) -> AccelerationDomain:
     """Return the domain ``name``, importing the library that creates it if need be.
 
-    The library is the module that a distribution advertises for the domain in the
-    entry-point group ``coheriq.domains``, else the module named like the domain.
+    The library is the module a distribution advertises for the domain in the entry-point
+    group ``coheriq.domains``, else the module named like the domain.
 
     Raises:
         CoheriqTypeError: ``name`` is not a valid domain name.
