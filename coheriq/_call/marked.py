@@ -87,11 +87,10 @@ class CandidateClassMeta(type, _MarkedClassMetaAttributes):
         ``__signature__``; else None where ``__call__`` leads :mod:`inspect` to the
         constructor (which it then reads as unmarked); else the constructor's parameters
         less the first; else what it gave for the unmarked class, or raised."""
-        for klass in cls.__mro__[:-1]:  # as reading the attribute from the class would
-            if "__signature__" in klass.__dict__:
-                own = klass.__dict__["__signature__"]
-                get = getattr(type(own), "__get__", None)
-                return own if get is None else get(own, None, cls)
+        try:
+            return own_attribute(cls, "__signature__")
+        except AttributeError:
+            pass
         meta: Any = type(cls)
         call = meta.__call__
         if call is meta._coheriq_construct:
@@ -157,11 +156,7 @@ def mark_class(
 ) -> type:
     """Rebuild ``info.reference``, the class statement's class, as the marked class; set
     ``info.construct``. ``implementations``: every engine's class for it, kept up to date
-    by the domain.
-
-    Raises:
-        CoheriqTypeError: The class cannot be a candidate; the message says why.
-    """
+    by the domain. Raises CoheriqTypeError where the class cannot be a candidate."""
     original: type = info.reference
     _refuse_unmarkable(info, original)
     own = type(original)
@@ -310,19 +305,16 @@ def release(marked: Iterable[type]) -> None:
     with _newest_lock:
         leaving = []
         for cls in marked:
-            meta = type(cls)
-            if meta.__dict__.get("__coheriq_candidate__") is None or meta.__dict__.get(
-                "_coheriq_released"
-            ):
-                continue  # not a marked class, or released already
-            meta._coheriq_released = True  # type: ignore[attr-defined]
-            leaving.append(meta)
+            own = vars(type(cls))
+            if own.get("__coheriq_candidate__") is not None and not own.get("_coheriq_released"):
+                type(cls)._coheriq_released = True  # type: ignore[attr-defined]
+                leaving.append(type(cls))
         for meta in leaving:  # all marked first: those released together stay related
             _leave_line(meta)
 
 
 def _leave_line(meta: type) -> None:
-    """Take one marked class's pair of metaclasses out of the line; hold ``_newest_lock``."""
+    """Take one marked class's pair of metaclasses out of the line (``_newest_lock`` held)."""
     root = meta.__dict__["_coheriq_root"]
     for_subclasses = meta.__dict__["_coheriq_for_subclasses"]
     before = _in_line(meta.__bases__, root)
@@ -356,14 +348,10 @@ def check_implementations(cls: type, foreign: bool) -> None:
     derive from it (where some engine has one: ``foreign``), or leave it the own
     metaclass's, at its speed."""
     meta: Any = type(cls)
-    root = meta._coheriq_root
-    hooks = (
-        (CandidateClassMeta.__instancecheck__, CandidateClassMeta.__subclasscheck__)
-        if foreign
-        else (root.__instancecheck__, root.__subclasscheck__)
-    )
-    if meta.__dict__["__instancecheck__"] is not hooks[0]:
-        meta.__instancecheck__, meta.__subclasscheck__ = hooks
+    checks = CandidateClassMeta if foreign else meta._coheriq_root
+    if meta.__dict__["__instancecheck__"] is not checks.__instancecheck__:
+        meta.__instancecheck__ = checks.__instancecheck__
+        meta.__subclasscheck__ = checks.__subclasscheck__
 
 
 def construct_directly(cls: type, directly: bool) -> None:
@@ -418,11 +406,8 @@ def own_attribute(cls: type, name: str) -> Any:
 
 
 def raw_attribute(cls: type, name: str) -> Any:
-    """``name`` in the dict of the first class along ``cls.__mro__`` that has it, unbound.
-
-    Raises:
-        AttributeError: None has it.
-    """
+    """``name`` in the dict of the first class along ``cls.__mro__`` that has it, unbound;
+    AttributeError where none has."""
     for klass in cls.__mro__:
         if name in klass.__dict__:
             return klass.__dict__[name]

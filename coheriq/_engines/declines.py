@@ -123,30 +123,21 @@ class Decline(Exception):  # noqa: N818 - it is a signal, not an error
 def may_decline(
     implementation: Any = None, *, when: Callable[..., str | None] | None = None
 ) -> Any:
-    """Mark an engine's implementation of a candidate that may decline a call.
+    """Mark an engine's implementation of a candidate that may decline a call; return it.
 
-    Use it bare (``@coheriq.may_decline``), when the implementation raises
-    :class:`Decline` itself, or with ``when=check``, a function that takes what
-    the implementation takes (``self`` first for a method, the class for a
-    classmethod, the call's arguments alone for a staticmethod or an override
-    of the decorator form) and returns the reason to decline, or None to run:
-    it runs before the implementation, and :func:`coheriq.explain` can ask it
-    what a call with given arguments would run. On a class (a class
-    candidate's implementation), its ``__new__`` or ``__init__`` may raise
-    :class:`Decline`, and ``when`` takes the construction's arguments (the
-    class first). Keep a reason the same from call to call (no sizes in it):
-    declines are counted, and logged once, per reason.
-
-    An ``async def`` or generator implementation runs its body only when the
-    call is awaited or iterated, after the call has returned: too late to pass
-    it on. It declines by its check alone, and a bare mark on it is refused.
-
-    Returns the implementation itself, marked.
+    Bare (``@coheriq.may_decline``), the implementation raises :class:`Decline` itself.
+    With ``when=check``, ``check`` takes what the implementation takes (``self`` first
+    for a method, the class for a classmethod or a class, the call's arguments alone for
+    a staticmethod or an override of the decorator form) and returns the reason to
+    decline, or None to run; it runs first, and :func:`coheriq.explain` can ask it. On a
+    class, its ``__new__`` or ``__init__`` may raise :class:`Decline`. Keep a reason the
+    same from call to call: declines are counted, and logged once, per reason. An
+    ``async def`` or generator implementation, whose body runs after the call returned,
+    declines by its check alone.
 
     Raises:
-        CoheriqTypeError: ``when`` is not callable, the target is neither a
-            function nor a class, or it is an ``async def`` or generator function
-            marked without ``when``.
+        CoheriqTypeError: ``when`` is not callable, the target is neither a function nor
+            a class, or it is an ``async def`` or generator function marked bare.
     """
     if when is not None and not callable(when):
         raise CoheriqTypeError(
@@ -266,14 +257,11 @@ class Step:
     @property
     def engine(self) -> str:
         """Its engine's name (a mixin's class name)."""
-        return _label(self.owner)
+        name: str = getattr(self.owner, "__coheriq_name__", None) or self.owner.__qualname__
+        return name
 
     def checked(self, reason: Any) -> str | None:
-        """``reason`` if it is one (a non-blank string) or None (run).
-
-        Raises:
-            CoheriqTypeError: The check returned something else (``False``, ``""``).
-        """
+        """``reason``, a check's answer: a non-blank string or None; else CoheriqTypeError."""
         if reason is None or (isinstance(reason, str) and reason.strip()):
             return reason
         raise CoheriqTypeError(
@@ -381,14 +369,10 @@ def steps_of(engine_class: Any, instance: Any, name: str, start: Any = None) -> 
 
 
 class DecliningMethod:
-    """A marked implementation in its engine class's dict, as ``self`` and ``super()`` reach it.
-
-    Read from the class, it is the implementation. Read from an instance, it is a bound
-    method (for a class, a :class:`DecliningClass`) that runs the implementation and,
-    only where it declines, the rest of the chain along the instance's MRO to the
-    reference, never the user's list (that code has run on this engine). Nothing is
-    kept on the instance.
-    """
+    """A marked implementation in its engine class's dict. Read from the class, it is the
+    implementation; from an instance, a bound method (for a class, a :class:`DecliningClass`)
+    that runs it and, where it declines, the rest of the chain along the instance's MRO,
+    not the user's list: ``self`` and ``super()`` calls stay in the engine."""
 
     __slots__ = ("function", "method", "name", "owner")
 
@@ -509,9 +493,8 @@ class DecliningClass(ClassStandIn):
 
 
 def bound_chain(member: Any) -> Any:
-    """What a proxy's call runs for ``member``, read from an engine's instance: for a
-    method read through a :class:`DecliningMethod`, its :class:`Chain`'s function (which
-    the registry may extend to the user's list); else ``member`` itself."""
+    """What a proxy's call runs for ``member``, read from an engine's instance: a method
+    read through a :class:`DecliningMethod` as its :class:`Chain`'s function."""
     if isinstance(member, MethodType):
         descriptor = getattr(member.__func__, "__coheriq_declining__", None)
         if isinstance(descriptor, DecliningMethod):
@@ -520,13 +503,10 @@ def bound_chain(member: Any) -> Any:
 
 
 def note_implementation(implementation: Any, *, marked: bool) -> None:
-    """Note ``implementation``, an engine's, as its engine class is made.
-
-    A ``Decline`` raised in the code of one not ``marked`` is its error, even where a
-    marked one called it (:func:`raised_by_answering`). For a class, its own
-    ``__new__`` and ``__init__`` count; for a decorated function, the innermost (the
-    decorator's wrapper shares its code with other functions).
-    """
+    """Note the code of ``implementation``, an engine's, as its class is made: a ``Decline``
+    out of one not ``marked`` is an error, even where a marked one called it. A class's
+    ``__new__`` and ``__init__`` count; a decorated function's innermost (a wrapper's code
+    is shared)."""
     if isinstance(implementation, type):
         found = [vars(implementation).get(m) for m in ("__new__", "__init__")]
     else:
@@ -556,21 +536,11 @@ def raised_by_answering(decline: Decline) -> bool:
     return False
 
 
-def _label(klass: Any) -> str:
-    """The engine a class stands for in messages: its name, or a mixin's class name."""
-    name: str = getattr(klass, "__coheriq_name__", None) or klass.__qualname__
-    return name
-
-
 def record(state: DomainState, candidate: str, engine: str, reason: str) -> None:
     """Count one decline; log the first of each (candidate, engine, reason); tell watchers.
-
-    Raises:
-        CoheriqDeclineError: Declines are errors here (``COHERIQ_FAIL_ON_DECLINE`` or
-            ``<PREFIX>_FAIL_ON_DECLINE`` says yes).
-        CoheriqTypeError: One of those variables says neither yes nor no; nothing
-            is counted.
-    """
+    Raises CoheriqDeclineError where ``COHERIQ_FAIL_ON_DECLINE`` or
+    ``<PREFIX>_FAIL_ON_DECLINE`` says yes (CoheriqTypeError, counting nothing, where one
+    says neither yes nor no)."""
     variables = [FAIL_ON_DECLINE]
     if state.env_prefix:
         variables.append(f"{state.env_prefix}_FAIL_ON_DECLINE")
@@ -610,12 +580,8 @@ _NO = frozenset({"", "0", "false", "no", "off"})
 
 def environment_flag(variable: str, meaning: tuple[str, str]) -> bool:
     """Whether environment variable ``variable`` says yes (``1``, ``true``, ``yes``, ``on``,
-    any case, spaces ignored) or no (``0``, ``false``, ``no``, ``off``, empty, unset).
-    ``meaning``: what yes does and what no does, for the message.
-
-    Raises:
-        CoheriqTypeError: Its value is neither; the message says what to set.
-    """
+    any case) or no (``0``, ``false``, ``no``, ``off``, empty, unset); else CoheriqTypeError,
+    whose message says what yes and no do (``meaning``)."""
     value = _environ.get(variable, "").strip().lower()
     if value in _YES:
         return True
