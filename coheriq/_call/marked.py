@@ -30,11 +30,14 @@ __all__ = [
     "mark_class",
     "own_attribute",
     "raw_attribute",
+    "release",
+    "subclasses_of",
 ]
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class statement's class, not a C type
 
 _MARKING = "__coheriq_marking__"  # in the namespace that rebuilds a class: let through
+# What a rebuilt class has of its own, not the class statement's.
 _MADE_ANEW = frozenset({"__dict__", "__weakref__", "__qualname__", "_abc_impl"})
 
 _MISSING = object()

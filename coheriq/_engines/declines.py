@@ -372,7 +372,8 @@ class DecliningMethod:
     """A marked implementation in its engine class's dict. Read from the class, it is the
     implementation; from an instance, a bound method (for a class, a :class:`DecliningClass`)
     that runs it and, where it declines, the rest of the chain along the instance's MRO,
-    not the user's list: ``self`` and ``super()`` calls stay in the engine."""
+    not the user's list: ``self`` and ``super()`` calls stay in the engine. Nothing is kept
+    on the instance, which pickles and copies as without coheriq."""
 
     __slots__ = ("function", "method", "name", "owner")
 

@@ -37,12 +37,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "STRICT_ENV",
+    "bypassed_classes",
     "check_exception_class",
     "check_late_overrides",
     "check_override",
-    "incompatibilities",
-    "override_problems",
-    "warn",
 ]
 
 STRICT_ENV = "COHERIQ_STRICT"
