@@ -267,9 +267,9 @@ class Switchboard:
         self,
         current: Callable[[], Any],
         namespace: dict[str, Any],
-        tag: str = "",
-        scope_class: type | None = None,
-        unchosen: Callable[[str], Any] | None = None,
+        tag: str,
+        scope_class: type,
+        unchosen: Callable[[str], Any],
     ) -> None:
         self.namespace = namespace
         self._unchosen = unchosen
@@ -285,9 +285,9 @@ class Switchboard:
         # The compiled proxies' flag, finder and its context variable, and a Cell per slot.
         self._board: Any = _compiled.Board() if _compiled is not None else None
         self._cells: dict[str, Any] = {}
-        members = scope_class.__dict__.get("members") if scope_class is not None else None
-        if self._board is not None and members is not None:
-            self._board.scope_type, self._board.members = scope_class, members
+        if self._board is not None:
+            self._board.scope_type = scope_class
+            self._board.members = scope_class.__dict__["members"]
         self._swapped: dict[str, SwappedProxy] = {}
         self._swap_board = Board(current)
         self.runs_directly: bool | None = False  # None: a swap of them all was stopped
@@ -578,7 +578,7 @@ class Switchboard:
         """What candidate ``name``'s ``slot`` holds, given one if it has none yet."""
         value = self.namespace.get(slot)
         if value is None:
-            value = self.namespace[slot] = self._unchosen(name) if self._unchosen else None
+            value = self.namespace[slot] = self._unchosen(name)
         return value
 
     def _slot(self, name: str) -> str:

@@ -8,6 +8,12 @@ Imported only where a library or a verification asks.
 
 from __future__ import annotations
 
+import copy
+import functools
+import math
+import numbers
+import reprlib
+
 from .._stdlib import TYPE_CHECKING
 from ..exceptions import CoheriqTypeError
 
@@ -15,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
-__all__ = ["DEFAULT_RTOL", "ComparisonRule", "Comparisons", "SharedSource"]
+__all__ = ["ComparisonRule", "Comparisons", "SharedSource", "summarize"]
 
 DEFAULT_RTOL = 1e-9
 """The relative tolerance for numbers where neither the library nor the user sets one."""
@@ -89,11 +95,7 @@ class Comparisons:
         scalar = kind in _SCALARS
         if scalar and kind in self._scalar_rules:
             return self._scalar_rules[kind]
-        found = None
-        for rule in self._by_type:
-            if isinstance(value, rule.target):  # type: ignore[arg-type]
-                found = rule
-                break
+        found = next((r for r in self._by_type if isinstance(value, r.target)), None)  # type: ignore[arg-type]
         if scalar:
             # Remembered: a result holds many numbers, and an isinstance check
             # against a marked class asks every engine's class.
@@ -109,8 +111,6 @@ class Comparisons:
         ``copy`` rule or is known to copy apart (:func:`_copies_apart`); else
         this raises :class:`SharedSource`. What copying raised propagates.
         """
-        import copy
-
         memo: dict[int, Any] = {}
 
         def own(value: Any) -> Any:
@@ -209,7 +209,7 @@ class Comparisons:
     ) -> str | None:
         mine_rule, other_rule = self.rule_for(mine), self.rule_for(other)
         for rule in (mine_rule, other_rule):
-            if rule is not None and (rule.rtol is not None or rule.atol is not None):
+            if rule is not None:
                 tolerances = (_first(rule.rtol, tolerances[0]), _first(rule.atol, tolerances[1]))
         if mine_rule is not None and mine_rule.convert is not None:
             mine = mine_rule.convert(mine)
@@ -296,9 +296,7 @@ def _refuse_shared(value: Any) -> None:
         raise SharedSource(kind.__name__)
 
 
-_KNOWN: list[frozenset[type]] = []
-
-
+@functools.cache
 def _copies_apart() -> frozenset[type]:
     """The iterator types whose deepcopy reads apart from the original (an allow-list).
 
@@ -307,27 +305,25 @@ def _copies_apart() -> frozenset[type]:
     only their function. Not on it: ``iter(function, sentinel)``, generators,
     files, ``tee``, and types not known here (a library registers a ``copy``).
     """
-    if not _KNOWN:
-        import array
-        import collections
-        import itertools
+    import array
+    import collections
+    import itertools
 
-        row: dict[int, int] = {}
-        # The built-in containers' iterators, made to read their types.
-        samples: tuple[Any, ...] = (iter([]), reversed([]), iter(()), iter(range(0)))
-        samples += (iter(range(2**64)), iter(array.array("b")))
-        samples += (iter(""), iter("\u00e9"), iter(b""), iter(bytearray()), iter(set()))
-        samples += (iter(row), iter(row.values()), iter(row.items()), reversed(row))
-        samples += (reversed(row.values()), reversed(row.items()))
-        samples += (iter(collections.deque()), reversed(collections.deque()))
-        named = (
-            "count repeat cycle islice chain accumulate compress dropwhile takewhile "
-            "starmap zip_longest filterfalse product permutations combinations "
-            "combinations_with_replacement"
-        )
-        types = {type(sample) for sample in samples} | {enumerate, zip, map, filter, reversed}
-        _KNOWN.append(frozenset(types | {getattr(itertools, n) for n in named.split()}))
-    return _KNOWN[0]
+    row: dict[int, int] = {}
+    # The built-in containers' iterators, made to read their types.
+    samples: tuple[Any, ...] = (iter([]), reversed([]), iter(()), iter(range(0)))
+    samples += (iter(range(2**64)), iter(array.array("b")))
+    samples += (iter(""), iter("\u00e9"), iter(b""), iter(bytearray()), iter(set()))
+    samples += (iter(row), iter(row.values()), iter(row.items()), reversed(row))
+    samples += (reversed(row.values()), reversed(row.items()))
+    samples += (iter(collections.deque()), reversed(collections.deque()))
+    named = (
+        "count repeat cycle islice chain accumulate compress dropwhile takewhile "
+        "starmap zip_longest filterfalse product permutations combinations "
+        "combinations_with_replacement"
+    )
+    types = {type(sample) for sample in samples} | {enumerate, zip, map, filter, reversed}
+    return frozenset(types | {getattr(itertools, n) for n in named.split()})
 
 
 def _first(*values: float | None) -> float:
@@ -336,15 +332,10 @@ def _first(*values: float | None) -> float:
 
 
 def _is_number(value: Any) -> bool:
-    import numbers
-
     return isinstance(value, numbers.Number) and not isinstance(value, bool)
 
 
 def _numbers_differ(mine: Any, other: Any, where: str, rtol: float, atol: float) -> str | None:
-    import math
-    import numbers
-
     if isinstance(mine, numbers.Integral) and isinstance(other, numbers.Integral):
         return None if mine == other else f"{where}: {mine!r} against {other!r}"
     try:
@@ -377,9 +368,7 @@ def _items(value: Any) -> Sequence[Any] | dict[Any, Any] | None:
     """
     if isinstance(value, (str, bytes, bytearray)):
         return None
-    if isinstance(value, (list, tuple, range)):
-        return value
-    if isinstance(value, dict):
+    if isinstance(value, (list, tuple, range, dict)):
         return value
     tolist = getattr(value, "tolist", None)  # NumPy, JAX, array.array
     if callable(tolist):
@@ -459,8 +448,6 @@ def _verdict(outcome: object, where: str, mine: Any, other: Any) -> str | None:
 
 def _short(value: Any, width: int = 80) -> str:
     """``repr(value)``, cut to ``width`` characters."""
-    import reprlib
-
     shortened = reprlib.Repr()
     shortened.maxstring = shortened.maxother = width
     shortened.maxlist = shortened.maxtuple = 8

@@ -31,20 +31,16 @@ from ..exceptions import (
 )
 from . import late_candidates, observing, registry
 
-# typing.overload for readers of the source (type checkers, Sphinx's autodoc, which
-# shows the overloads only when they come from typing); the stand-in at run time.
-if TYPE_CHECKING:
-    from typing import overload
-else:
-    from .._stdlib import overload
-
+# typing.overload for type checkers and Sphinx (which shows overloads from typing only).
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
-    from typing import Any, TypeVar
+    from typing import Any, TypeVar, overload
 
     from .comparing import Comparisons
 
     F = TypeVar("F", bound=Callable[..., Any])
+else:
+    from .._stdlib import overload
 
 __all__ = ["AccelerationDomain", "all_domains", "lookup_domain"]
 
@@ -149,11 +145,7 @@ class AccelerationDomain:
             self.scopes = state.scopes = Scopes(state, state.copies.scope)
             tag = "" if copy == 1 else str(copy)
             state.switchboard = Switchboard(
-                self.scopes.here,
-                state.copies.namespace,
-                tag,
-                scope_class=Scope,
-                unchosen=self.choice.unchosen,
+                self.scopes.here, state.copies.namespace, tag, Scope, self.choice.unchosen
             )
             watching = observing.finder_for(self)
             if watching is not None:
@@ -251,9 +243,7 @@ class AccelerationDomain:
         _check_module_name(self.name, module, "declares candidates of a module")
         kinds: dict[str, bool] = {}
         for is_class, names in ((False, functions), (True, classes)):
-            if isinstance(names, str):
-                names = [names]
-            for given in names:
+            for given in [names] if isinstance(names, str) else names:
                 name = check_candidate_name(given)
                 if name in kinds:
                     raise CoheriqTypeError(
@@ -321,9 +311,8 @@ class AccelerationDomain:
     def import_declaring_packages(self) -> dict[str, str | None]:
         """Import the subpackages named by :meth:`declare_package`: they declare.
 
-        Returns:
-            For each subpackage, None, or why its import failed (the exception
-            is caught, and the caller reports it with what it looked for).
+        Returns, for each subpackage, None, or why its import failed (the exception
+        is caught, and the caller reports it with what it looked for).
         """
         return {
             package: late_candidates.import_problem(package) for package in self.declaring_packages
@@ -391,18 +380,8 @@ class AccelerationDomain:
             given = obj if obj is not None else name
             if given is not None:
                 check_candidate_name(given)
-            return lambda target: self._marked_with(target, given, side_effects)
-        return self._marked_with(obj, name, side_effects)
-
-    def _marked_with(self, target: Any, name: str | None, side_effects: bool) -> Any:
-        marked = self._mark(target, name)
-        info = candidate_of(marked.__func__ if isinstance(marked, staticmethod) else marked)
-        if info is not None:
-            if side_effects:
-                self.comparisons.side_effects.add(info.name)
-            elif self._comparisons is not None:  # marked again (a reload), now without
-                self._comparisons.side_effects.discard(info.name)
-        return marked
+            return lambda target: self._mark(target, given, side_effects)
+        return self._mark(obj, name, side_effects)
 
     def register_comparison(
         self,
@@ -484,9 +463,9 @@ class AccelerationDomain:
             f"{listing(known)}."
         )
 
-    def _mark(self, target: Any, name: str | None) -> Any:
+    def _mark(self, target: Any, name: str | None, side_effects: bool) -> Any:
         if isinstance(target, staticmethod):  # a function marked inside a class body
-            return staticmethod(self._mark(target.__func__, name))
+            return staticmethod(self._mark(target.__func__, name, side_effects))
         if isinstance(target, classmethod):
             raise CoheriqTypeError(
                 f"Domain {self.name!r} cannot mark classmethod "
@@ -506,75 +485,10 @@ class AccelerationDomain:
                 f"{other.name!r} is already candidate {other.name!r} of domain "
                 f"{other.domain.name!r}; mark the original function or class only once."
             )
-        name = self._candidate_name(target, name)
-        run = registry.caller_run()
-        module = "?" if run is None else run.f_globals.get("__name__", "?")
-        return self._mark_for(target, name, module, run, always_redefine=False)
-
-    def _mark_for(
-        self, target: Any, name: str, module: str, run: Any, *, always_redefine: bool = True
-    ) -> Any:
-        """Mark ``target`` as candidate ``name``, bound in ``module`` by ``run`` (or None).
-
-        A name marked before is redefined: always (how :mod:`coheriq._outside`
-        marks, binding the names itself), else when its module runs again.
-        """
-        with self.state.lock:
-            earlier = self.state.candidates.get(name)
-            if earlier is not None and (
-                always_redefine or late_candidates.runs_again(earlier, module, run)
-            ):
-                return late_candidates.redefine(self, earlier, target, run)
-            return self._add_candidate(target, name, module, run)
-
-    def _add_candidate(self, target: Any, name: str, module: str, run: Any) -> Any:
-        """Make ``target`` the new candidate ``name``; call with the domain's lock held."""
-        earlier = self.state.candidates.get(name)
-        if earlier is not None:
-            raise CoheriqDomainError(
-                f"Domain {self.name!r} has a candidate named {name!r} already, marked by "
-                f"module {earlier.module!r}"
-                + ("" if earlier.module == module else f" (module {module!r} marks it now)")
-                + "; give the new one another name with acceleration_candidate(name=...)."
-                + (
-                    ""
-                    if earlier.module == module
-                    else " A candidate moved to another module needs a restart."
-                )
-            )
-        late_candidates.check_may_mark(self, name, target, module, run)
-        self.engines.check_overrides(name, target)  # engines written before it
-        info = CandidateInfo(self, name, target, module, run)
-        self._stand_in(info)
-        self.state.candidates[name] = info
-        self._kinds[name] = info.is_class
-        self._declared.pop(name, None)
-        if self.engines.reference is not None:
-            late_candidates.publish(self, name)
-        return info.proxy
-
-    def _stand_in(self, info: CandidateInfo) -> None:
-        """Set ``info.proxy``: a function's proxy, or the class rebuilt to dispatch construction."""
-        if not info.is_class:
-            info.proxy = self.state.switchboard.function_proxy(info)
-            return
-        # The machinery of marked classes, and what engines reach as self.<Class>,
-        # are imported with a library's first class, before anything changes: a
-        # signal handler that calls a candidate meanwhile finds no half-imported module.
-        from .._call.marked import mark_class
-        from .._engines import own_class  # noqa: F401 - see late_candidates.attribute
-
-        implementations: dict[type, EngineMeta | None] = {}
-        info.reference = info.proxy = mark_class(info, self.state.switchboard, implementations)
-        implementations[info.reference] = None
-        self.engines.implementations[info.name] = implementations
-        self.state.class_candidates.append(info)
-
-    def _candidate_name(self, target: Any, given: str | None) -> str:
-        """The name ``target`` is marked under: ``given``, else its ``__name__``."""
-        name = given if given is not None else getattr(target, "__name__", None)
+        if name is None:
+            name = getattr(target, "__name__", None)
         try:
-            return check_candidate_name(name)
+            name = check_candidate_name(name)
         except CoheriqTypeError:
             if self.materialized:  # what is wrong first: no name would do now
                 raise CoheriqDomainError(
@@ -589,6 +503,68 @@ class AccelerationDomain:
                     "acceleration_candidate(name='...')."
                 ) from None
             raise
+        run = registry.caller_run()
+        module = "?" if run is None else run.f_globals.get("__name__", "?")
+        marked = self._mark_for(target, name, module, run, always_redefine=False)
+        if side_effects:
+            self.comparisons.side_effects.add(name)
+        elif self._comparisons is not None:  # marked again (a reload), now without
+            self._comparisons.side_effects.discard(name)
+        return marked
+
+    def _mark_for(
+        self, target: Any, name: str, module: str, run: Any, *, always_redefine: bool = True
+    ) -> Any:
+        """Mark ``target`` as candidate ``name``, bound in ``module`` by ``run`` (or None).
+
+        A name marked before is redefined: always (how :mod:`coheriq._outside`
+        marks, binding the names itself), else when its module runs again.
+        """
+        with self.state.lock:
+            earlier = self.state.candidates.get(name)
+            if earlier is not None:
+                moved = earlier.module != module
+                if always_redefine or (not moved and registry.ran_before(earlier.run, run)):
+                    return late_candidates.redefine(self, earlier, target, run)
+                raise CoheriqDomainError(
+                    f"Domain {self.name!r} has a candidate named {name!r} already, marked by "
+                    f"module {earlier.module!r}"
+                    + (f" (module {module!r} marks it now)" if moved else "")
+                    + "; give the new one another name with acceleration_candidate(name=...)."
+                    + (" A candidate moved to another module needs a restart." if moved else "")
+                )
+            late_candidates.check_may_mark(self, name, target, module, run)
+            self.engines.check_overrides(name, target)  # engines written before it
+            info = CandidateInfo(self, name, target, module, run)
+            self._stand_in(info, again=False)
+            self.state.candidates[name] = info
+            self._kinds[name] = info.is_class
+            self._declared.pop(name, None)
+            if self.engines.reference is not None:
+                late_candidates.publish(self, name)
+            return info.proxy
+
+    def _stand_in(self, info: CandidateInfo, *, again: bool) -> None:
+        """Make ``info.proxy`` stand for ``info.reference``: a function's proxy, or the class
+        rebuilt to dispatch construction; ``again`` for a candidate marked again."""
+        switchboard = self.state.switchboard
+        if not info.is_class:
+            if again:
+                switchboard.stand_in_again(info)
+            else:
+                info.proxy = switchboard.function_proxy(info)
+            return
+        # The machinery of marked classes, and what engines reach as self.<Class>,
+        # are imported with a library's first class, before anything changes: a
+        # signal handler that calls a candidate meanwhile finds no half-imported module.
+        from .._call.marked import mark_class
+        from .._engines import own_class  # noqa: F401 - see late_candidates.attribute
+
+        implementations = self.engines.implementations.setdefault(info.name, {})
+        info.reference = info.proxy = mark_class(info, switchboard, implementations)
+        implementations[info.reference] = None
+        if not again:
+            self.state.class_candidates.append(info)
 
     def materialize(self) -> EngineMeta:
         """Build and return the domain's reference class; call once, after the last candidate.
@@ -632,10 +608,7 @@ class AccelerationDomain:
     def require_reference(
         self, action: str, error: type[CoheriqDomainError] = CoheriqDomainError
     ) -> EngineMeta:
-        """Return the reference class, or raise ``error`` saying the domain is not materialized.
-
-        ``action`` is what the caller was about to do, for the message.
-        """
+        """The reference class, or ``error`` saying it is not made yet, before ``action``."""
         return self.engines.require_reference(action, error)
 
 

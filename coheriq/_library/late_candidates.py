@@ -26,7 +26,6 @@ __all__ = [
     "not_imported_note",
     "publish",
     "redefine",
-    "runs_again",
 ]
 
 
@@ -103,11 +102,6 @@ def publish(domain: Any, name: str) -> None:
     domain.scopes.refresh_looking()
 
 
-def runs_again(info: CandidateInfo, module: str, run: Any) -> bool:
-    """Whether ``run`` of ``module``, marking ``info``'s name, is the run that marked it, again."""
-    return info.module == module and registry.ran_before(info.run, run)
-
-
 def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
     """Make ``target`` the reference of candidate ``info``; return what stands at call sites.
 
@@ -124,19 +118,14 @@ def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
     earlier = info.reference
     info.reference = target
     try:
+        domain._stand_in(info, again=True)
         if info.is_class:
-            from .._call.marked import check_implementations, construct_directly, mark_class
+            from .._call.marked import check_implementations, construct_directly
 
-            implementations = domain.engines.implementations[info.name]
-            marked = mark_class(info, domain.state.switchboard, implementations)
-            implementations[marked] = None
-            info.proxy = info.reference = marked
             # The class marked before stays at call sites that kept it: it
             # dispatches like the new one, for good.
             construct_directly(earlier, False)
             check_implementations(earlier, True)
-        else:
-            domain.state.switchboard.stand_in_again(info)
     except BaseException:
         info.reference = earlier
         raise
