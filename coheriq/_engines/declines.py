@@ -416,8 +416,12 @@ class DecliningMethod:
             chain = descriptor.chain(args[0])
             return chain.after_decline(chain.steps[0].checked(reason), args[1:], kwargs)
 
+        # A class or a staticmethod is called alike for every instance: one Step serves.
+        alike = isinstance(function, (type, staticmethod))
+        fixed = Step(owner, name, function, None, owner, check) if alike else None
+
         def bound_per_call(instance: Any, *args: Any, **kwargs: Any) -> Any:
-            step = Step(owner, name, function, instance, type(instance), check)
+            step = fixed or Step(owner, name, function, instance, type(instance), check)
             value = step.run(*args, **kwargs)
             if type(value) is _Declined:
                 return declined(value.reason, (instance, *args), kwargs)
@@ -426,7 +430,7 @@ class DecliningMethod:
         # A plain function takes the instance first, as its check does: no binding per call.
         if type(function) is FunctionType:
             method = _trying(check if callable(check) else None, function, False, declined)
-        else:  # a staticmethod, classmethod or class: bound as its Step binds it
+        else:  # a classmethod's, or another descriptor's, Step binds it per call
             method = bound_per_call
         underlying = (
             function.__func__ if isinstance(function, (staticmethod, classmethod)) else function
