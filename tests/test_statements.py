@@ -443,17 +443,18 @@ def test_the_generator_needs_a_description_from_somewhere(installed):
 # -- the pytest plugin's header ------------------------------------------------------------
 
 
-def test_the_header_shows_what_a_named_engine_states_without_importing_it(installed, pytester):
+def test_the_run_shows_what_a_named_engine_states_without_importing_it(installed, pytester):
     pytester.makepyfile(
         test_it="""
         import sys
+        import stdom_lib
 
-        def test_nothing_imported():
-            assert "stdom_gpu" not in sys.modules and "stdom_lib" not in sys.modules
+        def test_no_engine_imported():
+            assert "stdom_gpu" not in sys.modules and "stdom_fast" not in sys.modules
         """
     )
-    # The library's variable names the engines: the header is written before the
-    # tests import the library, and reads the statements only.
+    # The library's variable names the engines: the domain's line, written after
+    # collection (the test module imports the library), reads their statements only.
     plugins = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *plugins, str(pytester.path)],
