@@ -230,11 +230,8 @@ def _load_each(
     start: bool = False,
     notes: dict[str, list[str]] | None = None,
 ) -> dict[str, str | None]:
-    """Load (with ``start``, also start) each engine on its own: name -> ``None``, or why not.
-
-    One at a time, so that a broken engine is reported beside the others instead of hiding
-    them. ``notes`` gets each loaded engine's warnings.
-    """
+    """Load (with ``start``, also start) each engine on its own, so that a broken one does not
+    hide the others: name -> ``None``, or why not. ``notes`` gets each one's warnings."""
     results: dict[str, str | None] = {}
     for name in names:
         try:
@@ -389,12 +386,9 @@ def _add_problem(results: dict[str, str | None], name: str, problem: str) -> Non
 def _check_statements(
     domain: AccelerationDomain, names: list[str], results: dict[str, str | None], every: bool
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """Compare the statement of each engine that loaded with its class.
-
-    A statement that cannot be read or disagrees is its engine's problem (after any other).
-    Returns ``(compared, orphans)``: each compared statement's JSON state; and, with
-    ``every``, engine -> the problem of each statement of an engine that does not exist.
-    """
+    """Compare the statement of each engine that loaded with its class (one that cannot be
+    read or disagrees is its engine's problem); return each compared statement's JSON state,
+    and with ``every``, the problem of each statement of an engine that does not exist."""
     statements = engine_statements(domain)
     states: dict[str, dict[str, Any]] = {}
     for name in names:
@@ -419,12 +413,8 @@ def _check_statements(
 
 
 def _check(args: argparse.Namespace) -> int:
-    """Load engines with strict signature checks, and report every problem.
-
-    The library's lazily imported modules are imported first, so that every engine is
-    checked against every candidate; then each engine is loaded (with ``--start``, started)
-    and its statement compared with its class.
-    """
+    """Import the library's lazily imported modules, then load (with ``--start``, start) each
+    engine with strict signature checks and compare its statement; report every problem."""
     os.environ[STRICT_ENV] = "1"  # engines defined from here on fail on a bad override
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CoheriqSignatureWarning)
@@ -572,11 +562,8 @@ def _description(cls: Any) -> str:
 
 
 def _needs_before(args: argparse.Namespace, domain: AccelerationDomain) -> str | None:
-    """The ``needs`` of the statement this one replaces: the output file's, else the installed.
-
-    The output file is read only where it is a regular file (never ``-o /dev/stdout`` into
-    a pipe, nor ``-o /dev/full``).
-    """
+    """The ``needs`` of the statement this one replaces: the output file's (where it is a
+    regular file, never ``-o /dev/stdout`` into a pipe), else the installed one's."""
     if args.output:
         said = read_statement_file(args.output, domain=domain.name, engine=args.engine)
         if said.problem is None:
@@ -591,11 +578,8 @@ def _needs_before(args: argparse.Namespace, domain: AccelerationDomain) -> str |
 def _leading_options(
     command: str, words: list[str], options: tuple[str, ...], what: str = ""
 ) -> list[tuple[str, str]]:
-    """Take ``--option VALUE`` and ``--option=VALUE`` of ``options`` off the front of ``words``.
-
-    ``run`` and ``verify`` end with another program's command line, which argparse would
-    take for its own: their options before it are read here.
-    """
+    """Take ``--option VALUE`` and ``--option=VALUE`` of ``options`` off the front of
+    ``words``: the options before another program's command line, which argparse would take."""
     taken = []
     while words and words[0].split("=")[0] in options:
         option, equals, value = words.pop(0).partition("=")
@@ -702,13 +686,9 @@ def _check_runnable(module: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run a program with libraries accelerated (``--engine LIB[:ENGINE]``), as ``python`` would.
-
-    Sets what the interpreter's start-up file and the libraries read (``COHERIQ_ACCELERATE``,
-    a library's ``<PREFIX>_ENGINE``), then replaces this process with the interpreter, given
-    this one's options and the program's words as they are. Returns only on Windows, which
-    has no ``exec``: the program's exit status.
-    """
+    """Set what the start-up file and the libraries read (``COHERIQ_ACCELERATE``, a library's
+    ``<PREFIX>_ENGINE``), then replace this process with ``python``, given this one's options
+    and the program's words; return only on Windows (no ``exec``), the program's status."""
     words = list(args.program)
     specs = []
     for _, text in _leading_options("run", words, ("--engine",), ", LIB or LIB:ENGINE"):
@@ -753,12 +733,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _name_in_environment(library: str, engine: str | None) -> bool:
-    """Set the variables that accelerate ``library`` on ``engine`` in the program's
-    interpreter; return whether it is accelerated from the outside (packages declare it).
-
-    For a library that adopted coheriq, its domain's variable names the engine, which must
-    exist; it starts at the program's first call.
-    """
+    """Set the variable that accelerates ``library`` on ``engine`` in the program (for a
+    library that adopted coheriq, its domain's, naming an engine that exists); return whether
+    it is accelerated from the outside."""
     from ._outside.activation import accelerate, accelerate_if_declared
 
     if accelerate_if_declared(library, engine):
@@ -938,10 +915,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fail(error: BaseException, as_json: bool) -> int:
-    """Report an error that stopped the command (also as JSON for --json); return 2.
-
-    On standard error it is one line (for logs and grep), wrapped only at a terminal.
-    """
+    """Report an error that stopped the command (also as JSON for --json); return 2. On
+    standard error it is one line (for logs and grep), wrapped only at a terminal."""
     if as_json:
         _json({"error": str(error), "kind": type(error).__name__})
     line = f"coheriq: error: {' '.join(str(error).split())}"

@@ -55,9 +55,8 @@ def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> E
     ['Hybrid', 'Gpu', 'Mpi', 'reference']
 
     Args:
-        domain: The domain or its name.
-        name: An engine name; ``None`` or :data:`~coheriq.REFERENCE` for the
-            reference class. An advertised engine is imported if needed.
+        name: An engine name (an advertised engine is imported if needed); ``None`` or
+            :data:`~coheriq.REFERENCE` for the reference class.
 
     Raises:
         CoheriqDomainNotFoundError: No such domain (a

@@ -77,10 +77,9 @@ def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> Non
     choice is made, a list behaves as the engine it would choose now.
 
     Args:
-        domain: The domain or its name.
         engine: An engine name, :data:`~coheriq.REFERENCE`, an
-            :class:`~coheriq.AccelerationEngine` or an engine class; or a list of
-            them, in order of preference.
+            :class:`~coheriq.AccelerationEngine` or an engine class; or a list of them, in
+            order of preference.
 
     Raises:
         CoheriqDomainNotFoundError: No such domain.
@@ -215,10 +214,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
     :class:`~coheriq.CoheriqScopeError`. As a decorator it is safe in any thread, and
     ``async def`` functions are scoped for the whole of each call.
 
-    Args:
-        domain: The domain or its name.
-        engine: An engine name, :data:`~coheriq.REFERENCE`, an
-            :class:`~coheriq.AccelerationEngine` or an engine class.
+    ``engine`` is as for :func:`enable_engine` (of a list, the first that starts here).
     """
 
     def __init__(self, domain: AccelerationDomain | str, engine: EngineChoice) -> None:
