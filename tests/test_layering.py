@@ -58,7 +58,7 @@ def test_the_parts_of_a_domain_never_import_the_domain() -> None:
     # A domain owns its engines, its global choice and its scopes; they reach it
     # through the object that owns them, never by importing its module.
     graph = _graph(typing=True)
-    parts = ("_engines.registry", "_choice.global_choice", "_choice.blocks", "_choice.records")
+    parts = ("_engines.registry", "_choice.global_choice", "_choice.blocks")
     for part in (*parts, "_engines.meta", "_call.proxy", "_call.marked"):
         assert "_library.domain" not in graph[part], f"coheriq.{part} imports the domain"
 

@@ -14,7 +14,7 @@ from _collections_abc import Sequence as _Sequence
 from .._call.proxy import candidate_of, code_flags_behind
 from .._choice.global_choice import Settlement
 from .._choice.ordered import after_chosen, first_that_starts
-from .._choice.records import live_scope
+from .._choice.blocks import live_scope
 from .._engines.meta import EngineMeta
 from .._library.domain import AccelerationDomain, all_domains, lookup_domain
 from .._names import REFERENCE, check_name
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from typing import Any, TypeAlias, TypeGuard, TypeVar
 
     from .._choice.ordered import Tried
-    from .._choice.records import Scope
+    from .._choice.blocks import Scope
 
     F = TypeVar("F", bound=Callable[..., Any])
     T = TypeVar("T")
