@@ -1,10 +1,9 @@
 """Running an engine and another implementation side by side: :func:`verify`.
 
-A verification is a watcher (:mod:`coheriq._library.observing`) carried like a block. Each
-call of a function candidate on the verified engine in a context it covers, where the other
-side runs other code, also runs the other side on a copy of the arguments; the two outcomes
-are compared by the library's rules and recorded. ``<PREFIX>_VERIFY`` turns one on for the
-whole process (:func:`from_environment`).
+A verification is a watcher (:mod:`coheriq._library.observing`) carried like a block: a call
+of a function candidate on the verified engine, where the other side runs other code, also
+runs the other side on a copy of the arguments, and the outcomes are compared by the library's
+rules. ``<PREFIX>_VERIFY`` turns one on for the whole process (:func:`from_environment`).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 import _thread
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from time import perf_counter_ns
 
@@ -33,6 +32,7 @@ from .._stdlib import (
     code_flags,
     leave_chain,
     outside_coheriq,
+    signature,
 )
 from ..exceptions import CoheriqTypeError
 from . import take_entry
@@ -46,12 +46,14 @@ from .verdicts import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
-    from typing import Any, Literal, TypeVar
+    from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
     from .._api.verbs import EngineLike
     from .._engines.meta import EngineMeta
 
     F = TypeVar("F", bound=Callable[..., Any])
+    P = ParamSpec("P")
+    R = TypeVar("R")
     OnMismatch = Literal["warn", "record", "raise"]
 
 __all__ = ["Verification", "register_comparison", "verify"]
@@ -87,14 +89,13 @@ class Verification:
         on_mismatch: OnMismatch = "warn",
         examples: int = 3,
     ) -> None:
-        _check_options(rtol, atol, every, budget, on_mismatch, examples)
-        if not isinstance(domain, (AccelerationDomain, str)):
-            lookup_domain(domain)  # raises the error that explains what a domain is
-        self.domain = domain
-        self.engine, self.against = engine, against
+        self.domain, self.engine, self.against = domain, engine, against
         self.rtol, self.atol, self.every, self.budget = rtol, atol, every, budget
         self.on_mismatch: OnMismatch = on_mismatch
         self.examples = examples
+        _check_options(self)
+        if not isinstance(domain, (AccelerationDomain, str)):
+            lookup_domain(domain)  # raises the error that explains what a domain is
         self._name = domain if isinstance(domain, str) else domain.name
         self._engine_name = engine if isinstance(engine, str) else None
         self._against_name = against if isinstance(against, str) else None
@@ -230,53 +231,22 @@ class Verification:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         chain: declines.Chain | None = None,
+        awaited: bool = False,
     ) -> Any:
         """Run ``member`` (the engine's) for the program, then the other side to compare.
 
         ``chain``: the :class:`~coheriq._engines.declines.Chain` that ``member``
-        runs, where its implementation may decline.
+        runs, where its implementation may decline. ``awaited``: for an ``async
+        def`` candidate, return an awaitable that awaits each side in turn.
         """
         call = self._prepare(domain, name, args, kwargs, chain)
         if call is None:
             return member(*args, **kwargs)
-        try:
-            with self._engine_side(call):
-                result = member(*args, **kwargs)
-        except Exception as error:
-            with self._other_side(domain, guarded=True) as (members, guard):
-                other = _outcome(members[name], call.theirs, guard)
-            self._judge(call, other, error=error)
-            raise
-        with self._other_side(domain, guarded=True) as (members, guard):
-            other = _outcome(members[name], call.theirs, guard)
-        self._judge(call, other, result=result)
-        return result
-
-    async def call_async(
-        self,
-        domain: AccelerationDomain,
-        name: str,
-        member: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        chain: declines.Chain | None = None,
-    ) -> Any:
-        """:meth:`call` for an ``async def`` candidate: each side's coroutine is awaited."""
-        call = self._prepare(domain, name, args, kwargs, chain)
-        if call is None:
-            return await member(*args, **kwargs)
-        try:
-            with self._engine_side(call):
-                result = await member(*args, **kwargs)
-        except Exception as error:
-            with self._other_side(domain, guarded=True) as (members, guard):
-                other = await _outcome_async(members[name], call.theirs, guard)
-            self._judge(call, other, error=error)
-            raise
-        with self._other_side(domain, guarded=True) as (members, guard):
-            other = await _outcome_async(members[name], call.theirs, guard)
-        self._judge(call, other, result=result)
-        return result
+        if awaited:
+            return call.awaiting(member)
+        with call:
+            call.result = member(*args, **kwargs)
+        return call.result
 
     def _prepare(
         self,
@@ -326,36 +296,9 @@ class Verification:
             else:
                 with self._lock:
                     self._spent_ns += perf_counter_ns() - started
-                mine = (args, kwargs)
-                return _Call(
-                    domain, name, chain, row, number, mine, theirs, summarize(args, kwargs)
-                )
-        with self._lock:
-            row.not_compared += 1
-        self._note(row, skip)
+                return _Call(self, domain, name, chain, row, number, (args, kwargs), theirs)
+        self._note(row, skip, compared=False)
         return None
-
-    @contextmanager
-    def _engine_side(self, call: _Call) -> Iterator[None]:
-        """The engine's run of ``call``, timed; the calls made in it are part of it.
-
-        Where the call's own chain declined it, who answered is counted (not a
-        decline of a call made inside it, which sets the same variable).
-        """
-        inside = _inside.set(_inside.get() | {call.domain.name})
-        who = declines.answered.set(None)
-        started = perf_counter_ns()
-        try:
-            yield
-        finally:
-            call.engine_ns = perf_counter_ns() - started
-            _inside.reset(inside)
-            answered = declines.answered.get()
-            declines.answered.reset(who)
-            if answered is not None and answered[0] is call.chain:
-                with self._lock:
-                    counts = call.row.answered
-                    counts[answered[1]] = counts.get(answered[1], 0) + 1
 
     @contextmanager
     def _other_side(
@@ -376,31 +319,25 @@ class Verification:
             found.scopes.exit(scope)
             observing.quiet.reset(quiet)
 
-    def _judge(
-        self,
-        call: _Call,
-        other: _Outcome,
-        *,
-        result: Any = None,
-        error: BaseException | None = None,
-    ) -> None:
-        """Compare the two outcomes of ``call``, record them, and warn or raise as told."""
+    def _judge(self, call: _Call, other: _Outcome, error: BaseException | None) -> None:
+        """Compare the two outcomes of ``call`` (``error``: what the engine raised), record
+        them, and warn or raise as told."""
         row = call.row
         if other.stopped_at is not None:
             with self._lock:
                 self._spent_ns += other.nanoseconds
-                row.not_compared += 1
             self._note(
                 row,
                 f"the other side reached {other.stopped_at}, marked with side effects: it "
                 "was stopped there, so that the candidate does not run twice, and the call "
                 "was not compared",
+                compared=False,
             )
             return
         started = perf_counter_ns()
         quiet = observing.quiet.set(True)
         try:
-            difference, one_sided, opaque = self._difference(call, result, error, other)
+            difference, one_sided, opaque = self._difference(call, error, other)
         finally:
             observing.quiet.reset(quiet)
         with self._lock:
@@ -441,7 +378,7 @@ class Verification:
             warnings.warn(message, CoheriqVerificationWarning, stacklevel=outside_coheriq()[1])
 
     def _difference(
-        self, call: _Call, result: Any, error: BaseException | None, other: _Outcome
+        self, call: _Call, error: BaseException | None, other: _Outcome
     ) -> tuple[str | None, bool, bool]:
         """How the two outcomes differ (None where they agree), whether one side raised,
         and whether the results compare by identity only (so were not compared)."""
@@ -459,7 +396,7 @@ class Verification:
         skipped: list[str] = []
         try:
             found = comparisons.difference(
-                call.name, result, other.result, rtol=rtol, atol=atol, skipped=skipped
+                call.name, call.result, other.result, rtol=rtol, atol=atol, skipped=skipped
             )
         except CoheriqTypeError:
             raise  # a library's compare that answered neither a bool nor a sentence
@@ -485,26 +422,34 @@ class Verification:
                 found = f"comparing the arguments after the call raised {_exception(failure)}"
         return found, False, bool(skipped)
 
-    def _note(self, row: VerificationRow, note: str) -> None:
-        """Keep ``note`` in ``row``, once per kind (what it says before its first colon)."""
+    def _note(self, row: VerificationRow, note: str, *, compared: bool = True) -> None:
+        """Keep ``note`` in ``row``, once per kind (what it says before its first colon);
+        not ``compared``: the call it explains ran on the engine alone."""
         kind = note.split(":")[0]
         with self._lock:
+            if not compared:
+                row.not_compared += 1
             if all(kept.split(":")[0] != kind for kept in row.notes):
                 row.notes.append(note)
 
 
-def verify(
-    domain: AccelerationDomain | str,
-    engine: EngineLike,
-    against: EngineLike = REFERENCE,
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
-    every: int = 1,
-    budget: float | None = None,
-    on_mismatch: OnMismatch = "warn",
-    examples: int = 3,
-) -> Verification:
+def _parameters_of(source: Callable[P, object]) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """Show the decorated function, which hands its arguments on to ``source``, with its own
+    leading parameters, then ``source``'s (less ``self``), and its own return annotation:
+    to :func:`inspect.signature`, :func:`help` and type checkers."""
+
+    def shown(fn: Callable[..., R]) -> Callable[P, R]:
+        own = signature(fn)
+        leading = [p for p in own.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+        rest = [p for name, p in signature(source).parameters.items() if name != "self"]
+        fn.__signature__ = own.replace(parameters=[*leading, *rest])  # type: ignore[attr-defined]
+        return fn
+
+    return shown
+
+
+@_parameters_of(Verification)
+def verify(*args: Any, **kwargs: Any) -> Verification:
     """Run calls on ``engine`` and on ``against`` side by side, and compare their results.
 
     >>> doc = coheriq.AccelerationDomain("doc_verify")
@@ -581,29 +526,18 @@ def verify(
         CoheriqTypeError: An option is out of range, or both sides are one engine.
         CoheriqEngineNotFoundError: On entry, either engine does not exist.
     """
-    return Verification(
-        domain,
-        engine,
-        against,
-        rtol=rtol,
-        atol=atol,
-        every=every,
-        budget=budget,
-        on_mismatch=on_mismatch,
-        examples=examples,
-    )
+    return Verification(*args, **kwargs)
 
 
-def register_comparison(
-    domain: AccelerationDomain | str,
-    target: type | Callable[..., Any] | str,
-    *,
-    convert: Callable[[Any], Any] | None = None,
-    compare: Callable[[Any, Any], bool | str] | None = None,
-    copy: Callable[[Any], Any] | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
-) -> None:
+def _domain_first(
+    method: Callable[Concatenate[AccelerationDomain, P], R],
+) -> Callable[[Callable[..., R]], Callable[Concatenate[AccelerationDomain | str, P], R]]:
+    """:func:`_parameters_of` a domain's method, for a function that takes the domain first."""
+    return _parameters_of(method)  # type: ignore[arg-type]  # the domain: a name too
+
+
+@_domain_first(AccelerationDomain.register_comparison)
+def register_comparison(domain: AccelerationDomain | str, *args: Any, **kwargs: Any) -> None:
     """Say how a verification compares ``domain``'s values: for an engine's author.
 
     The same rule, with the same options, as
@@ -631,9 +565,7 @@ def register_comparison(
         CoheriqTypeError: As for
             :meth:`~coheriq.AccelerationDomain.register_comparison`.
     """
-    lookup_domain(domain).register_comparison(
-        target, convert=convert, compare=compare, copy=copy, rtol=rtol, atol=atol
-    )
+    lookup_domain(domain).register_comparison(*args, **kwargs)
 
 
 def carried() -> tuple[Verification, ...]:
@@ -650,35 +582,78 @@ def active_verification(domain: Any) -> Verification | None:
 
 
 class _Call:
-    """A call to compare: where it runs, its row and number, both sides' arguments."""
-
-    __slots__ = (
-        "arguments",
-        "chain",
-        "domain",
-        "engine_ns",
-        "mine",
-        "name",
-        "number",
-        "row",
-        "theirs",
-    )
+    """A call to compare, entered around the engine's run of it (``async with`` for an
+    ``async def`` candidate): the block sets :attr:`result`; leaving it runs the other side
+    on its copy of the arguments and judges the two. The calls made in the block are part
+    of it; where the call's own chain declined it, who answered is counted (not a decline
+    of a call made inside it, which sets the same variable)."""
 
     def __init__(
         self,
+        verification: Verification,
         domain: AccelerationDomain,
         name: str,
         chain: declines.Chain | None,
         row: VerificationRow,
         number: int,
-        mine: tuple[Any, Any],
+        mine: tuple[tuple[Any, ...], dict[str, Any]],
         theirs: tuple[Any, Any],
-        arguments: str,
     ) -> None:
-        self.domain, self.name, self.chain, self.row, self.number = domain, name, chain, row, number
-        self.mine, self.theirs = mine, theirs
-        self.arguments = arguments  # summarized before either side ran
+        self.verification, self.domain, self.name, self.chain = verification, domain, name, chain
+        self.row, self.number, self.mine, self.theirs = row, number, mine, theirs
+        self.arguments = summarize(*mine)  # before either side ran
+        self.result: Any = None  # the engine's
         self.engine_ns = 0  # how long the engine's run took, once it ended
+
+    def __enter__(self) -> None:
+        self._inside = _inside.set(_inside.get() | {self.domain.name})
+        self._answered = declines.answered.set(None)
+        self._started = perf_counter_ns()
+
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> None:
+        with suppress(StopIteration):
+            self._leave(error, awaited=False).send(None)  # nothing in it suspends: it ends
+
+    async def __aenter__(self) -> None:
+        self.__enter__()
+
+    async def __aexit__(self, kind: Any, error: BaseException | None, traceback: Any) -> None:
+        await self._leave(error, awaited=True)
+
+    async def awaiting(self, member: Callable[..., Any]) -> Any:
+        async with self:
+            self.result = await member(*self.mine[0], **self.mine[1])
+        return self.result
+
+    async def _leave(self, error: BaseException | None, awaited: bool) -> None:
+        """The end of the engine's run (``error``: what it raised); then, unless that was
+        no :class:`Exception`, the other side's run and the judgement."""
+        self.engine_ns = perf_counter_ns() - self._started
+        _inside.reset(self._inside)
+        answered = declines.answered.get()
+        declines.answered.reset(self._answered)
+        verification = self.verification
+        if answered is not None and answered[0] is self.chain:
+            with verification._lock:
+                counts = self.row.answered
+                counts[answered[1]] = counts.get(answered[1], 0) + 1
+        if error is None or isinstance(error, Exception):
+            verification._judge(self, await self._outcome(awaited), error)
+
+    async def _outcome(self, awaited: bool) -> _Outcome:
+        """What the other side returns or raises on its copy of the arguments, and how long
+        it took."""
+        with self.verification._other_side(self.domain, guarded=True) as (members, guard):
+            started = perf_counter_ns()
+            try:
+                result = members[self.name](*self.theirs[0], **self.theirs[1])
+                if awaited:
+                    result = await result
+            except _Stop:
+                result = None
+            except Exception as error:
+                return _Outcome(None, error, perf_counter_ns() - started, guard)
+            return _Outcome(result, None, perf_counter_ns() - started, guard)
 
 
 class _Outcome:
@@ -692,32 +667,6 @@ class _Outcome:
     ) -> None:
         self.result, self.error, self.nanoseconds = result, error, nanoseconds
         self.stopped_at = guard.reached
-
-
-def _outcome(member: Callable[..., Any], theirs: tuple[Any, Any], guard: _Guard) -> _Outcome:
-    """What ``member`` returns or raises on the other side's arguments, and how long it took."""
-    started = perf_counter_ns()
-    try:
-        result = member(*theirs[0], **theirs[1])
-    except _Stop:
-        result = None
-    except Exception as error:
-        return _Outcome(None, error, perf_counter_ns() - started, guard)
-    return _Outcome(result, None, perf_counter_ns() - started, guard)
-
-
-async def _outcome_async(
-    member: Callable[..., Any], theirs: tuple[Any, Any], guard: _Guard
-) -> _Outcome:
-    """:func:`_outcome` for an ``async def`` candidate: the coroutine is awaited."""
-    started = perf_counter_ns()
-    try:
-        result = await member(*theirs[0], **theirs[1])
-    except _Stop:
-        result = None
-    except Exception as error:
-        return _Outcome(None, error, perf_counter_ns() - started, guard)
-    return _Outcome(result, None, perf_counter_ns() - started, guard)
 
 
 class _Stop(BaseException):
@@ -796,7 +745,7 @@ class _Checked(observing.View):
         if code_flags(info.reference) & CO_COROUTINE:
 
             async def verified_coroutine(*args: Any, **kwargs: Any) -> Any:
-                return await verification.call_async(domain, name, member, args, kwargs, chain)
+                return await verification.call(domain, name, member, args, kwargs, chain, True)
 
             return verified_coroutine
 
@@ -855,28 +804,28 @@ def _verifying(domain: AccelerationDomain) -> Callable[[Any], Any]:
     return wrap
 
 
-def _check_options(
-    rtol: object, atol: object, every: object, budget: object, on_mismatch: object, examples: object
-) -> None:
+def _check_options(verification: Verification) -> None:
     def number(value: object) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        return value is None or (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        )
 
-    def whole(value: object, least: int) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= least
+    def whole(least: int) -> Callable[[object], bool]:
+        return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= least
 
+    rules: dict[str, tuple[str, Callable[[Any], bool]]] = {
+        "rtol": ("a number of at least 0", number),
+        "atol": ("a number of at least 0", number),
+        "every": ("a whole number of at least 1", whole(1)),
+        "budget": ("a number of seconds, at least 0", number),
+        "on_mismatch": ("'warn', 'record' or 'raise'", ("warn", "record", "raise").__contains__),
+        "examples": ("a whole number of at least 0", whole(0)),
+    }
     problems = []
-    if rtol is not None and not number(rtol):
-        problems.append(f"rtol is a number of at least 0, not {rtol!r}")
-    if atol is not None and not number(atol):
-        problems.append(f"atol is a number of at least 0, not {atol!r}")
-    if not whole(every, 1):
-        problems.append(f"every is a whole number of at least 1, not {every!r}")
-    if budget is not None and not number(budget):
-        problems.append(f"budget is a number of seconds, at least 0, not {budget!r}")
-    if on_mismatch not in ("warn", "record", "raise"):
-        problems.append(f"on_mismatch is 'warn', 'record' or 'raise', not {on_mismatch!r}")
-    if not whole(examples, 0):
-        problems.append(f"examples is a whole number of at least 0, not {examples!r}")
+    for name, (what, valid) in rules.items():
+        value = getattr(verification, name)
+        if not valid(value):
+            problems.append(f"{name} is {what}, not {value!r}")
     if problems:
         raise CoheriqTypeError("coheriq.verify: " + "; ".join(problems) + ".")
 
@@ -984,16 +933,12 @@ def _end() -> None:
     import gc
     import io
 
-    for obj in gc.get_objects():
+    for obj in [*gc.get_objects(), sys.stdout, sys.stderr]:
         try:
-            if isinstance(obj, io.IOBase) and not obj.closed:
+            stream = obj is sys.stdout or obj is sys.stderr or isinstance(obj, io.IOBase)
+            if stream and not getattr(obj, "closed", False):
                 obj.flush()
         except Exception:  # a file that cannot be flushed is left as it is
-            continue
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
             continue
     os._exit(1)  # as `coheriq verify` does
 
