@@ -34,11 +34,11 @@ __all__ = [
     "Switchboard",
     "bound_elsewhere",
     "candidate_of",
+    "code_flags_behind",
     "innermost_function",
     "mark_in_place",
     "not_in_place",
     "proxy_implementation",
-    "update_proxy",
 ]
 
 _freed: list[_Forget] = []  # copies freed since the last Switchboard.retire()
@@ -51,6 +51,8 @@ _COMPILED_CONSTRUCTS = sys.version_info < (3, 13)
 _SWAP_CODE = _environ.get("COHERIQ_SWAP_CODE", "1") != "0"
 
 _IN_PLACE: dict[int, tuple[Any, Any]] = {}  # see mark_in_place: id -> (copy, original)
+
+_NAMES = ("__module__", "__name__", "__qualname__", "__doc__")  # a proxy's, from its candidate
 
 
 def proxy_implementation() -> str:
@@ -202,12 +204,9 @@ def not_in_place(function: Any) -> str | None:
     if not _SWAP_CODE:
         return "COHERIQ_SWAP_CODE=0 turns off the code-swapped functions, which that needs"
     why = not_swappable(function)
-    if why is not None:
-        return why
-    info = candidate_of(function)
-    if info is not None:
-        return f"it stands for candidate {info.name!r} of domain {info.domain.name!r} already"
-    return None
+    if why is None and (info := candidate_of(function)) is not None:
+        why = f"it stands for candidate {info.name!r} of domain {info.domain.name!r} already"
+    return why
 
 
 def mark_in_place(mark: Callable[[Any], Any], function: Any, wrapper: Any) -> CandidateInfo:
@@ -239,17 +238,14 @@ def code_flags_behind(fn: object) -> int:
 def _mark_coroutine_function(proxy: Callable[..., Any]) -> None:
     """Let ``inspect.iscoroutinefunction`` (3.12+; else asyncio's) see an ``async def``
     candidate through its proxy, a plain function that returns the coroutine."""
-    import inspect  # only for async candidates, at the library's import
+    if sys.version_info >= (3, 12):
+        import inspect  # only for async candidates, at the library's import
 
-    mark = getattr(inspect, "markcoroutinefunction", None)
-    if mark is not None:
-        mark(proxy)
-        return
-    import asyncio.coroutines  # a library with async candidates runs asyncio anyway
+        inspect.markcoroutinefunction(proxy)
+    else:
+        import asyncio.coroutines  # a library with async candidates runs asyncio anyway
 
-    marker = getattr(asyncio.coroutines, "_is_coroutine", None)
-    if marker is not None:
-        proxy._is_coroutine = marker  # type: ignore[attr-defined]
+        proxy._is_coroutine = asyncio.coroutines._is_coroutine  # type: ignore[attr-defined]
 
 
 class Switchboard:
@@ -304,10 +300,8 @@ class Switchboard:
         if swapped is not None:
             slot = self._slot(info.name)
             self._swapped[slot] = swapped
-            swapped.cell.value = self._slot_value(slot, info.name)
-            if self.runs_directly:
-                swapped.run(swapped.cell.value)
-            else:
+            self._write(slot, self._slot_value(slot, info.name))
+            if not self.runs_directly:
                 self._generic.append(swapped)
         return proxy
 
@@ -343,12 +337,8 @@ class Switchboard:
             return None
         dispatcher = None
         if _set_dispatcher is not None:  # calls that look go through it, from C
-            slot = self._slot(info.name)
-            self._slot_value(slot, info.name)
             fn = info.reference
-            dispatcher = self._compiled_proxy(
-                info.name, slot, fn.__name__, fn.__qualname__, receiver=False
-            )
+            dispatcher = self._compiled_proxy(info.name, fn.__name__, fn.__qualname__, False)
         try:
             return SwappedProxy(info.reference, info.name, self._swap_board, dispatcher, function)
         except ValueError as error:  # free variables this Python cannot mirror
@@ -379,7 +369,7 @@ class Switchboard:
         """Give ``proxy`` what makes it the candidate for Python's tools (names, docs,
         attributes, annotations, ``__wrapped__``) and the candidate itself."""
         fn = info.reference
-        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+        for attr in _NAMES:
             try:
                 setattr(proxy, attr, getattr(fn, attr))
             except (AttributeError, TypeError):
@@ -420,10 +410,10 @@ class Switchboard:
         with the parameters of ``signature_of`` (a :class:`Method`: less the first), at
         the file and line of code object ``where``; ``receiver``: a first parameter
         that is not passed on (the class, for a metaclass's ``__call__``)."""
+        if _compiled is not None and (receiver is None or _COMPILED_CONSTRUCTS):
+            return self._compiled_proxy(candidate, defname, qualname, receiver is not None)
         slot = self._slot(candidate)
         self._slot_value(slot, candidate)
-        if _compiled is not None and (receiver is None or _COMPILED_CONSTRUCTS):
-            return self._compiled_proxy(candidate, slot, defname, qualname, receiver is not None)
         exact = parameter_lists(signature_of)
         params, args = exact or ("*args, **kwargs", "*args, **kwargs")
         if receiver is not None:
@@ -455,12 +445,13 @@ class Switchboard:
         return proxy
 
     def _compiled_proxy(
-        self, candidate: str, slot: str, defname: str, qualname: str, receiver: bool
+        self, candidate: str, defname: str, qualname: str, receiver: bool
     ) -> Callable[..., Any]:
         """The compiled proxy of ``candidate``: it passes the caller's arguments on as they are."""
+        slot = self._slot(candidate)
         cell = self._cells.get(slot)
         if cell is None:
-            cell = self._cells[slot] = _compiled.Cell(self.namespace[slot])
+            cell = self._cells[slot] = _compiled.Cell(self._slot_value(slot, candidate))
         proxy: Callable[..., Any] = _compiled.Proxy(self._board, cell, candidate, receiver)
         proxy.__name__, proxy.__qualname__ = defname, qualname
         return proxy
@@ -550,23 +541,18 @@ class Switchboard:
     def _write(self, key: str, value: Any) -> None:
         """Set the namespace's ``key``, and the copies of it other proxies read."""
         self.namespace[key] = value
-        if key == self._scoped:
-            self._swap_board.scoped = value
-        elif key == self._current:
-            self._swap_board.current = value
-        else:
-            swapped = self._swapped.get(key)
-            if swapped is not None:
-                swapped.cell.value = value
-                if self.runs_directly:
-                    swapped.run(value)
-        if self._board is None:
+        field = "scoped" if key == self._scoped else "current" if key == self._current else None
+        if field is not None:
+            setattr(self._swap_board, field, value)
+            if self._board is not None:
+                setattr(self._board, field, value)
             return
-        if key == self._scoped:
-            self._board.scoped = value
-        elif key == self._current:
-            self._board.current = value
-        elif key in self._cells:
+        swapped = self._swapped.get(key)
+        if swapped is not None:
+            swapped.cell.value = value
+            if self.runs_directly:
+                swapped.run(value)
+        if key in self._cells:
             self._cells[key].value = value
 
     def _read_variable(self, variable: Any) -> None:
@@ -636,7 +622,7 @@ def update_proxy(proxy: Any, fresh: Any) -> None:
             proxy.__type_params__ = fresh.__type_params__
     else:  # the compiled proxy
         proxy._coheriq_take_over(fresh)
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+    for attr in _NAMES:
         setattr(proxy, attr, getattr(fresh, attr))
     proxy.__dict__ = dict(fresh.__dict__)
     carry_annotations(proxy, fresh.__wrapped__)

@@ -104,8 +104,7 @@ class Defaults:
         # Named as a function's: where the function is being freed, its weak reference
         # is dead and this stands for it. A copy of the dict, which may change in place.
         self.__defaults__: tuple[Any, ...] | None = getattr(reference, "__defaults__", None)
-        kwdefaults = getattr(reference, "__kwdefaults__", None)
-        self.__kwdefaults__ = dict(kwdefaults) if kwdefaults else None
+        self.__kwdefaults__ = _kwdefaults(reference) or None
         # What the trampoline compares: the ids of the defaults, then of the keyword-only
         # ones' names and values (held here, so the ids stay theirs); exact() decides.
         self.none: dict[str, Any] = {}
@@ -359,14 +358,13 @@ def _make(
         _MAP: map,
     }
     where = getattr(reference, "__code__", None)
-    changes: dict[str, Any] = {
-        "co_consts": tuple(_put(c, objects) for c in template.co_consts),
-        "co_name": defname,
-        "co_filename": getattr(where, "co_filename", f"<coheriq trampoline of {name}>"),
-        "co_firstlineno": getattr(where, "co_firstlineno", 1),
-        "co_qualname": getattr(reference, "__qualname__", name),
-    }
-    return template.replace(**changes)
+    return template.replace(
+        co_consts=tuple(_put(c, objects) for c in template.co_consts),
+        co_name=defname,
+        co_filename=getattr(where, "co_filename", f"<coheriq trampoline of {name}>"),
+        co_firstlineno=getattr(where, "co_firstlineno", 1),
+        co_qualname=getattr(reference, "__qualname__", name),
+    )
 
 
 # The parameters of a trampoline that takes any arguments.

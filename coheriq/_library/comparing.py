@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
+    _Pairs = Iterable[tuple[str, Any, Any]]  # (where, mine, other)
+
 __all__ = ["ComparisonRule", "Comparisons", "SharedSource", "summarize"]
 
 DEFAULT_RTOL = 1e-9
@@ -173,7 +175,7 @@ class Comparisons:
                 mine, other = rule.convert(mine), rule.convert(other)
             if rule.compare is not None:
                 return _verdict(rule.compare(mine, other), "result", mine, other)
-        return self._differ(mine, other, "result", tolerances, 0, skipped=skipped)
+        return self._differ(mine, other, "result", tolerances, 0, skipped)
 
     def arguments_difference(
         self,
@@ -204,8 +206,7 @@ class Comparisons:
         where: str,
         tolerances: tuple[float, float],
         depth: int,
-        *,
-        skipped: list[str] | None = None,
+        skipped: list[str] | None,
     ) -> str | None:
         mine_rule, other_rule = self.rule_for(mine), self.rule_for(other)
         for rule in (mine_rule, other_rule):
@@ -225,9 +226,8 @@ class Comparisons:
                 return _numbers_differ(mine, other, where, *tolerances)
             mine_items, other_items = _items(mine), _items(other)
             if mine_items is not None and other_items is not None:
-                return self._items_differ(
-                    mine_items, other_items, where, tolerances, depth, skipped=skipped
-                )
+                shape, pairs = _item_pairs(mine_items, other_items, where)
+                return shape or self._pairs_differ(pairs, tolerances, depth + 1, skipped)
         if mine is not other and _identity_only_alike(mine, other):
             # Two sides' such objects are never equal: said, not counted as a
             # difference. One against anything else (None against a number: a
@@ -237,44 +237,16 @@ class Comparisons:
             return None
         return _equality(mine, other, where)
 
-    def _items_differ(
-        self,
-        mine: Sequence[Any] | dict[Any, Any],
-        other: Sequence[Any] | dict[Any, Any],
-        where: str,
-        tolerances: tuple[float, float],
-        depth: int,
-        *,
-        skipped: list[str] | None = None,
-    ) -> str | None:
-        if isinstance(mine, dict) != isinstance(other, dict):
-            return f"{where}: a mapping on one side and a sequence on the other"
-        if isinstance(mine, dict) and isinstance(other, dict):
-            if mine.keys() != other.keys():
-                only = sorted(map(repr, mine.keys() ^ other.keys()))[:5]
-                return f"{where}: the keys differ ({', '.join(only)} on one side only)"
-            pairs: Iterable[tuple[str, Any, Any]] = (
-                (f"{where}[{key!r}]", mine[key], other[key]) for key in mine
-            )
-        elif len(mine) != len(other):
-            return f"{where}: {len(mine)} items, against {len(other)}"
-        else:
-            pairs = (
-                (f"{where}[{index}]", a, b)
-                for index, (a, b) in enumerate(zip(mine, other))  # noqa: B905 -- lengths checked
-            )
-        return self._pairs_differ(pairs, tolerances, depth + 1, skipped)
-
     def _pairs_differ(
         self,
-        pairs: Iterable[tuple[str, Any, Any]],
+        pairs: _Pairs,
         tolerances: tuple[float, float],
         depth: int,
         skipped: list[str] | None,
     ) -> str | None:
         """The first difference among ``(where, mine, other)`` pairs, or None."""
         for where, a, b in pairs:
-            found = self._differ(a, b, where, tolerances, depth, skipped=skipped)
+            found = self._differ(a, b, where, tolerances, depth, skipped)
             if found:
                 return found
         return None
@@ -378,6 +350,21 @@ def _items(value: Any) -> Sequence[Any] | dict[Any, Any] | None:
             return None
         return items if isinstance(items, (list, dict)) else [items]
     return None
+
+
+def _item_pairs(mine: Any, other: Any, where: str) -> tuple[str | None, _Pairs]:
+    """How two containers' shapes differ, or None and their items paired by key or index."""
+    if isinstance(mine, dict) != isinstance(other, dict):
+        return f"{where}: a mapping on one side and a sequence on the other", ()
+    if isinstance(mine, dict):
+        if mine.keys() != other.keys():
+            only = sorted(map(repr, mine.keys() ^ other.keys()))[:5]
+            return f"{where}: the keys differ ({', '.join(only)} on one side only)", ()
+        return None, ((f"{where}[{key!r}]", mine[key], other[key]) for key in mine)
+    if len(mine) != len(other):
+        return f"{where}: {len(mine)} items, against {len(other)}", ()
+    pairs = enumerate(zip(mine, other))  # noqa: B905 -- lengths checked
+    return None, ((f"{where}[{index}]", a, b) for index, (a, b) in pairs)
 
 
 def _identity_only_alike(mine: Any, other: Any) -> bool:

@@ -602,7 +602,8 @@ class AccelerationDomain:
             reference = self.engines.reference = EngineMeta("reference", (), namespace)
             self._materialized_by = run
         if self.env_prefix and os.environ.get(f"{self.env_prefix}_VERIFY", "").strip():
-            observing.materialized(self)  # a verification of the whole process
+            for hook in list(observing.on_materialized):  # a verification of the whole process
+                hook(self)
         return reference
 
     def require_reference(

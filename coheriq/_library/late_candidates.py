@@ -8,8 +8,10 @@ reference class, the engines, the settled choice and the open blocks see it.
 
 from __future__ import annotations
 
+import sys
+
 from .._stdlib import TYPE_CHECKING
-from ..exceptions import CoheriqDomainError, CoheriqTypeError, did_you_mean, listing
+from ..exceptions import CoheriqDomainError, CoheriqError, CoheriqTypeError, did_you_mean, listing
 from . import registry
 
 if TYPE_CHECKING:
@@ -51,15 +53,10 @@ class Declared:
     __slots__ = ("domain", "is_class", "module", "name")
 
     def __init__(self, domain: Any, name: str, module: str, is_class: bool) -> None:
-        self.domain = domain
-        self.name = name
-        self.module = module
-        self.is_class = is_class
+        self.domain, self.name, self.module, self.is_class = domain, name, module, is_class
 
     def __get__(self, engine: Any, owner: Any = None) -> Any:
         import importlib  # only when a declared candidate is first needed
-
-        from ..exceptions import CoheriqError
 
         try:
             importlib.import_module(self.module)
@@ -141,7 +138,7 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
     Before materialize() any module may; after it, only as declared, or a module
     that marked candidates before and runs again.
     """
-    declared = domain._declared.get(name)
+    declared = domain.not_imported.get(name)
     if declared is not None:
         if declared != module:
             raise CoheriqDomainError(
@@ -149,8 +146,8 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
                 f"which the domain declares in module {declared!r}. Mark it there, or "
                 "correct the declaration."
             )
-        if isinstance(target, type) != domain._kinds[name]:
-            kind = "class" if domain._kinds[name] else "function"
+        if isinstance(target, type) != domain.candidate_kinds[name]:
+            kind = "class" if domain.candidate_kinds[name] else "function"
             raise CoheriqTypeError(
                 f"Candidate {name!r} of domain {domain.name!r} is declared as a {kind}, but "
                 f"module {module!r} marks {target!r}. Correct the declaration or the marking."
@@ -208,8 +205,6 @@ def import_problem(module: str) -> str | None:
 
 def not_imported_note(module: str) -> str:
     """What ``explain`` and ``coheriq show`` say of a declared candidate not marked yet."""
-    import sys
-
     if module in sys.modules:
         return f"declared in module {module}, which did not mark it"
     return f"not imported yet: module {module}"

@@ -27,7 +27,6 @@ __all__ = [
     "describe",
     "describers",
     "finder_for",
-    "materialized",
     "on_materialized",
     "quiet",
     "start",
@@ -42,7 +41,9 @@ quiet: ContextVar[bool | Callable[[Any, Any], Any]] = ContextVar(
 
 _lock = _thread.allocate_lock()
 _on: dict[int, tuple[Wrapper, int]] = {}  # order -> (wrap, blocks open)
-on_materialized: list[Callable[[Any], None]] = []  # hooks for materialized()
+# What runs when a domain whose <PREFIX>_VERIFY is set is materialized: ``import coheriq``
+# installs the hook that imports verification then, no sooner.
+on_materialized: list[Callable[[Any], None]] = []
 # Kind of watcher -> what it says of a domain in this context (for explain), or None.
 describers: dict[str, Callable[[Any], str | None]] = {}
 
@@ -51,13 +52,6 @@ def describe(kind: str, domain: Any) -> str | None:
     """What the watcher ``kind`` does to ``domain``'s calls here, as a phrase; None if nothing."""
     describer = describers.get(kind)
     return None if describer is None else describer(domain)
-
-
-def materialized(domain: Any) -> None:
-    """``domain``, whose ``<PREFIX>_VERIFY`` is set, is materialized: run the hooks
-    (``import coheriq`` installs the one that imports verification then, no sooner)."""
-    for hook in list(on_materialized):
-        hook(domain)
 
 
 def start(order: int, wrap: Wrapper) -> None:
@@ -85,11 +79,10 @@ def finder_for(domain: Any) -> Callable[[], Any] | None:
 
     ``None`` when no watcher is on: the proxies use the domain's own finder.
     """
-    wrappers = [wrap for _, (wrap, _count) in sorted(_on.items())]
-    if not wrappers:
+    wraps = [wrap(domain) for _, (wrap, _count) in sorted(_on.items())]
+    if not wraps:
         return None
     scope_of = domain.scopes.here
-    wraps = [wrapper(domain) for wrapper in wrappers]
 
     def current() -> Any:
         found = scope_of()

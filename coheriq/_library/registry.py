@@ -43,22 +43,16 @@ __all__ = [
     "replace",
     "reran",
     "run_of",
-    "running",
 ]
 
 
 class Copies:
     """The copies of one library module's domain, one made each time the module runs.
 
-    Attributes:
-        current: The newest copy.
-        made: How many copies were made, the first included.
-        namespace: The globals of every copy's proxies.
-        scope: The context variable of every copy's ``using_engine`` blocks: a
-            block entered through one copy covers them all.
-        open_scopes: How many blocks are open, anywhere (guarded by ``lock``).
-        choice: The global choice (a :class:`~coheriq._choice.global_choice.Settlement`) of the
-            first copy that settled, or ``None``: it fixes the engine for every copy.
+    ``current`` is the newest, ``made`` counts them all. They share ``namespace`` (their
+    proxies' globals), ``scope`` (the context variable of their blocks: a block entered
+    through one copy covers them all), ``open_scopes`` (guarded by ``lock``) and ``choice``
+    (the first copy's settled :class:`~coheriq._choice.global_choice.Settlement`, or None).
     """
 
     __slots__ = (
