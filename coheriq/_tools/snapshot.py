@@ -43,9 +43,7 @@ class Snapshot:
         env_vars: dict[str, str],
         verifications: tuple[Verification, ...] = (),
     ) -> None:
-        self.engines = engines
-        self.env_vars = env_vars
-        self.verifications = verifications
+        self.engines, self.env_vars, self.verifications = engines, env_vars, verifications
         self._stacks: list[tuple[ExitStack, list[using_engine]]] = []  # entries not exited
 
     def __repr__(self) -> str:
