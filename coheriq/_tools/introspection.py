@@ -77,17 +77,10 @@ class Explanation:
         answers: str | None = None,
         declines: list[str] | None = None,
     ) -> None:
-        self.domain = domain
-        self.candidate = candidate
-        self.engine = engine
-        self.reason = reason
-        self.settled = settled
-        self.suppliers = suppliers
-        self.tried = tried or []
-        self.not_imported = not_imported or {}
-        self.verification = verification
-        self.answers = answers
-        self.declines = declines or []
+        self.domain, self.candidate, self.engine, self.reason = domain, candidate, engine, reason
+        self.settled, self.suppliers, self.tried = settled, suppliers, tried or []
+        self.not_imported, self.verification = not_imported or {}, verification
+        self.answers, self.declines = answers, declines or []
         self.bound_before: dict[str, list[str]] = {}
         self.proxies: dict[str, str] = {}
         # The candidates on a dispatcher because of what they are, not because
@@ -243,9 +236,7 @@ class Coverage:
     """
 
     def __init__(self, domain: str, engines: list[str], rows: dict[str, dict[str, str]]):
-        self.domain = domain
-        self.engines = engines
-        self.rows = rows
+        self.domain, self.engines, self.rows = domain, engines, rows
 
     def as_dict(self) -> dict[str, Any]:
         """The table as plain data (for JSON)."""
@@ -275,15 +266,12 @@ def coverage(domain: AccelerationDomain | str, *, advertised: bool = False) -> C
         else sorted(engines.by_name)
     )
     classes = {REFERENCE: reference, **{n: engines.engine_class(n) for n in names}}
-    rows: dict[str, dict[str, str]] = {}
-    for candidate in found.candidate_kinds:
-        row = rows[candidate] = {}
-        for engine, cls in classes.items():
-            source = supplier(cls, candidate)
-            if source is reference:
-                row[engine] = REFERENCE
-            elif source is cls:
-                row[engine] = "own"
-            else:
-                row[engine] = f"from {_name(source)}"
+
+    def supplied(cls: EngineMeta, candidate: str) -> str:
+        source = supplier(cls, candidate)
+        if source is reference:
+            return REFERENCE
+        return "own" if source is cls else f"from {_name(source)}"
+
+    rows = {c: {e: supplied(cls, c) for e, cls in classes.items()} for c in found.candidate_kinds}
     return Coverage(found.name, list(classes), rows)
