@@ -20,7 +20,7 @@ from .._choice.state import DomainState
 from .._engines.meta import EngineMeta
 from .._engines.registry import Engines
 from .._names import check_candidate_name, check_name
-from .._stdlib import TYPE_CHECKING, MappingProxyType, after_fork_in_child
+from .._stdlib import TYPE_CHECKING, MappingProxyType
 from ..exceptions import (
     CoheriqDomainError,
     CoheriqDomainNameError,
@@ -611,16 +611,6 @@ class AccelerationDomain:
     ) -> EngineMeta:
         """The reference class, or ``error`` saying it is not made yet, before ``action``."""
         return self.engines.require_reference(action, error)
-
-
-@after_fork_in_child
-def _reinit_locks_in_child() -> None:
-    # A thread that held a lock at fork time does not exist in the child, so its
-    # locks would stay held forever; replace them, and forget set-ups in flight.
-    registry.reinit_locks_in_child()
-    for domain in registry.alive_everywhere():
-        domain.state.lock = _thread.RLock()
-        domain.engines.reinit_in_child()
 
 
 def _check_module_name(domain: str, module: object, what: str) -> None:

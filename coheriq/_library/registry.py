@@ -17,7 +17,7 @@ import sys
 from _contextvars import ContextVar
 
 from .._engines.registry import loading_for
-from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
+from .._stdlib import TYPE_CHECKING, after_fork_in_child, caller_outside_coheriq
 from ..exceptions import (
     CoheriqDomainNotFoundError,
     CoheriqEngineError,
@@ -276,9 +276,14 @@ def replace(by_name: dict[str, Copies]) -> dict[str, Copies]:
     return replaced
 
 
-def reinit_locks_in_child() -> None:
-    """Replace the registry's locks in a forked child (their holders did not fork)."""
+@after_fork_in_child
+def _reinit_locks_in_child() -> None:
+    # A thread that held a lock at fork time does not exist in the child, so its
+    # locks would stay held forever; replace them, and forget set-ups in flight.
     global _lock
     _lock = _thread.allocate_lock()
     for copies in _by_name.values():
         copies.lock = _thread.RLock()
+        for domain in copies.alive():
+            domain.state.lock = _thread.RLock()
+            domain.engines.reinit_in_child()
