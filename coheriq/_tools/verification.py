@@ -586,7 +586,9 @@ class _Call:
     ``async def`` candidate): the block sets :attr:`result`; leaving it runs the other side
     on its copy of the arguments and judges the two. The calls made in the block are part
     of it; where the call's own chain declined it, who answered is counted (not a decline
-    of a call made inside it, which sets the same variable)."""
+    of a call made inside it, which sets the same variable). The engine's exception leaves
+    through the ``with`` statement as raised (a StopIteration too, which a coroutine that
+    re-raised it would turn into a RuntimeError), and nothing here keeps a reference to it."""
 
     def __init__(
         self,
