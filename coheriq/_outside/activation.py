@@ -36,14 +36,8 @@ if TYPE_CHECKING:
     from .._library.domain import AccelerationDomain
     from .declarations import LibraryDeclaration
 
-__all__ = [
-    "accelerate",
-    "accelerate_if_declared",
-    "adapter_of",
-    "from_environment",
-    "from_environment_unless_started",
-    "said_at_start_up",
-]
+__all__ = ["accelerate", "accelerate_if_declared", "adapter_of", "from_environment"]
+__all__ += ["from_environment_unless_started", "said_at_start_up"]
 
 _adapters: dict[str, Adapter] = {}
 _lock = _thread.RLock()
@@ -113,7 +107,12 @@ def accelerate_if_declared(library: str, engine: str | None = None) -> bool:
     if engine is not None and (adapter.domain is not None or adapter.stepped_back is not None):
         names = parse_engine_list(engine, f" (given for library {library!r})")
         enable_engine(library, names if len(names) > 1 else names[0])
-    _set_environment(adapter, engine)
+    # Named in the environment that child processes inherit.
+    named = [lib for lib, _ in parse_environment(os.environ.get(ENV, ""))]
+    if library not in named:
+        os.environ[ENV] = ",".join([*named, library])
+    if engine is not None:
+        os.environ[f"{adapter.declaration.env_prefix}_ENGINE"] = engine
     return True
 
 
@@ -146,12 +145,9 @@ def _warn_if_unreachable(adapter: Adapter, top: ModuleType) -> None:
     library = adapter.declaration.library
     namespace = vars(top)
     declared = {name for names in adapter.declaration.modules.values() for name in names}
-    bound = {
-        name: namespace[name]
-        for name in declared
-        if name in namespace and not isinstance(namespace[name], type)
-    }
-    if not bound or any(candidate_of(value) is not None for value in bound.values()):
+    bound = [name for name in declared if name in namespace]
+    bound = [name for name in bound if not isinstance(namespace[name], type)]
+    if not bound or any(candidate_of(namespace[name]) is not None for name in bound):
         return
     warnings.warn(
         f"Library {library!r} was imported before it was accelerated, and its top-level "
@@ -164,16 +160,6 @@ def _warn_if_unreachable(adapter: Adapter, top: ModuleType) -> None:
         CoheriqDeclarationWarning,
         stacklevel=5,  # accelerate's caller
     )
-
-
-def _set_environment(adapter: Adapter, engine: str | None) -> None:
-    """Name the library (and the engine) in the environment that child processes inherit."""
-    library = adapter.declaration.library
-    named = [lib for lib, _ in parse_environment(os.environ.get(ENV, ""))]
-    if library not in named:
-        os.environ[ENV] = ",".join([*named, library])
-    if engine is not None:
-        os.environ[f"{adapter.declaration.env_prefix}_ENGINE"] = engine
 
 
 def _check_advertised(library: str, engine: str) -> None:

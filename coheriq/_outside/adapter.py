@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Adapter", "runs_from_source"]
 
-# Run in the library's top-level module's globals (the domain belongs to that module, as
-# if its own body had made it), with locals of its own (its namespace gets no new name).
+# Evaluated in the library's top-level module's globals (the domain belongs to that module,
+# as if its own body had made it), with locals of its own (its namespace gets no new name).
 _CREATE_DOMAIN = compile(
-    "domain = AccelerationDomain(library, env_prefix=env_prefix)", "<coheriq adapter>", "exec"
+    "AccelerationDomain(library, env_prefix=env_prefix)", "<coheriq adapter>", "eval"
 )
 
 
@@ -41,8 +41,6 @@ class Adapter:
         domain: Its domain, once made; else None.
         stepped_back: Why the adapter leaves the library alone (it marks its own
             candidates), as a sentence; else None.
-        problems: A sentence for each module the declaration did not match
-            (imported unmarked) and each candidate that could not be marked.
         created: The top-level module whose domain the finder made as it created
             the module, until the module's body runs (a later run is a reload).
     """
@@ -51,10 +49,8 @@ class Adapter:
         self.declaration = declaration
         self.domain: AccelerationDomain | None = None
         self.stepped_back: str | None = None
-        self.problems: list[str] = []
-        self._copies: Any = None  # the registry's copies of the domain this adapter made
         self.created: ModuleType | None = None
-        self._unmatched: set[str] = set()  # modules whose code cannot define what is declared
+        self._copies: Any = None  # the registry's copies of the domain this adapter made
         self._lock = _thread.RLock()
 
     def __repr__(self) -> str:
@@ -65,41 +61,43 @@ class Adapter:
         """Make the library's domain, its candidates declared, for this run of its top-level
         module, whose globals are ``top``: each run (a reload, a fresh import) makes a new
         copy of it, as for an adopted library (see :mod:`coheriq._library.registry`)."""
-        library = self.declaration.library
+        declaration = self.declaration
+        library = declaration.library
         with self._lock:
             if self.stepped_back is not None:
                 return
-            if self.declaration.adopts_coheriq:
-                self._step_back(
-                    f"distribution {self.declaration.distribution!r} requires coheriq: it "
-                    "marks its own candidates"
-                )
-                return
             copies = registry.copies_of(library)
-            if copies is not None and copies is not self._copies:
-                self._step_back(f"a domain named {library!r} exists already (the library's own)")
+            why = ""
+            if declaration.adopts_coheriq:
+                why = (
+                    f"distribution {declaration.distribution!r} requires coheriq: it marks "
+                    "its own candidates"
+                )
+            elif copies is not None and copies is not self._copies:
+                why = f"a domain named {library!r} exists already (the library's own)"
+            if why:
+                self.stepped_back = (
+                    f"Library {library!r} is not accelerated from the outside: {why}, and its "
+                    f"own marking wins over the declaration ({listing(declaration.sources)}). "
+                    "Its engines work as for any library that adopted coheriq; the declaration "
+                    "can be dropped."
+                )
+                log(INFO, "%s", self.stepped_back)
                 return
-            scratch: dict[str, Any] = {
-                "AccelerationDomain": AccelerationDomain,
-                "library": library,
-                "env_prefix": self.declaration.env_prefix,
-            }
-            exec(_CREATE_DOMAIN, top, scratch)
-            domain: AccelerationDomain = scratch["domain"]
+            scratch = {"AccelerationDomain": AccelerationDomain, "library": library}
+            scratch["env_prefix"] = declaration.env_prefix
+            domain: AccelerationDomain = eval(_CREATE_DOMAIN, top, scratch)
             # Ours from now on, even if what follows is interrupted (Ctrl-C): the next
             # import carries it on instead of taking it for the library's own.
-            self._copies = registry.copies_of(library)
-            self.domain = domain
+            self._copies, self.domain = registry.copies_of(library), domain
             # The library's own calls at import choose nothing (see GlobalChoice.member).
             domain.choice.importing = self.importing
             if domain.materialized:  # the module reloaded: the domain carries on, as declared
                 return
-            for module, names in self.declaration.modules.items():
-                domain.declare(
-                    module,
-                    functions=[n for n, is_class in names.items() if not is_class],
-                    classes=[n for n, is_class in names.items() if is_class],
-                )
+            for module, kinds in declaration.modules.items():
+                classes = [name for name, is_class in kinds.items() if is_class]
+                functions = [name for name in kinds if name not in classes]
+                domain.declare(module, functions=functions, classes=classes)
             domain.materialize()
 
     def domain_for(self) -> AccelerationDomain | None:
@@ -113,32 +111,18 @@ class Adapter:
     def importing(self) -> bool:
         """Whether this thread is running the body of one of the library's modules (importing
         it); another thread's import does not count: its calls are the program's."""
-        library, package = self.declaration.library, self.declaration.library + "."
         frame: Any = sys._getframe(1)
         while frame is not None:
             if frame.f_code.co_name == "<module>":
                 name = frame.f_globals.get("__name__")
-                if isinstance(name, str) and (name == library or name.startswith(package)):
+                if isinstance(name, str) and name.partition(".")[0] == self.declaration.library:
                     return True
             frame = frame.f_back
         return False
 
-    def _step_back(self, why: str) -> None:
-        self.stepped_back = (
-            f"Library {self.declaration.library!r} is not accelerated from the outside: {why}, "
-            f"and its own marking wins over the declaration "
-            f"({listing(self.declaration.sources)}). Its engines work as for any library "
-            "that adopted coheriq; the declaration can be dropped."
-        )
-        log(INFO, "%s", self.stepped_back)
-
     def execute(self, module: ModuleType, loader: Any) -> None:
         """Run ``module`` with ``loader``, which runs it its own way; then mark it in place."""
-        _real_loaders(vars(module))
-        if module.__name__ == self.declaration.library and self.created is not module:
-            self.make_domain(vars(module))  # its body runs again: a reload
-        self.created = None
-        domain = self.domain_for()
+        domain = self._starting(module.__name__, vars(module))
         loader.exec_module(module)
         if domain is not None and module.__name__ in self.declaration.modules:
             self.mark_in_place(module.__name__, vars(module), imported_before=False)
@@ -157,50 +141,49 @@ class Adapter:
         import ast
 
         names = self.declaration.modules.get(name, {})
-        plain = loader.get_code(name)  # from its cache, usually: what the names are read from
-        missing = [n for n in names if n not in _names_in(plain)] if names else []
+        defined = _names_in(loader.get_code(name))  # from its cache, usually
+        missing = [n for n in names if n not in defined]
         if missing:  # certainly not defined: the module runs as it is
             self._problem(self._mismatch(name, missing) + " The module is imported unmarked.")
-        with self._lock:
-            self._unmatched.discard(name)
-            if missing:
-                self._unmatched.add(name)
-            _MARKING[name] = self
+        _MARKING[name] = self
         path = loader.get_filename(name)
         # Compiled as SourceLoader.source_to_code compiles it, into a tree first.
-        tree = ast.parse(loader.get_data(path), path)
-        marked = _with_hooks(tree, name, () if missing else names)
-        code: CodeType = compile(marked, path, "exec", dont_inherit=True)
+        tree = _with_hooks(ast.parse(loader.get_data(path), path), name, () if missing else names)
+        code: CodeType = compile(tree, path, "exec", dont_inherit=True)
         return code
 
-    def begin(self, name: str, namespace: dict[str, Any]) -> None:
-        """Declared module ``name`` starts to run in ``namespace``: make ready to mark it, its
-        loaders the real one again (and the domain made again, for a reload of the top)."""
+    def begin(self, name: str, namespace: dict[str, Any], marks: bool) -> None:
+        """Declared module ``name`` starts to run in ``namespace``; with ``marks``, make ready
+        to mark its declared names as they are bound."""
+        domain = self._starting(name, namespace)
+        if domain is not None and marks:
+            _RUNS[id(namespace)] = _Run(self, domain, name)
+
+    def _starting(self, name: str, namespace: dict[str, Any]) -> AccelerationDomain | None:
+        """Module ``name`` starts to run in ``namespace``: its loaders the real ones again (the
+        domain made again, for a reload of the top); the domain that marks it, if any."""
         _real_loaders(namespace)
-        as_main = namespace.get("__name__") != name
         if name == self.declaration.library:
-            if as_main:  # python -m on the library's own top-level module
+            if namespace.get("__name__") != name:  # python -m on the library's own top module
                 self._problem(
                     f"Module {name!r} runs as the main module (python -m {name}): it is the top-"
                     f"level module of library {name!r}, which makes the library's domain when "
                     f"it is imported, and it runs unmarked. Import {name!r} from a script, or "
                     "run a module of the library's package with -m."
                 )
-                return
+                return None
             created, self.created = self.created, None
             if created is None or vars(created) is not namespace:
                 self.make_domain(namespace)  # its body runs again: a reload
-        domain = self.domain_for()
-        names = {} if name in self._unmatched else self.declaration.modules.get(name, {})
-        if domain is not None and names:
-            _RUNS[id(namespace)] = _Run(self, domain, name)
+        return self.domain_for()
 
     def mark_in_place(
         self, module: str, namespace: dict[str, Any], *, imported_before: bool
     ) -> None:
         """Rebind each declared name of ``module``, whose body has run in ``namespace``, to its
-        candidate; with ``imported_before``, record where other modules bound the unmarked
-        objects (:meth:`check_defines` is called first then)."""
+        candidate; with ``imported_before``, record in the domain's ``bound_before``
+        (:func:`coheriq.explain` lists it) where other modules bound the unmarked objects,
+        which are never rebound (:meth:`check_defines` is called first then)."""
         domain = self.domain if self.stepped_back is None else None
         if domain is None:
             return
@@ -214,21 +197,24 @@ class Adapter:
                 + f" {listing(missing)} stay unmarked, also if defined later (by a module "
                 "__getattr__, say); the module's other declared names are marked."
             )
-            names = {name: kind for name, kind in names.items() if name not in missing}
-        originals = {}
-        for name in names:
+        originals = {}  # declared name -> the unmarked object it held
+        for name in [name for name in names if name in namespace]:
             value = namespace[name]
             if candidate_of(value) is not None:
                 continue  # marked as it executed, or by the library itself
             if isinstance(value, type):  # rebuilt, it would disown what was made before
                 self._class_not_in_place(module, name, value, imported_before)
-                continue
-            marked = self._mark_one(domain, module, name, value, run=None)
-            if marked is not value:
-                namespace[name] = marked
-                originals[name] = value
-        if imported_before and originals:
-            self._find_bound_before(originals)
+            elif (marked := self._mark_one(domain, module, name, value, run=None)) is not value:
+                namespace[name], originals[name] = marked, value
+        by_id = {id(value): name for name, value in originals.items()} if imported_before else {}
+        for holder, held in list(sys.modules.items()) if by_id else ():
+            attributes = getattr(held, "__dict__", None)
+            for attribute, value in (
+                list(attributes.items()) if isinstance(attributes, dict) else ()
+            ):
+                if id(value) in by_id:
+                    where = f"{holder}.{attribute}"
+                    domain.state.bound_before.setdefault(by_id[id(value)], []).append(where)
 
     def _class_not_in_place(self, module: str, name: str, cls: type, imported_before: bool) -> None:
         """Say loudly that class ``cls``, bound to declared ``name``, stays unmarked, and why."""
@@ -305,22 +291,6 @@ class Adapter:
             )
             return value
 
-    def _find_bound_before(self, originals: dict[str, Any]) -> None:
-        """Record in the domain's ``bound_before`` (:func:`coheriq.explain` lists it) where
-        other modules bind the unmarked objects of ``originals``: they are never rebound."""
-        assert self.domain is not None
-        bound_before = self.domain.state.bound_before
-        by_id = {id(value): name for name, value in originals.items()}
-        for holder_name, holder in list(sys.modules.items()):
-            namespace = getattr(holder, "__dict__", None)
-            if not isinstance(namespace, dict):
-                continue
-            for attribute, value in list(namespace.items()):
-                candidate = by_id.get(id(value))
-                if candidate is not None and originals[candidate] is value:
-                    where = f"{holder_name}.{attribute}"
-                    bound_before.setdefault(candidate, []).append(where)
-
     def check_defines(self, module: ModuleType) -> None:
         """Raise :class:`~coheriq.CoheriqDeclarationError` unless ``module`` (run already)
         defines every name declared for it."""
@@ -339,7 +309,6 @@ class Adapter:
         )
 
     def _problem(self, sentence: str) -> None:
-        self.problems.append(sentence)
         warnings.warn(sentence, CoheriqDeclarationWarning, stacklevel=2)
 
 
@@ -350,11 +319,8 @@ def _names_in(code: CodeType) -> set[str]:
     while pending:
         current = pending.pop()
         found.update(current.co_names)
-        for constant in current.co_consts:
-            if isinstance(constant, str):
-                found.add(constant)
-            elif hasattr(constant, "co_names"):
-                pending.append(constant)
+        found.update(constant for constant in current.co_consts if isinstance(constant, str))
+        pending.extend(constant for constant in current.co_consts if hasattr(constant, "co_names"))
     return found
 
 
@@ -364,18 +330,8 @@ def _real_loaders(namespace: dict[str, Any]) -> None:
     if getattr(type(loader), "_coheriq_marking", False):
         namespace["__loader__"] = loader.loader
     spec: Any = namespace.get("__spec__")
-    loader = getattr(spec, "loader", None)
-    if getattr(type(loader), "_coheriq_marking", False):
-        spec.loader = loader.loader
-
-
-def _unalias(namespace: dict[str, Any], name: str, function: Any, candidate: Any) -> None:
-    """Declared ``name`` is bound again, to another function: the aliases of its candidate
-    (``_py_mean = mean`` before ``from _speedups import mean``) get back ``function``, as
-    without coheriq; the candidate is the name's last binding."""
-    for other, value in list(namespace.items()):
-        if value is candidate and other != name:
-            namespace[other] = function
+    if getattr(type(getattr(spec, "loader", None)), "_coheriq_marking", False):
+        spec.loader = spec.loader.loader
 
 
 # The code that marks a module as it runs calls the functions below.
@@ -386,12 +342,8 @@ _RUNS: dict[int, _Run] = {}  # id of the globals a declared module runs in -> it
 class _Run:
     """One run of a declared module's body: marks each declared name as it is bound."""
 
-    __slots__ = ("adapter", "domain", "marked", "module")
-
     def __init__(self, adapter: Adapter, domain: AccelerationDomain, module: str) -> None:
-        self.adapter = adapter
-        self.domain = domain
-        self.module = module
+        self.adapter, self.domain, self.module = adapter, domain, module
         self.marked: dict[str, tuple[Any, Any]] = {}  # name -> (its function, the candidate)
 
     def mark(self, namespace: dict[str, Any], name: str) -> None:
@@ -404,7 +356,11 @@ class _Run:
             namespace[name] = earlier[1]
             return
         if earlier is not None and value is not earlier[1]:
-            _unalias(namespace, name, *earlier)  # bound again, to another: see _unalias
+            # Bound again, to another: the aliases of its candidate (_py_mean = mean before
+            # from _speedups import mean) get back the function, as without coheriq.
+            for other, held in list(namespace.items()):
+                if held is earlier[1] and other != name:
+                    namespace[other] = earlier[0]
         # The run is the module body's frame, as for a decorator in it.
         run = registry.caller_run()
         candidate = self.adapter._mark_one(self.domain, self.module, name, value, run)
@@ -413,9 +369,9 @@ class _Run:
         namespace[name] = candidate
 
 
-def _begin(module: str) -> None:
+def _begin(module: str, marks: bool) -> None:
     """Called first by the marking code of declared ``module`` (:meth:`Adapter.marking_code`)."""
-    _MARKING[module].begin(module, sys._getframe(1).f_globals)
+    _MARKING[module].begin(module, sys._getframe(1).f_globals, marks)
 
 
 def _bound(module: str, *names: str) -> None:
@@ -475,7 +431,7 @@ def _with_hooks(tree: ast.Module, module: str, names: Any) -> ast.Module:
     first = body[start] if start < len(body) else (body[-1] if body else None)
     tree.body = [
         *body[:start],
-        _hook("_begin", (module,), _first_line(first)),
+        _hook("_begin", module, bool(names), line=_first_line(first)),
         *_marked_statements(body[start:], module, frozenset(names)),
     ]
     _end_each_path(tree.body, module)
@@ -504,19 +460,12 @@ def _end_each_path(block: list[Any], module: str) -> None:
     import ast
 
     last = block[-1] if block else None
-    if isinstance(last, ast.If):
-        branches = [last.body]
-    elif isinstance(last, ast.Try) and not last.finalbody:
-        branches = [handler.body for handler in last.handlers]
+    if isinstance(last, ast.If) or (isinstance(last, ast.Try) and not last.finalbody):
+        branches = [last.body] if isinstance(last, ast.If) else [h.body for h in last.handlers]
+        for branch in [*branches, last.orelse]:  # an empty else gets the call
+            _end_each_path(branch, module)
     else:
-        block.append(_hook("_end", (module,)))
-        return
-    for branch in branches:
-        _end_each_path(branch, module)
-    if last.orelse:
-        _end_each_path(last.orelse, module)
-    else:
-        last.orelse = [_hook("_end", (module,))]
+        block.append(_hook("_end", module))
 
 
 def _marked_statements(body: list[ast.stmt], module: str, names: frozenset[str]) -> list[Any]:
@@ -525,65 +474,43 @@ def _marked_statements(body: list[ast.stmt], module: str, names: frozenset[str])
     import ast
 
     marked: list[Any] = []
-    walruses = _Walruses(module, names)
     for statement in body:
-        marked.append(statement)
-        for field, value in ast.iter_fields(statement):
-            if field != "body" and not _is_block(value):  # what runs in the module's scope
-                setattr(statement, field, walruses.visit_field(value))
+        _walruses(statement, module, names)
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound = {statement.name} & names
+            bound = {statement.name}
         elif any(_is_block(value) for _, value in ast.iter_fields(statement)):
             _mark_blocks(statement, module, names)  # if, for, while, with, try, match
-            continue
+            bound = set()
         elif isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
             bound = set(names)
         else:
-            bound = _bound_by(statement) & names
-        if bound:
-            marked.append(_hook("_bound", (module, *sorted(bound))))
+            bound = _bound_by(statement)
+        marked += [statement, *_bound_hook(module, bound & names)]
     return marked
 
 
-def _mark_blocks(statement: ast.stmt, module: str, names: frozenset[str]) -> None:
-    """Mark the blocks of compound ``statement``; a loop's or with's target as each block starts."""
+def _mark_blocks(node: Any, module: str, names: frozenset[str]) -> None:
+    """Mark the blocks of compound statement ``node`` (and of its handlers or cases); what its
+    header binds (a loop's or with's target, a case's pattern) as its body starts."""
     import ast
 
-    header: set[str] = set()
-    for _, value in ast.iter_fields(statement):
-        if not _is_block(value):  # a loop's target, with's items
-            for part in value if isinstance(value, list) else [value]:
-                header |= _bound_by(part) if isinstance(part, ast.AST) else set()
-    header &= names
-    walruses = _Walruses(module, names)
-    for field, value in ast.iter_fields(statement):
-        if not _is_block(value):
-            continue
-        if isinstance(value[0], ast.stmt):
-            block = _marked_statements(value, module, names)
-            if header and field == "body":
-                block.insert(0, _hook("_bound", (module, *sorted(header))))
-            setattr(statement, field, block)
-            continue
-        for part in value:  # except handlers, match cases: blocks of their own
-            for name in ("type", "guard"):  # what they run in the module's scope
-                if getattr(part, name, None) is not None:
-                    setattr(part, name, walruses.visit(getattr(part, name)))
-            bound = _bound_by(getattr(part, "pattern", None)) & names
-            part.body = _marked_statements(part.body, module, names)
-            if bound:
-                part.body.insert(0, _hook("_bound", (module, *sorted(bound))))
+    for field, value in ast.iter_fields(node):
+        if _is_block(value) and isinstance(value[0], ast.stmt):
+            bound = _bound_by(node) & names if field == "body" else set()  # not the blocks'
+            marked = _marked_statements(value, module, names)
+            setattr(node, field, _bound_hook(module, bound) + marked)
+        elif _is_block(value):
+            for part in value:  # except handlers, match cases: blocks of their own
+                _walruses(part, module, names)
+                _mark_blocks(part, module, names)
 
 
 def _is_block(value: Any) -> bool:
     """Whether a field's ``value`` is a block of statements, or the handlers or cases of one."""
     import ast
 
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and isinstance(value[0], (ast.stmt, ast.excepthandler, ast.match_case))
-    )
+    blocks = (ast.stmt, ast.excepthandler, ast.match_case)
+    return isinstance(value, list) and bool(value) and isinstance(value[0], blocks)
 
 
 def _bound_by(node: Any) -> set[str]:
@@ -591,10 +518,8 @@ def _bound_by(node: Any) -> set[str]:
     not those of nested statements, lambdas' bodies and comprehensions' targets."""
     import ast
 
-    if node is None:
-        return set()
     found: set[str] = set()
-    pending = [node]
+    pending = [] if node is None else [node]
     while pending:
         current = pending.pop()
         if isinstance(current, ast.Name) and isinstance(current.ctx, ast.Store):
@@ -616,72 +541,33 @@ def _bound_by(node: Any) -> set[str]:
     return found
 
 
-def _Walruses(module: str, names: frozenset[str]) -> Any:  # noqa: N802 - a class, made late
-    """A transformer that marks, in a statement's expressions, each walrus binding ``names``.
-
-    The class is made on first use: :mod:`ast` is imported only where a module is compiled.
-    """
-    global _WALRUSES
-    if _WALRUSES is not None:
-        return _WALRUSES(module, names)
+def _walruses(node: Any, module: str, names: frozenset[str]) -> Any:
+    """``node`` (a node, a list of them, or neither) with each walrus that binds one of
+    ``names`` in a ``_bound_to`` call, in what runs in its scope: not in its blocks nor in a
+    lambda's body. (Not an ``ast.NodeTransformer``: :mod:`ast` is imported only where a module
+    is compiled.)"""
     import ast
 
-    class Walruses(ast.NodeTransformer):
-        """Puts each walrus that binds a declared name in a ``_bound_to`` call."""
-
-        def __init__(self, module: str, names: frozenset[str]) -> None:
-            self.module = module
-            self.names = names
-
-        def visit_field(self, value: Any) -> Any:
-            """``value``, a statement's field (a node, a list of them, or neither), visited."""
-            if isinstance(value, list):
-                return [self.visit(v) if isinstance(v, ast.AST) else v for v in value]
-            return self.visit(value) if isinstance(value, ast.AST) else value
-
-        def visit_NamedExpr(self, node: ast.NamedExpr) -> ast.expr:
-            self.generic_visit(node)
-            if node.target.id not in self.names:
-                return node
-            return _call("_bound_to", (self.module, node.target.id), node)
-
-        def visit_Lambda(self, node: ast.Lambda) -> ast.expr:
-            node.args = self.visit(node.args)  # its defaults run here; its body has its scope
-            return node
-
-    _WALRUSES = Walruses
-    return Walruses(module, names)
+    if isinstance(node, list):
+        return [_walruses(part, module, names) for part in node]
+    if not isinstance(node, ast.AST):
+        return node
+    for field, value in ast.iter_fields(node):
+        if not (_is_block(value) or (field == "body" and isinstance(node, ast.Lambda))):
+            setattr(node, field, _walruses(value, module, names))
+    if isinstance(node, ast.NamedExpr) and node.target.id in names:
+        call: Any = _hook("_bound_to", module, node.target.id).value
+        call.args.append(node)  # which keeps its location
+        return call
+    return node
 
 
-_WALRUSES: type | None = None
+def _bound_hook(module: str, bound: set[str] | frozenset[str]) -> list[ast.stmt]:
+    """The ``_bound`` call that marks ``bound``, in a list; none where it is empty."""
+    return [_hook("_bound", module, *sorted(bound))] if bound else []
 
 
-def _call(function: str, arguments: tuple[str, ...], *last: ast.expr, line: int = -1) -> ast.expr:
-    """``__import__("coheriq._outside.adapter", None, None, "function").function(*arguments,
-    *last)``, at ``line`` or, by default, at no location of its own (see :func:`_hook`);
-    ``last`` keeps its own."""
-    import ast
-
-    adapter = ast.Call(
-        ast.Name("__import__", ast.Load()),
-        [ast.Constant(__name__), ast.Constant(None), ast.Constant(None), ast.Constant(function)],
-        [],
-    )
-    call = ast.Call(
-        ast.Attribute(adapter, function, ast.Load()),
-        [*(ast.Constant(a) for a in arguments), *last],
-        [],
-    )
-    pending: list[Any] = [call]
-    while pending:
-        node = pending.pop()
-        node.lineno = node.end_lineno = line
-        node.col_offset = node.end_col_offset = -1 if line == -1 else 0
-        pending.extend(n for n in ast.iter_child_nodes(node) if all(n is not x for x in last))
-    return call
-
-
-def _hook(function: str, arguments: tuple[str, ...], line: int = -1) -> ast.stmt:
+def _hook(function: str, *arguments: Any, line: int = -1) -> ast.Expr:
     """The statement ``__import__("coheriq._outside.adapter", ...).function(*arguments)``.
 
     At ``line``; by default at no location of its own, so that the compiler gives it the
@@ -690,5 +576,14 @@ def _hook(function: str, arguments: tuple[str, ...], line: int = -1) -> ast.stmt
     """
     import ast
 
-    call = _call(function, arguments, line=line)
-    return ast.copy_location(ast.Expr(call), call)
+    here: list[ast.expr] = [*map(ast.Constant, (__name__, None, None, function))]
+    adapter = ast.Call(ast.Name("__import__", ast.Load()), here, [])
+    call = ast.Call(
+        ast.Attribute(adapter, function, ast.Load()), [*map(ast.Constant, arguments)], []
+    )
+    hook = ast.Expr(call)
+    node: Any
+    for node in ast.walk(hook):
+        node.lineno = node.end_lineno = line
+        node.col_offset = node.end_col_offset = -1 if line == -1 else 0
+    return hook

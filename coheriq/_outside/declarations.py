@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from functools import cached_property
+from operator import eq, ge, gt, le, lt, ne
 
 from .. import discovery
 from .._names import check_candidate_name, check_name
@@ -21,18 +22,12 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-__all__ = [
-    "FORMAT",
-    "LibraryDeclaration",
-    "VersionRange",
-    "declaration_of",
-    "own_prefix",
-    "parse_declaration",
-]
+__all__ = ["FORMAT", "LibraryDeclaration", "VersionRange", "declaration_of", "parse_declaration"]
 
 FORMAT = 1
 """The version of the declaration's file format (its ``coheriq_declaration`` field)."""
 
+_COMPARE = {"==": eq, "===": eq, "!=": ne, "<": lt, "<=": le, ">": gt, ">=": ge}
 _CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?\s*$")
 
 
@@ -74,22 +69,12 @@ def _release(version: str) -> tuple[int, ...]:
 
 def _holds(operator: str, installed: tuple[int, ...], number: tuple[int, ...], star: bool) -> bool:
     if star:
-        same = installed[: len(number)] == number
-        return same if operator == "==" else not same
+        return (installed[: len(number)] == number) == (operator == "==")
     width = max(len(installed), len(number))
-    have = installed + (0,) * (width - len(installed))
-    want = number + (0,) * (width - len(number))
+    have, want = (part + (0,) * (width - len(part)) for part in (installed, number))
     if operator == "~=":  # ~=1.4.2: >=1.4.2, ==1.4.*
         return have >= want and installed[: len(number) - 1] == number[:-1]
-    return {
-        "==": have == want,
-        "===": have == want,
-        "!=": have != want,
-        "<=": have <= want,
-        ">=": have >= want,
-        "<": have < want,
-        ">": have > want,
-    }[operator]
+    return bool(_COMPARE[operator](have, want))
 
 
 class LibraryDeclaration:
@@ -132,11 +117,16 @@ class LibraryDeclaration:
         """The installed library's version (Python's for the standard library), or None."""
         if self.distribution is None:
             return ".".join(str(part) for part in sys.version_info[:3])
-        from importlib.metadata import PackageNotFoundError, version
+        installed: str | None = self._metadata("version")
+        return installed
+
+    def _metadata(self, field: str) -> Any:
+        """``importlib.metadata``'s ``field`` of the distribution; None if it is not installed."""
+        import importlib.metadata as metadata
 
         try:
-            return version(self.distribution)
-        except PackageNotFoundError:
+            return getattr(metadata, field)(self.distribution)
+        except metadata.PackageNotFoundError:
             return None
 
     def version_problems(self) -> list[str]:
@@ -163,14 +153,7 @@ class LibraryDeclaration:
     @cached_property
     def adopts_coheriq(self) -> bool:
         """Whether the installed library requires coheriq, and so marks its own candidates."""
-        if self.distribution is None:
-            return False
-        from importlib.metadata import PackageNotFoundError, requires
-
-        try:
-            required = requires(self.distribution) or []
-        except PackageNotFoundError:
-            return False
+        required = [] if self.distribution is None else self._metadata("requires") or []
         return any(
             re.split(r"[\s;\[<>=!~(]", line, maxsplit=1)[0] == "coheriq" for line in required
         )
@@ -212,31 +195,27 @@ def parse_declaration(data: object, *, source: str) -> LibraryDeclaration:
     if not isinstance(given, dict) or not given:
         raise wrong('its "modules" is not an object of module names')
     for module, names in given.items():
-        if not (module == library or str(module).startswith(f"{library}.")) or not all(
-            part.isidentifier() for part in str(module).split(".")
-        ):
+        parts = str(module).split(".")
+        if parts[0] != library or not all(part.isidentifier() for part in parts):
             raise wrong(f"module {module!r} is not a module of library {library!r}")
         modules[module] = _names_of(module, names, wrong)
-    env_prefix = data.get("env_prefix")
-    if env_prefix is not None and env_prefix != own_prefix(library):
+    env_prefix, own = data.get("env_prefix"), own_prefix(library)
+    if env_prefix is not None and env_prefix != own:
         raise wrong(
             f'its "env_prefix" is {env_prefix!r}, but a declaration chooses engines only '
             f"for the library it declares, and the variables of library {library!r} start "
-            f"with {own_prefix(library)!r} ({own_prefix(library)}_ENGINE). Remove "
-            f'"env_prefix" from the file, or set it to {own_prefix(library)!r}'
+            f'with {own!r} ({own}_ENGINE). Remove "env_prefix" from the file, or set it to {own!r}'
         )
     distribution = data.get("distribution")
     if distribution is not None and not (isinstance(distribution, str) and distribution.strip()):
         raise wrong(f'its "distribution" is {distribution!r}, neither a name nor null')
-    ranges = []
     versions = data.get("versions")
-    if versions is not None:
-        if not isinstance(versions, str):
-            raise wrong(f'its "versions" is {versions!r}, not a string like ">=1.2,<2"')
-        try:
-            ranges.append((source, VersionRange(versions)))
-        except ValueError as error:
-            raise wrong(f'its "versions" {versions!r} cannot be read: {error}') from None
+    if versions is not None and not isinstance(versions, str):
+        raise wrong(f'its "versions" is {versions!r}, not a string like ">=1.2,<2"')
+    try:
+        ranges = [] if versions is None else [(source, VersionRange(versions))]
+    except ValueError as error:
+        raise wrong(f'its "versions" {versions!r} cannot be read: {error}') from None
     return LibraryDeclaration(
         library,
         modules,
@@ -253,6 +232,7 @@ def own_prefix(library: str) -> str:
 
 
 _FIELDS = {"coheriq_declaration", "library", "distribution", "versions", "env_prefix", "modules"}
+_KINDS = ("a function", "a class")  # by whether a candidate is a class
 
 
 def _names_of(module: str, names: object, wrong: Any) -> dict[str, bool]:
@@ -295,15 +275,14 @@ def combine(declarations: list[LibraryDeclaration]) -> LibraryDeclaration:
             )
         for module, names in declaration.modules.items():
             for name, is_class in names.items():
-                earlier = where.get(name)
-                if earlier is not None and earlier[:2] != (module, is_class):
+                earlier = where.setdefault(name, (module, is_class, source))
+                if earlier[:2] != (module, is_class):
                     raise CoheriqDeclarationError(
                         f"The declarations of library {first.library!r} disagree about "
-                        f"candidate {name!r}: {_kind(earlier[1])} of module {earlier[0]!r} "
-                        f"({earlier[2]}), {_kind(is_class)} of module {module!r} ({source}). "
+                        f"candidate {name!r}: {_KINDS[earlier[1]]} of module {earlier[0]!r} "
+                        f"({earlier[2]}), {_KINDS[is_class]} of module {module!r} ({source}). "
                         "Their packages must agree on what the library defines."
                     )
-                where.setdefault(name, (module, is_class, source))
                 modules.setdefault(module, {})[name] = is_class
     return LibraryDeclaration(
         first.library,
@@ -313,10 +292,6 @@ def combine(declarations: list[LibraryDeclaration]) -> LibraryDeclaration:
         ranges=[r for d in declarations for r in d.ranges],
         sources=tuple(s for d in declarations for s in d.sources),
     )
-
-
-def _kind(is_class: bool) -> str:
-    return "a class" if is_class else "a function"
 
 
 def declaration_of(library: str) -> LibraryDeclaration | None:

@@ -16,16 +16,11 @@ from .startup import spec_after
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from importlib.abc import Loader
     from importlib.machinery import ModuleSpec
     from types import CodeType, ModuleType
     from typing import Any
 
     from .adapter import Adapter
-else:
-    # importlib.abc imports importlib.resources (about 20 ms, in every process that
-    # COHERIQ_ACCELERATE starts); the import system needs only exec_module.
-    Loader = object
 
 __all__ = ["DeclaredModules", "MarkingLoader", "SourceMarkingLoader", "installed_finder"]
 
@@ -55,14 +50,11 @@ class DeclaredModules:
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec  # a namespace package, or a loader of the old protocol: left alone
         marking = SourceMarkingLoader if runs_from_source(spec.loader) else MarkingLoader
-        spec.loader = marking(spec.loader, adapter)
+        spec.loader = marking(spec.loader, adapter)  # type: ignore[assignment]
         return spec
 
-    def invalidate_caches(self) -> None:
-        """Nothing is cached here."""
 
-
-class MarkingLoader(Loader):
+class MarkingLoader:
     """A declared module's real loader, for one that runs modules its own way (a C
     extension's, a zip file's): the module is marked when it has run. All but
     ``create_module`` and ``exec_module`` is the real loader's."""
@@ -70,8 +62,7 @@ class MarkingLoader(Loader):
     _coheriq_marking = True  # how the marking code tells this loader from the real one
 
     def __init__(self, loader: Any, adapter: Adapter) -> None:
-        self.loader = loader
-        self.adapter = adapter
+        self.loader, self.adapter = loader, adapter
 
     def __repr__(self) -> str:
         return f"<coheriq marking loader around {self.loader!r}>"
@@ -111,14 +102,11 @@ class SourceMarkingLoader(MarkingLoader):
         return self.adapter.marking_code(self.loader, fullname)
 
 
-_finder: DeclaredModules | None = None
+_finder = DeclaredModules()
 
 
 def installed_finder() -> DeclaredModules:
     """The finder, first on :data:`sys.meta_path` (put there on the first call)."""
-    global _finder
-    if _finder is None:
-        _finder = DeclaredModules()
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
     return _finder

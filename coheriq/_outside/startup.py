@@ -18,17 +18,8 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-__all__ = [
-    "ENV",
-    "SAID_ENV",
-    "Deferred",
-    "activate",
-    "has_started",
-    "parse_environment",
-    "said_before",
-    "spec_after",
-    "start",
-]
+__all__ = ["ENV", "SAID_ENV", "has_started", "parse_environment", "said_before", "spec_after"]
+__all__ += ["start"]
 
 ENV = "COHERIQ_ACCELERATE"
 """The variable naming the libraries to accelerate: ``"statistics:numpy,cachetools"``."""
@@ -54,13 +45,8 @@ def parse_environment(value: str) -> list[tuple[str, str | None]]:
 
     One engine per library here; an ordered list goes in the library's own variable.
     """
-    found: list[tuple[str, str | None]] = []
-    for item in value.split(","):
-        item = item.strip()
-        if item:
-            library, colon, engine = (part.strip() for part in item.partition(":"))
-            found.append((library, engine if colon and engine else None))
-    return found
+    items = [item.partition(":") for item in value.split(",") if item.strip()]
+    return [(library.strip(), engine.strip() or None) for library, _, engine in items]
 
 
 def start() -> None:
@@ -174,11 +160,8 @@ class Deferred:
         spec = spec_after(self, fullname, path, target)
         loader = getattr(spec, "loader", None)
         if spec is not None and hasattr(loader, "exec_module") and hasattr(loader, "create_module"):
-            spec.loader = _Accelerating(fullname, loader, named, path, target)  # type: ignore[assignment]
+            spec.loader = _Accelerating(fullname, loader, named, (path, target))  # type: ignore[assignment]
         return spec
-
-    def invalidate_caches(self) -> None:
-        """Nothing is cached here."""
 
 
 class _Accelerating:
@@ -189,19 +172,9 @@ class _Accelerating:
     accelerating imported the module itself, that module is returned, run once.
     """
 
-    def __init__(
-        self,
-        name: str,
-        loader: "Any",
-        named: bool,
-        path: "Sequence[str] | None",
-        target: "ModuleType | None",
-    ) -> None:
-        self.name = name
-        self.loader = loader
-        self.named = named
-        self.path = path
-        self.target = target
+    def __init__(self, name: str, loader: "Any", named: bool, where: "tuple[Any, Any]") -> None:
+        # where: the path and target that the finder was given, to find the module again
+        self.name, self.loader, self.named, self.where = name, loader, named, where
         self.found: Any = None  # the loader this one stands for, once accelerated
         self.spec: ModuleSpec | None = None  # the spec found again, if any
 
@@ -225,9 +198,8 @@ class _Accelerating:
                 self.found = _Imported(module)
             else:
                 if self.named:  # what coheriq's finder gives it now: a marking loader
-                    again = spec_after(None, self.name, self.path, self.target)
-                    if again is not None and again.loader is not None:
-                        self.spec = again
+                    again = spec_after(None, self.name, *self.where)
+                    self.spec = again if getattr(again, "loader", None) is not None else None
                 self.found = self.loader if self.spec is None else self.spec.loader
         if spec is not None and getattr(spec, "loader", None) is self:
             spec.loader = self.found
@@ -275,35 +247,26 @@ class _Imported:
 def _coheriq_importing() -> bool:
     """Whether this thread is running the body of a module of coheriq (accelerating now
     would use coheriq half made); another thread's import is waited for instead."""
-    return any(
-        getattr(getattr(module, "__spec__", None), "_initializing", False) and _importing(name)
-        for name, module in list(sys.modules.items())
-        if name == "coheriq" or name.startswith("coheriq.")
-    )
-
-
-def _importing(fullname: str) -> bool:
-    """Whether this thread holds the import system's lock of ``fullname`` (True where its
-    private records cannot tell)."""
     locks = getattr(sys.modules.get("_frozen_importlib"), "_module_locks", None)
-    if not isinstance(locks, dict):
-        return True
-    reference = locks.get(fullname)  # a weak reference, while someone holds the lock
-    lock = reference() if callable(reference) else None
-    return lock is not None and getattr(lock, "owner", get_ident()) == get_ident()
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        if name.partition(".")[0] != "coheriq" or not getattr(spec, "_initializing", False):
+            continue
+        if not isinstance(locks, dict):  # the import system's private records cannot tell
+            return True
+        reference = locks.get(name)  # a weak reference to its lock, while someone holds it
+        lock = reference() if callable(reference) else None
+        if lock is not None and getattr(lock, "owner", get_ident()) == get_ident():
+            return True
+    return False
 
 
 def _can_wait(named: list[tuple[str, str | None]]) -> bool:
     """Whether accelerating ``named`` can wait for their import: none is imported already,
     and the entry points seen here declare each library and advertise each engine."""
-    groups = set()
-    for library, engine in named:
-        if not library.isidentifier() or library in sys.modules:
-            return False
-        groups.add(f"coheriq.declarations.{library}")
-        if engine is not None:
-            groups.add(f"coheriq.engines.{library}")
-    found = advertised_names(groups)
+    if any(not library.isidentifier() or library in sys.modules for library, _ in named):
+        return False
+    found = advertised_names()
     return all(
         found.get(f"coheriq.declarations.{library}")
         and engine in (None, "reference", *found.get(f"coheriq.engines.{library}", ()))
@@ -311,20 +274,18 @@ def _can_wait(named: list[tuple[str, str | None]]) -> bool:
     )
 
 
-def advertised_names(groups: set[str]) -> dict[str, set[str]]:
-    """The entry-point names in each of ``groups`` of the distributions in :data:`sys.path`'s
-    directories, from their ``entry_points.txt``: a quick look, several times faster than
-    :mod:`importlib.metadata`, that misses distributions elsewhere (a zip file)."""
+def advertised_names() -> dict[str, set[str]]:
+    """The entry-point names in each group ``coheriq.*`` of the distributions in
+    :data:`sys.path`'s directories, from their ``entry_points.txt``: a quick look, several
+    times faster than :mod:`importlib.metadata`, that misses distributions elsewhere."""
     found: dict[str, set[str]] = {}
     for entry in sys.path:
         directory = entry or os.curdir
         try:
-            names = os.listdir(directory)
+            names = [n for n in os.listdir(directory) if n.endswith((".dist-info", ".egg-info"))]
         except (OSError, TypeError, ValueError):  # a zip file, a missing directory
             continue
         for name in names:
-            if not name.endswith((".dist-info", ".egg-info")):
-                continue
             try:
                 with open(os.path.join(directory, name, "entry_points.txt"), "rb") as file:
                     text = file.read().decode("utf-8")
@@ -332,11 +293,11 @@ def advertised_names(groups: set[str]) -> dict[str, set[str]]:
                 continue
             if "coheriq." not in text:
                 continue
-            section = None
+            section = ""
             for line in text.splitlines():
                 line = line.strip()
                 if line.startswith("[") and line.endswith("]"):
                     section = line[1:-1].strip()
-                elif section in groups and "=" in line and not line.startswith(("#", ";")):
+                elif section.startswith("coheriq.") and "=" in line and line[0] not in "#;":
                     found.setdefault(section, set()).add(line.partition("=")[0].strip())
     return found
