@@ -12,9 +12,9 @@ from __future__ import annotations
 from _collections_abc import Sequence as _Sequence
 
 from .._call.proxy import candidate_of, code_flags_behind
+from .._choice.blocks import live_scope
 from .._choice.global_choice import Settlement
 from .._choice.ordered import after_chosen, first_that_starts
-from .._choice.blocks import live_scope
 from .._engines.meta import EngineMeta
 from .._library.domain import AccelerationDomain, all_domains, lookup_domain
 from .._names import REFERENCE, check_name
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any, TypeAlias, TypeGuard, TypeVar
 
-    from .._choice.ordered import Tried
     from .._choice.blocks import Scope
+    from .._choice.ordered import Tried
 
     F = TypeVar("F", bound=Callable[..., Any])
     T = TypeVar("T")
@@ -339,7 +339,7 @@ def active_implementation(domain: AccelerationDomain | str) -> str | None:
     found = lookup_domain(domain)
     engine = found.scopes.active_engine()
     if engine is None and found.materialized:
-        engine = found.choice.prospect()[0]
+        engine = found.choice.prospect().engine
     return engine
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .state import DomainState
 
 
-__all__ = ["GlobalChoice", "Settlement", "Unchosen", "Unsettled"]
+__all__ = ["GlobalChoice", "Prospect", "Settlement", "Unchosen", "Unsettled"]
 
 
 class Settlement:
@@ -123,6 +123,34 @@ class Unchosen:
 
     def __repr__(self) -> str:
         return f"<candidate {self.name!r} of domain {self.unsettled.state.name!r}: not chosen yet>"
+
+
+class Prospect:
+    """What a call here and now would run, and why (:meth:`GlobalChoice.prospect`).
+
+    Attributes:
+        engine: The engine's name; None where the variable names no engine that exists.
+        reason: Why, as a sentence.
+        engine_class: Its class; None for an advertised engine not imported yet.
+        tried: What an ordered list tried (see :data:`~coheriq._choice.ordered.Tried`).
+    """
+
+    __slots__ = ("engine", "engine_class", "reason", "tried")
+
+    def __init__(
+        self,
+        engine: str | None,
+        reason: str,
+        engine_class: EngineMeta | None = None,
+        tried: Tried = (),
+    ) -> None:
+        self.engine = engine
+        self.reason = reason
+        self.engine_class = engine_class
+        self.tried = tried
+
+    def __repr__(self) -> str:
+        return f"<Prospect of {self.engine!r}: {self.reason}>"
 
 
 class GlobalChoice:
@@ -314,47 +342,36 @@ class GlobalChoice:
         engine = os.environ.get(verify, "").split(":")[0].strip()
         return (verify, engine) if engine else (variable, value)
 
-    def prospect(self) -> tuple[str | None, str, EngineMeta | None, Tried]:
+    def prospect(self) -> Prospect:
         """What a call here and now would run, and why, without choosing anything.
 
-        Returns ``(engine, reason, engine class, tried)``; the class is None for an
-        advertised engine not imported yet, and the engine too where the variable
-        names none. A list in the variable is tried (started, not chosen) now.
+        A list in the variable is tried (started, not chosen) now, as the first call
+        would try it.
         """
         state = self.state
         by_name = state.engines.by_name
         scope = state.scopes.live()
         if scope is not None:
             cls = by_name.get(scope.engine) or state.engines.reference
-            return (
-                scope.engine,
-                "the innermost using_engine block in this context",
-                cls,
-                scope.tried,
-            )
+            why = "the innermost using_engine block in this context"
+            return Prospect(scope.engine, why, cls, scope.tried)
         settled = self.settled
         if settled is not None:
             how = {"enable_engine": "enable_engine", "default": "the reference by default"}.get(
                 settled.reason, f"the {settled.reason}"
             )
-            return (
-                settled.engine,
-                f"{how}, settled by a call at {settled.where}",
-                settled.engine_class,
-                settled.tried,
-            )
+            why = f"{how}, settled by a call at {settled.where}"
+            return Prospect(settled.engine, why, settled.engine_class, settled.tried)
         choice = state.copies.choice
         if choice is not None:
-            return (
-                choice.engine,
+            why = (
                 f"the choice made for an earlier copy of module {state.module!r} "
-                f"({choice.reason}); not settled in this copy yet",
-                by_name.get(choice.engine),
-                choice.tried,
+                f"({choice.reason}); not settled in this copy yet"
             )
+            return Prospect(choice.engine, why, by_name.get(choice.engine), choice.tried)
         return self._prospect_from_environment()
 
-    def _prospect_from_environment(self) -> tuple[str | None, str, EngineMeta | None, Tried]:
+    def _prospect_from_environment(self) -> Prospect:
         """:meth:`prospect` where only the environment variable can choose."""
         state = self.state
         by_name = state.engines.by_name
@@ -367,12 +384,8 @@ class GlobalChoice:
                 why = f"{variable} is set to {raw!r}, which names no engine"
             else:
                 why = "no enable_engine and no variable set"
-            return (
-                REFERENCE,
-                f"the reference by default ({why}); not settled yet",
-                state.engines.reference,
-                (),
-            )
+            why = f"the reference by default ({why}); not settled yet"
+            return Prospect(REFERENCE, why, state.engines.reference)
         reason = f"the environment variable {variable}={value!r}; not settled yet"
         if "," in value:
             named_by = f" (named by the environment variable {variable})"
@@ -380,13 +393,13 @@ class GlobalChoice:
                 names: list[str | EngineMeta] = [*parse_engine_list(value, named_by)]
                 cls, tried = first_that_starts(state.engines, names, named_by=named_by)
             except CoheriqError as error:
-                return None, f"{reason}, and the first call will fail: {error}", None, ()
+                return Prospect(None, f"{reason}, and the first call will fail: {error}")
             engine = cls.__coheriq_name__ or REFERENCE
-            return engine, f"{reason}; the first of the list that starts here", cls, tried
+            return Prospect(engine, f"{reason}; the first of the list that starts here", cls, tried)
         if value in by_name:
-            return value, reason, by_name[value], ()
+            return Prospect(value, reason, by_name[value])
         from .. import discovery  # reading metadata imports no engine
 
         if value in discovery.advertised(state.name):
-            return value, reason + " (advertised, not imported yet)", None, ()
-        return None, reason + ", which names no engine: the first call will fail", None, ()
+            return Prospect(value, reason + " (advertised, not imported yet)")
+        return Prospect(None, reason + ", which names no engine: the first call will fail")

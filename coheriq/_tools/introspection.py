@@ -162,7 +162,8 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
             f"explain takes a coheriq candidate, a domain or a domain's name, not "
             f"{type(subject).__name__} ({subject!r})."
         )
-    engine, reason, cls, tried = domain.choice.prospect()
+    now = domain.choice.prospect()
+    engine, reason, cls, tried = now.engine, now.reason, now.engine_class, now.tried
     names = [candidate] if candidate else list(domain.candidate_kinds)
     suppliers = {} if cls is None else {c: _name(supplier(cls, c)) for c in names}
     settled = domain.choice.settled is not None
