@@ -11,7 +11,7 @@ import sys
 from .._engines.meta import EngineMeta
 from .._engines.registry import building
 from .._library.domain import AccelerationDomain, lookup_domain
-from .._names import REFERENCE, check_candidate_name, check_name
+from .._names import REFERENCE, check_candidate_name, check_name, name_given_once
 from .._stdlib import TYPE_CHECKING
 from ..exceptions import (
     CoheriqDomainNotReadyError,
@@ -149,12 +149,12 @@ class AccelerationEngine:
                 candidate, or it is overridden already.
         """
         if obj is None or isinstance(obj, str):
-            if obj is not None and name is not None:
-                raise CoheriqTypeError(
-                    f"Engine {self.name!r}: give the overridden name once, either as "
-                    "override('name') or as override(name='name')."
-                )
-            given = obj if obj is not None else name
+            given = name_given_once(
+                obj,
+                name,
+                f"Engine {self.name!r}: give the overridden name once, either as "
+                "override('name') or as override(name='name').",
+            )
             return lambda target: self._add(target, given)
         return self._add(obj, name)
 

@@ -19,7 +19,7 @@ from .._choice.global_choice import GlobalChoice
 from .._choice.state import DomainState
 from .._engines.meta import EngineMeta
 from .._engines.registry import Engines
-from .._names import check_candidate_name, check_name
+from .._names import check_candidate_name, check_name, name_given_once
 from .._stdlib import TYPE_CHECKING, MappingProxyType
 from ..exceptions import (
     CoheriqDomainError,
@@ -372,12 +372,12 @@ class AccelerationDomain:
                 f"Domain {self.name!r}: side_effects is True or False, not {side_effects!r}."
             )
         if obj is None or isinstance(obj, str):
-            if obj is not None and name is not None:
-                raise CoheriqTypeError(
-                    f"Domain {self.name!r}: give the candidate's name once, either as "
-                    "acceleration_candidate('name') or as acceleration_candidate(name='name')."
-                )
-            given = obj if obj is not None else name
+            given = name_given_once(
+                obj,
+                name,
+                f"Domain {self.name!r}: give the candidate's name once, either as "
+                "acceleration_candidate('name') or as acceleration_candidate(name='name').",
+            )
             if given is not None:
                 check_candidate_name(given)
             return lambda target: self._mark(target, given, side_effects)
