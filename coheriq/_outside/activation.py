@@ -28,7 +28,7 @@ from ..exceptions import (
 from .adapter import Adapter
 from .declarations import declaration_of
 from .finder import installed_finder
-from .startup import ENV, has_started, parse_environment, said_before
+from .startup import ENV, parse_environment, said_before
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -91,9 +91,7 @@ def accelerate(library: str, engine: str | None = None) -> AccelerationDomain | 
 
 def accelerate_if_declared(library: str, engine: str | None = None) -> bool:
     """:func:`accelerate` ``library`` if installed packages declare it; whether they do.
-
-    Raises what :func:`accelerate` raises, but for an undeclared library.
-    """
+    Raises what :func:`accelerate` raises, but for an undeclared library."""
     check_name(library, "library name")
     with _lock:
         adapter = _adapters.get(library)
@@ -125,10 +123,9 @@ def _adapter_for(declaration: LibraryDeclaration) -> Adapter:
     imported = [sys.modules[m] for m in declaration.modules if m in sys.modules]
     for module in imported:
         adapter.check_defines(module)
-    library = declaration.library
     installed_finder().watch(adapter)
-    _adapters[library] = adapter
-    top = sys.modules.get(library)
+    _adapters[declaration.library] = adapter
+    top = sys.modules.get(declaration.library)
     if top is not None:  # imported already: the domain is made for the run that made it
         adapter.make_domain(vars(top))
     for module in sorted(imported, key=lambda m: m.__name__.count(".")):
@@ -181,11 +178,9 @@ def adapter_of(library: str) -> Adapter | None:
 
 
 def from_environment() -> None:
-    """Accelerate what :data:`ENV` names, once per process.
-
-    Never raises (an interpreter must start): what cannot be done is said on
-    standard error, once, unless the runner's interpreter said it already.
-    """
+    """Accelerate what :data:`ENV` names, once per process. Never raises (an interpreter must
+    start): what cannot be done is said on standard error, once, unless the runner's
+    interpreter said it already."""
     global _started
     if _started:
         return
@@ -209,8 +204,6 @@ def said_at_start_up() -> list[str]:
     return list(_said)
 
 
-def from_environment_unless_started() -> None:
-    """:func:`from_environment`, where the start-up file did not run in this process
-    (``python -S``, coheriq from a source tree): ``import coheriq`` calls it."""
-    if not has_started():
-        from_environment()
+# What ``import coheriq`` calls where the start-up file did not run in this process (``python
+# -S``, coheriq from a source tree): it checks that itself, first.
+from_environment_unless_started = from_environment

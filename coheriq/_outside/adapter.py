@@ -35,15 +35,10 @@ _CREATE_DOMAIN = compile(
 
 
 class Adapter:
-    """The library that ``declaration`` declares, accelerated from the outside.
-
-    Attributes:
-        domain: Its domain, once made; else None.
-        stepped_back: Why the adapter leaves the library alone (it marks its own
-            candidates), as a sentence; else None.
-        created: The top-level module whose domain the finder made as it created
-            the module, until the module's body runs (a later run is a reload).
-    """
+    """The library that ``declaration`` declares, accelerated from the outside: its ``domain``,
+    once made; ``stepped_back``, why the adapter leaves the library alone (it marks its own
+    candidates), as a sentence; ``created``, the top-level module whose domain the finder made
+    as it created the module, until the module's body runs (a later run is a reload)."""
 
     def __init__(self, declaration: LibraryDeclaration) -> None:
         self.declaration = declaration
@@ -100,23 +95,14 @@ class Adapter:
                 domain.declare(module, functions=functions, classes=classes)
             domain.materialize()
 
-    def domain_for(self) -> AccelerationDomain | None:
-        """The domain that marks the library's modules (None where the library marks its own);
-        made here for a top-level namespace package, which has no loader to make it."""
-        with self._lock:
-            if self.domain is None and self.stepped_back is None:
-                self.make_domain(vars(sys.modules[self.declaration.library]))
-            return self.domain if self.stepped_back is None else None
-
     def importing(self) -> bool:
         """Whether this thread is running the body of one of the library's modules (importing
         it); another thread's import does not count: its calls are the program's."""
         frame: Any = sys._getframe(1)
         while frame is not None:
-            if frame.f_code.co_name == "<module>":
-                name = frame.f_globals.get("__name__")
-                if isinstance(name, str) and name.partition(".")[0] == self.declaration.library:
-                    return True
+            name = frame.f_globals.get("__name__") if frame.f_code.co_name == "<module>" else None
+            if isinstance(name, str) and name.partition(".")[0] == self.declaration.library:
+                return True
             frame = frame.f_back
         return False
 
@@ -130,18 +116,20 @@ class Adapter:
     def marking_code(self, loader: Any, name: str) -> CodeType:
         """The code of declared module ``name``, which marks its declared names as they are bound.
 
-        ``loader`` runs modules from source (see :func:`runs_from_source`): the source,
-        compiled as it compiles it, with a call after each statement that binds a declared
-        name in the module's scope (and around each walrus that binds one) that binds the
-        candidate in its place, where a decorator would have run; names bound another way
-        are marked when the body has run. The calls have no lines of their own, so a tracer
-        sees the lines it sees unmarked. A module that cannot define every name declared for
-        it runs unmarked, with a :class:`~coheriq.CoheriqDeclarationWarning`.
+        ``loader`` runs modules from source (see :func:`runs_from_source`): its source, compiled
+        as it compiles it, with a call after each statement that binds a declared name in the
+        module's scope (and around each walrus that binds one) that binds the candidate there,
+        where a decorator would have run; names bound another way are marked when the body has
+        run. The calls have no lines of their own: a tracer sees the lines it sees unmarked. A
+        module that cannot define every name declared for it runs unmarked, with a
+        :class:`~coheriq.CoheriqDeclarationWarning`; one of a library that marks its own, as is.
         """
         import ast
 
-        names = self.declaration.modules.get(name, {})
-        defined = _names_in(loader.get_code(name))  # from its cache, usually
+        plain: CodeType = loader.get_code(name)  # from its cache, usually
+        if self.stepped_back is not None:
+            return plain
+        names, defined = self.declaration.modules.get(name, {}), _names_in(plain)
         missing = [n for n in names if n not in defined]
         if missing:  # certainly not defined: the module runs as it is
             self._problem(self._mismatch(name, missing) + " The module is imported unmarked.")
@@ -160,8 +148,9 @@ class Adapter:
             _RUNS[id(namespace)] = _Run(self, domain, name)
 
     def _starting(self, name: str, namespace: dict[str, Any]) -> AccelerationDomain | None:
-        """Module ``name`` starts to run in ``namespace``: its loaders the real ones again (the
-        domain made again, for a reload of the top); the domain that marks it, if any."""
+        """Module ``name`` starts to run in ``namespace``: its loaders the real ones again, the
+        domain made (again, for a reload of the top; or for a top-level namespace package, which
+        no loader makes); the domain that marks it, None where the library marks its own."""
         _real_loaders(namespace)
         if name == self.declaration.library:
             if namespace.get("__name__") != name:  # python -m on the library's own top module
@@ -175,7 +164,10 @@ class Adapter:
             created, self.created = self.created, None
             if created is None or vars(created) is not namespace:
                 self.make_domain(namespace)  # its body runs again: a reload
-        return self.domain_for()
+        with self._lock:
+            if self.domain is None and self.stepped_back is None:
+                self.make_domain(vars(sys.modules[self.declaration.library]))
+            return self.domain if self.stepped_back is None else None
 
     def mark_in_place(
         self, module: str, namespace: dict[str, Any], *, imported_before: bool
@@ -199,30 +191,25 @@ class Adapter:
             )
         originals = {}  # declared name -> the unmarked object it held
         for name in [name for name in names if name in namespace]:
-            value = namespace[name]
-            if candidate_of(value) is not None:
-                continue  # marked as it executed, or by the library itself
-            if isinstance(value, type):  # rebuilt, it would disown what was made before
+            value = namespace[name]  # a candidate already, where marked as it ran: it stays
+            if isinstance(value, type) and candidate_of(value) is None:
                 self._class_not_in_place(module, name, value, imported_before)
             elif (marked := self._mark_one(domain, module, name, value, run=None)) is not value:
                 namespace[name], originals[name] = marked, value
         by_id = {id(value): name for name, value in originals.items()} if imported_before else {}
         for holder, held in list(sys.modules.items()) if by_id else ():
             attributes = getattr(held, "__dict__", None)
-            for attribute, value in (
-                list(attributes.items()) if isinstance(attributes, dict) else ()
-            ):
+            attributes = attributes if isinstance(attributes, dict) else {}
+            for attribute, value in list(attributes.items()):
                 if id(value) in by_id:
                     where = f"{holder}.{attribute}"
                     domain.state.bound_before.setdefault(by_id[id(value)], []).append(where)
 
     def _class_not_in_place(self, module: str, name: str, cls: type, imported_before: bool) -> None:
         """Say loudly that class ``cls``, bound to declared ``name``, stays unmarked, and why."""
-        derived: list[type] = cls.__subclasses__()
-        before = (
-            " and classes derived from it already"
-            f" ({listing(c.__qualname__ for c in derived)})" * bool(derived)
-        )
+        subclasses: list[type] = cls.__subclasses__()
+        derived = [subclass.__qualname__ for subclass in subclasses]
+        before = f" and classes derived from it already ({listing(derived)})" if derived else ""
         if imported_before:
             what = "was imported before the library was accelerated"
             fix = (
@@ -245,12 +232,10 @@ class Adapter:
     def _mark_one(
         self, domain: AccelerationDomain, module: str, name: str, value: Any, run: Any
     ) -> Any:
-        """The candidate for ``value`` bound to declared ``name``; ``value`` where it cannot be.
-
-        A library's wrapper around a plain function (neither function nor class, with a
-        ``__wrapped__``: NumPy's dispatchers) stays, the candidate, its function marked in
-        place (see :func:`~coheriq._call.proxy.mark_in_place`), so that it keeps its identity.
-        """
+        """The candidate for ``value`` bound to declared ``name``; ``value`` where it cannot be,
+        or where it is a library's wrapper around a plain function (neither function nor class,
+        with a ``__wrapped__``: NumPy's dispatchers), the candidate, its function marked in place
+        (see :func:`~coheriq._call.proxy.mark_in_place`), so that it keeps its identity."""
         if not callable(value) or candidate_of(value) is not None:
             return value  # a placeholder (name = None), or a candidate already
         wrapped = getattr(value, "__wrapped__", None)
@@ -428,22 +413,20 @@ def _with_hooks(tree: ast.Module, module: str, names: Any) -> ast.Module:
         or (isinstance(body[start], ast.ImportFrom) and body[start].module == "__future__")  # type: ignore[attr-defined]
     ):
         start += 1
-    first = body[start] if start < len(body) else (body[-1] if body else None)
+    line = _first_line(body[min(start, len(body) - 1)]) if body else -1
     tree.body = [
         *body[:start],
-        _hook("_begin", module, bool(names), line=_first_line(first)),
+        _hook("_begin", module, bool(names), line=line),
         *_marked_statements(body[start:], module, frozenset(names)),
     ]
     _end_each_path(tree.body, module)
     return tree
 
 
-def _first_line(statement: ast.stmt | None) -> int:
+def _first_line(statement: ast.stmt) -> int:
     """The line of the first instruction ``statement`` runs (a decorator's, a value's line)."""
     import ast
 
-    if statement is None:
-        return -1
     try:  # the compiler knows, for this version: compiled alone, in a module of its own
         code = compile(ast.Module([statement], []), "<statement>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
@@ -452,11 +435,9 @@ def _first_line(statement: ast.stmt | None) -> int:
 
 
 def _end_each_path(block: list[Any], module: str) -> None:
-    """End ``block``, the module's last, with the ``_end`` call, on each path that completes it.
-
-    Each branch of a final ``if`` and handler of a final ``try`` gets a call of its own: to
-    one shared call, without a location, the compiler would jump back, which a tracer sees.
-    """
+    """End ``block``, the module's last, with the ``_end`` call, on each path that completes it:
+    each branch of a final ``if`` and handler of a final ``try`` gets a call of its own (to one
+    shared call, without a location, the compiler would jump back, which a tracer sees)."""
     import ast
 
     last = block[-1] if block else None
@@ -542,10 +523,9 @@ def _bound_by(node: Any) -> set[str]:
 
 
 def _walruses(node: Any, module: str, names: frozenset[str]) -> Any:
-    """``node`` (a node, a list of them, or neither) with each walrus that binds one of
-    ``names`` in a ``_bound_to`` call, in what runs in its scope: not in its blocks nor in a
-    lambda's body. (Not an ``ast.NodeTransformer``: :mod:`ast` is imported only where a module
-    is compiled.)"""
+    """``node`` (a node, a list of them, or neither) with each walrus that binds one of ``names``
+    in a ``_bound_to`` call, in what runs in its scope: not in its blocks nor in a lambda's body
+    (no ``ast.NodeTransformer``: :mod:`ast` is imported only where a module is compiled)."""
     import ast
 
     if isinstance(node, list):
@@ -568,12 +548,9 @@ def _bound_hook(module: str, bound: set[str] | frozenset[str]) -> list[ast.stmt]
 
 
 def _hook(function: str, *arguments: Any, line: int = -1) -> ast.Expr:
-    """The statement ``__import__("coheriq._outside.adapter", ...).function(*arguments)``.
-
-    At ``line``; by default at no location of its own, so that the compiler gives it the
-    location of what runs before it, and no new line is traced. Through ``__import__``, so
-    that the module's namespace gets no new name.
-    """
+    """The statement ``__import__("coheriq._outside.adapter", ...).function(*arguments)``
+    (the module's namespace gets no new name), at ``line``; by default at no location of its
+    own, so that the compiler gives it that of what runs before it: no new line is traced."""
     import ast
 
     here: list[ast.expr] = [*map(ast.Constant, (__name__, None, None, function))]

@@ -190,15 +190,10 @@ def parse_declaration(data: object, *, source: str) -> LibraryDeclaration:
         raise wrong(f'its "library" is {given_library!r}, not a module name') from None
     if not library.isidentifier():
         raise wrong(f'its "library" is {library!r}, not a top-level module name')
-    modules: dict[str, dict[str, bool]] = {}
     given = data.get("modules")
     if not isinstance(given, dict) or not given:
         raise wrong('its "modules" is not an object of module names')
-    for module, names in given.items():
-        parts = str(module).split(".")
-        if parts[0] != library or not all(part.isidentifier() for part in parts):
-            raise wrong(f"module {module!r} is not a module of library {library!r}")
-        modules[module] = _names_of(module, names, wrong)
+    modules = {module: _names_of(library, module, names, wrong) for module, names in given.items()}
     env_prefix, own = data.get("env_prefix"), own_prefix(library)
     if env_prefix is not None and env_prefix != own:
         raise wrong(
@@ -235,8 +230,12 @@ _FIELDS = {"coheriq_declaration", "library", "distribution", "versions", "env_pr
 _KINDS = ("a function", "a class")  # by whether a candidate is a class
 
 
-def _names_of(module: str, names: object, wrong: Any) -> dict[str, bool]:
-    """``{"functions": [...], "classes": [...]}`` as name -> is a class."""
+def _names_of(library: str, module: str, names: object, wrong: Any) -> dict[str, bool]:
+    """``{"functions": [...], "classes": [...]}``, given for ``module`` of ``library``, as
+    name -> is a class."""
+    parts = str(module).split(".")
+    if parts[0] != library or not all(part.isidentifier() for part in parts):
+        raise wrong(f"module {module!r} is not a module of library {library!r}")
     if not isinstance(names, dict) or set(names) - {"functions", "classes"}:
         raise wrong(f'module {module!r} is not given as {{"functions": [...], "classes": [...]}}')
     kinds: dict[str, bool] = {}
@@ -256,12 +255,9 @@ def _names_of(module: str, names: object, wrong: Any) -> dict[str, bool]:
 
 
 def combine(declarations: list[LibraryDeclaration]) -> LibraryDeclaration:
-    """One declaration with every candidate of ``declarations`` (of one library).
-
-    Raises:
-        CoheriqDeclarationError: Two of them disagree about a candidate's module or
-            kind, or about the distribution.
-    """
+    """One declaration with every candidate of ``declarations`` (of one library); raises
+    :class:`~coheriq.CoheriqDeclarationError` where two disagree about a candidate's module
+    or kind, or about the distribution."""
     first = declarations[0]
     modules: dict[str, dict[str, bool]] = {}
     where: dict[str, tuple[str, bool, str]] = {}  # name -> module, is a class, source

@@ -96,9 +96,6 @@ class SourceMarkingLoader(MarkingLoader):
 
     def get_code(self, fullname: str) -> CodeType:
         """The code of declared module ``fullname`` that marks its declared names as it runs."""
-        if self.adapter.stepped_back is not None:  # the library marks its own
-            code: CodeType = self.loader.get_code(fullname)
-            return code
         return self.adapter.marking_code(self.loader, fullname)
 
 

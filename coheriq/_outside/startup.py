@@ -41,19 +41,15 @@ _said: "set[str] | None" = None
 
 
 def parse_environment(value: str) -> list[tuple[str, str | None]]:
-    """``"statistics:numpy,cachetools"`` -> ``[("statistics", "numpy"), ("cachetools", None)]``.
-
-    One engine per library here; an ordered list goes in the library's own variable.
-    """
+    """``"statistics:numpy,cachetools"`` -> ``[("statistics", "numpy"), ("cachetools", None)]``
+    (one engine per library here; an ordered list goes in the library's own variable)."""
     items = [item.partition(":") for item in value.split(",") if item.strip()]
     return [(library.strip(), engine.strip() or None) for library, _, engine in items]
 
 
 def start() -> None:
     """Accelerate what :data:`ENV` names: when one of its libraries is imported, or now.
-
-    Never raises (an interpreter must start); runs once per process.
-    """
+    Never raises (an interpreter must start); runs once per process."""
     global _started, _deferred
     if _started:
         return
@@ -85,12 +81,8 @@ def said_before() -> "set[str]":
 
 def activate(wait: bool = True) -> None:
     """Accelerate what :data:`ENV` names now, once (what cannot be done is said on stderr).
-
-    Waits for another thread accelerating them, or, with ``wait`` False, returns at once.
-
-    Raises:
-        ImportError: That thread did not finish within :data:`WAIT_SECONDS`.
-    """
+    Waits for another thread accelerating them (raising ImportError where it does not finish
+    within :data:`WAIT_SECONDS`), or, with ``wait`` False, returns at once."""
     global _activated
     if not _lock.acquire(wait, WAIT_SECONDS if wait else -1):
         if not wait:
@@ -128,14 +120,11 @@ def spec_after(
 
 
 class Deferred:
-    """A meta path finder that accelerates the named libraries as the first of them is imported.
-
-    For a module of a named library it gives the others' spec an :class:`_Accelerating`
-    loader: acceleration runs as the module is loaded, under that module's lock, not
-    under the import system's global lock that finders are called with. Where coheriq
-    itself is being imported in this thread, the module imports unaccelerated, and the
-    next import after it accelerates (marking that module in place).
-    """
+    """A meta path finder that accelerates the named libraries as the first of them is imported:
+    it gives a named library's module the others' spec with an :class:`_Accelerating` loader,
+    so acceleration runs under that module's lock, not the import system's global one. Where
+    this thread is importing coheriq, the module imports unaccelerated, and the next import
+    after it accelerates (marking that module in place)."""
 
     def __init__(self, libraries: set[str]) -> None:
         self.libraries = libraries
@@ -165,12 +154,10 @@ class Deferred:
 
 
 class _Accelerating:
-    """The loader of a module imported while the libraries wait.
-
-    Its ``create_module`` accelerates, then hands the module to the loader coheriq's
-    finder gives it (or, for a module of no named library, the real one); where
-    accelerating imported the module itself, that module is returned, run once.
-    """
+    """The loader of a module imported while the libraries wait: its ``create_module``
+    accelerates, then hands the module to the loader coheriq's finder gives it (or, for a
+    module of no named library, the real one); where accelerating imported the module
+    itself, that module is returned, run once."""
 
     def __init__(self, name: str, loader: "Any", named: bool, where: "tuple[Any, Any]") -> None:
         # where: the path and target that the finder was given, to find the module again
@@ -229,8 +216,7 @@ class _Imported:
     """The loader of a module imported already: ``create_module`` gives it, as it is."""
 
     def __init__(self, module: "ModuleType") -> None:
-        self.module = module
-        self.spec = getattr(module, "__spec__", None)
+        self.module, self.spec = module, getattr(module, "__spec__", None)
 
     def create_module(self, spec: "ModuleSpec") -> "ModuleType":
         return self.module
