@@ -1,9 +1,8 @@
 """Turning on the acceleration of a library that never adopted coheriq.
 
-:func:`accelerate` reads the library's declarations, installs the finder and marks its
-modules imported already; the library and its engine are named in :data:`os.environ`
-(``COHERIQ_ACCELERATE``, ``<PREFIX>_ENGINE``) so that child processes accelerate it too.
-"""
+:func:`accelerate` reads the library's declarations, installs the finder and marks its modules
+imported already; the library and its engine are named in :data:`os.environ`
+(``COHERIQ_ACCELERATE``, ``<PREFIX>_ENGINE``) so that child processes accelerate it too."""
 
 from __future__ import annotations
 
@@ -142,8 +141,7 @@ def _warn_if_unreachable(adapter: Adapter, top: ModuleType) -> None:
     library = adapter.declaration.library
     namespace = vars(top)
     declared = {name for names in adapter.declaration.modules.values() for name in names}
-    bound = [name for name in declared if name in namespace]
-    bound = [name for name in bound if not isinstance(namespace[name], type)]
+    bound = [n for n in declared if n in namespace and not isinstance(namespace[n], type)]
     if not bound or any(candidate_of(namespace[name]) is not None for name in bound):
         return
     warnings.warn(
@@ -192,11 +190,8 @@ def from_environment() -> None:
         except Exception as error:
             _said.append(library)
             if library not in said:
-                print(
-                    f"coheriq: {ENV} names library {library!r}, which cannot be accelerated: "
-                    f"{error}",
-                    file=sys.stderr,
-                )
+                message = f"{ENV} names library {library!r}, which cannot be accelerated: {error}"
+                print(f"coheriq: {message}", file=sys.stderr)
 
 
 def said_at_start_up() -> list[str]:

@@ -1,10 +1,8 @@
 """One library accelerated from the outside: its domain, made from its declaration, and its marking.
 
-An :class:`Adapter` makes the library's domain as its top-level module is created, and
-marks each declared module: as its body binds the declared names, where its loader runs
-source as the standard loaders do (:meth:`Adapter.marking_code`); else, and for modules
-imported before, in place once it has run (classes then stay unmarked, with a warning).
-"""
+An :class:`Adapter` makes the domain as the top-level module is created, and marks each declared
+module: as its body binds the declared names, where its loader runs source as the standard ones
+do (:meth:`Adapter.marking_code`); else, and if imported before, in place once it has run."""
 
 from __future__ import annotations
 
@@ -116,12 +114,12 @@ class Adapter:
     def marking_code(self, loader: Any, name: str) -> CodeType:
         """The code of declared module ``name``, which marks its declared names as they are bound.
 
-        ``loader`` runs modules from source (see :func:`runs_from_source`): its source, compiled
-        as it compiles it, with a call after each statement that binds a declared name in the
-        module's scope (and around each walrus that binds one) that binds the candidate there,
-        where a decorator would have run; names bound another way are marked when the body has
-        run. The calls have no lines of their own: a tracer sees the lines it sees unmarked. A
-        module that cannot define every name declared for it runs unmarked, with a
+        ``loader`` runs modules from source (see :func:`runs_from_source`): its source, compiled as
+        it compiles it, with a call after each statement that binds a declared name in the module's
+        scope (and around each walrus that binds one) that binds the candidate there, where a
+        decorator would have run; names bound another way are marked when the body has run. The
+        calls have no lines of their own: a tracer sees the lines it sees unmarked. A module that
+        cannot define every name declared for it runs unmarked, with a
         :class:`~coheriq.CoheriqDeclarationWarning`; one of a library that marks its own, as is.
         """
         import ast
@@ -173,9 +171,9 @@ class Adapter:
         self, module: str, namespace: dict[str, Any], *, imported_before: bool
     ) -> None:
         """Rebind each declared name of ``module``, whose body has run in ``namespace``, to its
-        candidate; with ``imported_before``, record in the domain's ``bound_before``
-        (:func:`coheriq.explain` lists it) where other modules bound the unmarked objects,
-        which are never rebound (:meth:`check_defines` is called first then)."""
+        candidate; with ``imported_before`` (after :meth:`check_defines`), record in the domain's
+        ``bound_before`` (:func:`coheriq.explain` lists it) where other modules bound the unmarked
+        objects, which are never rebound."""
         domain = self.domain if self.stepped_back is None else None
         if domain is None:
             return

@@ -211,13 +211,9 @@ def parse_declaration(data: object, *, source: str) -> LibraryDeclaration:
         ranges = [] if versions is None else [(source, VersionRange(versions))]
     except ValueError as error:
         raise wrong(f'its "versions" {versions!r} cannot be read: {error}') from None
+    # Its env_prefix is None or its own, which a declaration gets without one.
     return LibraryDeclaration(
-        library,
-        modules,
-        env_prefix=env_prefix,
-        distribution=distribution,
-        ranges=ranges,
-        sources=(source,),
+        library, modules, distribution=distribution, ranges=ranges, sources=(source,)
     )
 
 
@@ -231,8 +227,7 @@ _KINDS = ("a function", "a class")  # by whether a candidate is a class
 
 
 def _names_of(library: str, module: str, names: object, wrong: Any) -> dict[str, bool]:
-    """``{"functions": [...], "classes": [...]}``, given for ``module`` of ``library``, as
-    name -> is a class."""
+    """A module's ``{"functions": [...], "classes": [...]}``, checked: name -> is a class."""
     parts = str(module).split(".")
     if parts[0] != library or not all(part.isidentifier() for part in parts):
         raise wrong(f"module {module!r} is not a module of library {library!r}")

@@ -1,9 +1,8 @@
 """The finder that marks declared modules as they are imported, around their real loaders.
 
-:class:`DeclaredModules` stands first on :data:`sys.meta_path`; it answers None at once
-for an undeclared module, and for a declared one wraps the loader that the finders after
-it give (so the same file is found as without coheriq) in a :class:`MarkingLoader`.
-"""
+:class:`DeclaredModules` stands first on :data:`sys.meta_path`; it answers None at once for an
+undeclared module, and for a declared one wraps the loader that the finders after it give (so
+the same file is found as without coheriq) in a :class:`MarkingLoader`."""
 
 from __future__ import annotations
 

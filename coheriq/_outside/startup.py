@@ -1,9 +1,8 @@
 """What ``COHERIQ_ACCELERATE`` does as an interpreter starts (the start-up ``.pth`` file loads it).
 
-Standard library only, loaded without importing coheriq: :func:`start` checks the
-names against the installed entry points and accelerates the libraries as the first
-of them is imported (:class:`Deferred`), or at once where waiting is unsafe or unconfirmed.
-"""
+Standard library only, loaded without importing coheriq: :func:`start` checks the names against
+the installed entry points and accelerates the libraries as the first of them is imported
+(:class:`Deferred`), or at once where waiting is unsafe or unconfirmed."""
 
 # No `from __future__ import annotations`: every module imported here is one more in
 # every process; annotations of names imported for type checkers are quoted.
@@ -120,11 +119,10 @@ def spec_after(
 
 
 class Deferred:
-    """A meta path finder that accelerates the named libraries as the first of them is imported:
-    it gives a named library's module the others' spec with an :class:`_Accelerating` loader,
-    so acceleration runs under that module's lock, not the import system's global one. Where
-    this thread is importing coheriq, the module imports unaccelerated, and the next import
-    after it accelerates (marking that module in place)."""
+    """A meta path finder that accelerates the named libraries as the first of them is imported,
+    under that module's lock (its :class:`_Accelerating` loader), not the import system's global
+    one. Where this thread is importing coheriq, the module imports unaccelerated, and the next
+    import after it accelerates (marking that module in place)."""
 
     def __init__(self, libraries: set[str]) -> None:
         self.libraries = libraries
@@ -134,10 +132,7 @@ class Deferred:
         return f"<coheriq finder accelerating {sorted(self.libraries)} at their first import>"
 
     def find_spec(
-        self,
-        fullname: str,
-        path: "Sequence[str] | None" = None,
-        target: "ModuleType | None" = None,
+        self, fullname: str, path: "Sequence[str] | None" = None, target: "ModuleType | None" = None
     ) -> "ModuleSpec | None":
         """None, or, for a module of a named library, its spec with an accelerating loader."""
         named = fullname.partition(".")[0] in self.libraries
@@ -261,9 +256,8 @@ def _can_wait(named: list[tuple[str, str | None]]) -> bool:
 
 
 def advertised_names() -> dict[str, set[str]]:
-    """The entry-point names in each group ``coheriq.*`` of the distributions in
-    :data:`sys.path`'s directories, from their ``entry_points.txt``: a quick look, several
-    times faster than :mod:`importlib.metadata`, that misses distributions elsewhere."""
+    """The entry-point names in each group ``coheriq.*`` of the distributions in :data:`sys.path`'s
+    directories: several times faster than :mod:`importlib.metadata`, but misses a zip file's."""
     found: dict[str, set[str]] = {}
     for entry in sys.path:
         directory = entry or os.curdir
@@ -277,10 +271,8 @@ def advertised_names() -> dict[str, set[str]]:
                     text = file.read().decode("utf-8")
             except (OSError, ValueError):
                 continue
-            if "coheriq." not in text:
-                continue
             section = ""
-            for line in text.splitlines():
+            for line in text.splitlines() if "coheriq." in text else ():
                 line = line.strip()
                 if line.startswith("[") and line.endswith("]"):
                     section = line[1:-1].strip()
