@@ -495,10 +495,11 @@ class Switchboard:
         with the domain's lock held, while the flag is off or before it goes on."""
         if self.retired:
             return
-        swapping = list(self._swapped.values())
-        if directly is self.runs_directly:
-            if directly or not self._generic:
-                return
+        if directly is not self.runs_directly:
+            swapping = list(self._swapped.values())
+        elif directly or not self._generic:
+            return
+        else:  # still looking: only the proxies on the trampoline that takes any arguments
             swapping = self._generic
         # Neither until every proxy is swapped: a swap that an exception stops (a
         # KeyboardInterrupt between two proxies) is done again by the next call.
