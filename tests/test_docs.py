@@ -123,6 +123,8 @@ def test_ci_runs_the_readme_test_command():
     """.ci/run finds the same test command in the README as the checks above."""
     if shutil.which("bash") is None or shutil.which("awk") is None:
         pytest.skip("reading the command as .ci/run does takes bash and awk")
+    if not (ROOT / ".ci" / "run").is_file():
+        pytest.skip("no .ci/run here (an sdist carries no CI script): nothing to compare")
     run = (ROOT / ".ci" / "run").read_text()
     reads = re.search(r"^test_command=\$\(awk .*?README\.md\)$", run, re.S | re.M)
     assert reads, ".ci/run no longer reads its test command from the README"
