@@ -84,7 +84,7 @@ def finder_for(domain: Any) -> Callable[[], Any] | None:
         return None
     scope_of = domain.scopes.here
 
-    def current() -> Any:
+    def current(_missing: Any = None) -> Any:  # finds "not chosen yet" itself
         found = scope_of()
         hushed = quiet.get()
         if hushed:
