@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
     _Pairs = Iterable[tuple[str, Any, Any]]  # (where, mine, other)
 
-__all__ = ["ComparisonRule", "Comparisons", "SharedSource", "summarize"]
-
 DEFAULT_RTOL = 1e-9
 """The relative tolerance for numbers where neither the library nor the user sets one."""
 

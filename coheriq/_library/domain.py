@@ -42,8 +42,6 @@ if TYPE_CHECKING:
 else:
     from .._stdlib import overload
 
-__all__ = ["AccelerationDomain", "all_domains", "lookup_domain"]
-
 
 def all_domains() -> list[AccelerationDomain]:
     """Every domain created in this process, in creation order (for a name, its copy now)."""

@@ -19,17 +19,6 @@ if TYPE_CHECKING:
 
     from .._call.proxy import CandidateInfo
 
-__all__ = [
-    "Declared",
-    "attribute",
-    "check_may_mark",
-    "import_declared",
-    "import_problem",
-    "not_imported_note",
-    "publish",
-    "redefine",
-]
-
 
 def attribute(domain: Any, name: str) -> Any:
     """What the reference class holds for candidate ``name``, marked or declared."""

@@ -22,17 +22,6 @@ if TYPE_CHECKING:
     # the choice, or None for the settled choice) to what it should find instead.
     Wrapper = Callable[[Any], Callable[[Any], Any]]
 
-__all__ = [
-    "View",
-    "describe",
-    "describers",
-    "finder_for",
-    "on_materialized",
-    "quiet",
-    "start",
-    "stop",
-]
-
 # False; True (no watcher sees the calls); or (domain, found) -> what a call finds
 # instead: a verification's other side stops at a candidate with side effects.
 quiet: ContextVar[bool | Callable[[Any, Any], Any]] = ContextVar(

@@ -30,21 +30,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
-__all__ = [
-    "Copies",
-    "alive_everywhere",
-    "caller_run",
-    "continuing",
-    "copies_of",
-    "lookup_domain",
-    "named_domains",
-    "ran_before",
-    "register",
-    "replace",
-    "reran",
-    "run_of",
-]
-
 
 class Copies:
     """The copies of one library module's domain, one made each time the module runs.

@@ -35,9 +35,6 @@ if TYPE_CHECKING:
     from .._library.domain import AccelerationDomain
     from .declarations import LibraryDeclaration
 
-__all__ = ["accelerate", "accelerate_if_declared", "adapter_of", "from_environment"]
-__all__ += ["from_environment_unless_started", "said_at_start_up"]
-
 _adapters: dict[str, Adapter] = {}
 _lock = _thread.RLock()
 _started = False  # from_environment has run

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
     from .declarations import LibraryDeclaration
 
-__all__ = ["Adapter", "runs_from_source"]
-
 # Evaluated in the library's top-level module's globals (the domain belongs to that module,
 # as if its own body had made it), with locals of its own (its namespace gets no new name).
 _CREATE_DOMAIN = compile(

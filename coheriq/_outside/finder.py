@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 
     from .adapter import Adapter
 
-__all__ = ["DeclaredModules", "MarkingLoader", "SourceMarkingLoader", "installed_finder"]
-
 
 class DeclaredModules:
     """A meta path finder for the modules of the libraries accelerated from the outside."""

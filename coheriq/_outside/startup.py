@@ -17,9 +17,6 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-__all__ = ["ENV", "SAID_ENV", "has_started", "parse_environment", "said_before", "spec_after"]
-__all__ += ["start"]
-
 ENV = "COHERIQ_ACCELERATE"
 """The variable naming the libraries to accelerate: ``"statistics:numpy,cachetools"``."""
 
