@@ -3,11 +3,13 @@
  * The reference is the Python proxy in coheriq/_call/proxy.py: a function generated
  * with the candidate's parameters that reads names of its domain's namespace. This proxy
  * reads the same state, kept where C reads it without a lookup: the domain's Board
- * (the flag, the finder, the scope variable) and the candidate's Cell (the settled
- * implementation), both written by coheriq._call.proxy.Switchboard beside the namespace.
+ * (the flag, the finder, its context variable, what a context without a block finds)
+ * and the candidate's Cell (the settled implementation), both written by
+ * coheriq._call.proxy.Switchboard beside the namespace.
  *
  *     if board.scoped:                           # a block, profile, unsettled domain
- *         scope = board.variable.get() if board.variable else board.current()
+ *         finder = board.variable.get if board.variable else board.current
+ *         scope = finder(board.missing)          # missing: None, or "not chosen yet"
  *         if scope is not None:
  *             return scope.members[candidate](*args, **kwargs)
  *     return cell.value(*args, **kwargs)         # the settled implementation
@@ -38,9 +40,10 @@
 typedef struct {
     PyObject_HEAD
     char scoped;          /* look at the context before calling */
-    PyObject *current;    /* finds this context's scope (or None) */
+    PyObject *current;    /* current(missing): this context's scope, or missing */
     PyObject *variable;   /* the context variable current() only reads, or None */
-    PyObject *scope_type; /* the class of a block (coheriq._choice.records.Scope), or None */
+    PyObject *missing;    /* what a context without a block finds (None: the slot) */
+    PyObject *scope_type; /* the class of a block (coheriq._choice.blocks.Scope), or None */
     PyObject *members;    /* scope_type's "members" descriptor, or None */
 } BoardObject;
 
@@ -58,6 +61,7 @@ board_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->scoped = 1;  /* until the domain settles, every call looks */
     self->current = Py_NewRef(Py_None);
     self->variable = Py_NewRef(Py_None);
+    self->missing = Py_NewRef(Py_None);
     self->scope_type = Py_NewRef(Py_None);
     self->members = Py_NewRef(Py_None);
     PyObject_GC_Track(self);
@@ -69,6 +73,7 @@ board_traverse(BoardObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->current);
     Py_VISIT(self->variable);
+    Py_VISIT(self->missing);
     Py_VISIT(self->scope_type);
     Py_VISIT(self->members);
     return 0;
@@ -79,6 +84,7 @@ board_clear(BoardObject *self)
 {
     Py_CLEAR(self->current);
     Py_CLEAR(self->variable);
+    Py_CLEAR(self->missing);
     Py_CLEAR(self->scope_type);
     Py_CLEAR(self->members);
     return 0;
@@ -96,9 +102,11 @@ static PyMemberDef board_members[] = {
     {"scoped", T_BOOL, offsetof(BoardObject, scoped), 0,
      "Whether proxies look at the context before calling."},
     {"current", T_OBJECT, offsetof(BoardObject, current), 0,
-     "Finds the current context's scope, or None."},
+     "current(missing): the current context's scope, or missing."},
     {"variable", T_OBJECT, offsetof(BoardObject, variable), 0,
      "The context variable that current only reads, or None."},
+    {"missing", T_OBJECT, offsetof(BoardObject, missing), 0,
+     "What a context without a block finds; None for the slot."},
     {"scope_type", T_OBJECT, offsetof(BoardObject, scope_type), 0,
      "The class of a block, whose members descriptor is read directly, or None."},
     {"members", T_OBJECT, offsetof(BoardObject, members), 0,
@@ -216,12 +224,13 @@ static PyObject *
 find_scope(BoardObject *board)
 {
     PyObject *variable = board->variable;
+    PyObject *missing = board->missing != NULL ? board->missing : Py_None;
     if (variable != NULL && PyContextVar_CheckExact(variable)) {
         PyObject *scope = NULL;
-        if (PyContextVar_Get(variable, NULL, &scope) < 0) {
+        if (PyContextVar_Get(variable, missing, &scope) < 0) {
             return NULL;
         }
-        return scope != NULL ? scope : Py_NewRef(Py_None);  /* no value, no default */
+        return scope != NULL ? scope : Py_NewRef(Py_None);
     }
     PyObject *current = board->current;
     if (current == NULL || current == Py_None) {
@@ -231,7 +240,9 @@ find_scope(BoardObject *board)
         return NULL;
     }
     Py_INCREF(current);  /* the finder may replace itself */
-    PyObject *scope = PyObject_CallNoArgs(current);
+    Py_INCREF(missing);
+    PyObject *scope = PyObject_CallOneArg(current, missing);
+    Py_DECREF(missing);
     Py_DECREF(current);
     return scope;
 }
@@ -910,7 +921,7 @@ cproxy_exec(PyObject *module)
     }
     /* proxy.py uses this module only if it is the version it was written for: an
      * editable install whose extension was built from older source falls back. */
-    if (PyModule_AddIntConstant(module, "VERSION", 7) < 0) {
+    if (PyModule_AddIntConstant(module, "VERSION", 8) < 0) {
         return -1;
     }
     PyTypeObject *types[] = {&BoardType, &CellType, &ProxyType};

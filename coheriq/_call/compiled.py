@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COMPILED_VERSION", "IMPLEMENTATION", "compiled", "load", "set_code", "set_dispatcher"]
 
-COMPILED_VERSION = 7  # the VERSION of coheriq/_cproxy.c that this package drives
+COMPILED_VERSION = 8  # the VERSION of coheriq/_cproxy.c that this package drives
 
 
 def load() -> tuple[Any, str]:

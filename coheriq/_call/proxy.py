@@ -75,12 +75,12 @@ class _Forward:
 
     __slots__ = ("current", "name")
 
-    def __init__(self, current: Callable[[], Any], name: str) -> None:
+    def __init__(self, current: Callable[[Any], Any], name: str) -> None:
         self.current = current
         self.name = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.current().members[self.name](*args, **kwargs)
+        return self.current(None).members[self.name](*args, **kwargs)
 
 
 def bound_elsewhere(obj: Any, module: str) -> bool:
@@ -251,17 +251,18 @@ def _mark_coroutine_function(proxy: Callable[..., Any]) -> None:
 class Switchboard:
     """Writes what every proxy of one domain reads at call time.
 
-    ``current``, the finder, is read while the flag is set: it returns the scope
-    whose ``members`` a call in this context runs (of class ``scope_class``), or
-    None for the slot. ``namespace``, the generated proxies' globals, is shared by
-    every copy of a library's domain (so autoreload's code swaps reach the later
-    copy), each copy's names carrying ``tag``. ``unchosen(name)`` is what a slot
-    holds until the global choice is made (a callable that makes it).
+    ``current``, the finder, is read while the flag is set: ``current(missing)``
+    returns the scope whose ``members`` a call in this context runs (of class
+    ``scope_class``), else ``missing`` (:meth:`set_missing`; None: the slot).
+    ``namespace``, the generated proxies' globals, is shared by every copy of a
+    library's domain (so autoreload's code swaps reach the later copy), each copy's
+    names carrying ``tag``. ``unchosen(name)`` is what a slot holds until the global
+    choice is made (a callable that makes it).
     """
 
     def __init__(
         self,
-        current: Callable[[], Any],
+        current: Callable[[Any], Any],
         namespace: dict[str, Any],
         tag: str,
         scope_class: type,
@@ -273,11 +274,14 @@ class Switchboard:
         namespace.setdefault("__name__", "coheriq.proxy")
         self._scoped = f"_coheriq{tag}_scoped"
         self._current = f"_coheriq{tag}_current"
+        self._missing = f"_coheriq{tag}_missing"
+        # The names both boards hold too: the namespace's name -> the boards' field.
+        self._fields = {self._scoped: "scoped", self._current: "current", self._missing: "missing"}
         self._slot_prefix = f"_coheriq{tag}_impl_"
         self.retired = False  # see retire()
         # A weak reference's callback for when the copy is freed; not a bound method,
         # which would keep the Switchboard alive from the code that holds the reference.
-        self.forget = _Forget(namespace, self._scoped, self._current, self._slot_prefix)
+        self.forget = _Forget(namespace, tuple(self._fields), self._slot_prefix)
         # The compiled proxies' flag, finder and its context variable, and a Cell per slot.
         self._board: Any = _compiled.Board() if _compiled is not None else None
         self._cells: dict[str, Any] = {}
@@ -290,6 +294,7 @@ class Switchboard:
         self._generic: list[SwappedProxy] = []  # on the trampoline marking gives them
         self._write(self._scoped, True)
         self._write(self._current, current)
+        self._write(self._missing, None)
 
     def function_proxy(self, info: CandidateInfo) -> Callable[..., Any]:
         """Return what stands at call sites for ``info``'s candidate: a code-swapped proxy
@@ -429,7 +434,7 @@ class Switchboard:
         source = (
             f"def {defname}({params}):\n"
             f"    if {self._scoped}:\n"
-            f"        _coheriq_scope = {self._current}()\n"
+            f"        _coheriq_scope = {self._current}({self._missing})\n"
             f"        if _coheriq_scope is not None:\n"
             f"            return _coheriq_scope.members[{candidate!r}]({args})\n"
             f"    return {slot}({args})\n"
@@ -461,7 +466,7 @@ class Switchboard:
         None where finding it would make the global choice (asking makes none)."""
         namespace = self.namespace
         if namespace[self._scoped]:
-            scope = namespace[self._current]()
+            scope = namespace[self._current](namespace[self._missing])
             if scope is not None:
                 if getattr(scope, "chooses", False):
                     return None
@@ -476,7 +481,7 @@ class Switchboard:
         for name, member in members.items():
             self._write(self._slot(name), member)
 
-    def set_current(self, current: Callable[[], Any], variable: Any = None) -> None:
+    def set_current(self, current: Callable[[Any], Any], variable: Any = None) -> None:
         """Replace the finder; ``variable``: the context variable that ``current`` only
         reads, if so (the compiled proxies then read it themselves)."""
         if self.retired:
@@ -484,6 +489,11 @@ class Switchboard:
         self._read_variable(None)  # until the new finder is in, the finder alone
         self._write(self._current, current)
         self._read_variable(variable)
+
+    def set_missing(self, missing: Any) -> None:
+        """Say what the finder returns in a context without a block (None: the slot)."""
+        if not self.retired:
+            self._write(self._missing, missing)
 
     def set_scoped(self, scoped: bool) -> None:
         """Say whether proxies must look at the context before calling."""
@@ -512,7 +522,7 @@ class Switchboard:
         self._generic = []
         self.runs_directly = directly
 
-    def retire(self, current: Callable[[], Any]) -> None:
+    def retire(self, current: Callable[[Any], Any]) -> None:
         """Look at the context on every call, through ``current`` alone, and ignore later
         changes: for a copy of a domain that a later copy replaced. ``current`` must hold
         the copy weakly and never return None; each slot forwards to what it finds."""
@@ -527,6 +537,7 @@ class Switchboard:
                 break
         self._read_variable(None)
         self._write(self._current, current)
+        self._write(self._missing, None)
         for key in _names_in(self.namespace, self._slot_prefix):
             self._write(key, _Forward(current, key[len(self._slot_prefix) :]))
         self._write(self._scoped, True)
@@ -542,7 +553,7 @@ class Switchboard:
     def _write(self, key: str, value: Any) -> None:
         """Set the namespace's ``key``, and the copies of it other proxies read."""
         self.namespace[key] = value
-        field = "scoped" if key == self._scoped else "current" if key == self._current else None
+        field = self._fields.get(key)
         if field is not None:
             setattr(self._swap_board, field, value)
             if self._board is not None:
@@ -584,9 +595,9 @@ class _Forget:
 
     __slots__ = ("keys", "namespace", "slot_prefix")
 
-    def __init__(self, namespace: dict[str, Any], scoped: str, current: str, slots: str) -> None:
+    def __init__(self, namespace: dict[str, Any], keys: tuple[str, ...], slots: str) -> None:
         self.namespace = namespace
-        self.keys = (scoped, current)
+        self.keys = keys
         self.slot_prefix = slots
 
     def __call__(self, _: object = None) -> None:

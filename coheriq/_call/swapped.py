@@ -70,13 +70,14 @@ def _put(const: Any, objects: dict[str, Any]) -> Any:
 
 class Board:
     """What the looking trampolines of one copy of a domain read: the Switchboard's flag
-    (``scoped``) and finder (``current``: the context's scope, or None for the slot)."""
+    (``scoped``), finder (``current``) and what it returns outside blocks (``missing``)."""
 
-    __slots__ = ("current", "scoped")
+    __slots__ = ("current", "missing", "scoped")
 
-    def __init__(self, current: Callable[[], Any]) -> None:
+    def __init__(self, current: Callable[[Any], Any]) -> None:
         self.scoped = True
         self.current = current
+        self.missing: Any = None
 
     __reduce__ = _not_by_value
 
@@ -409,7 +410,7 @@ def _template(kind: str, params: str, args: str, freevars: tuple[str, ...]) -> A
     else:
         body = bind + (
             f"        if {_BOARD!r}.scoped:\n"
-            f"            _coheriq_scope = {_BOARD!r}.current()\n"
+            f"            _coheriq_scope = {_BOARD!r}.current({_BOARD!r}.missing)\n"
             f"            if _coheriq_scope is not None:\n"
             f"                return _coheriq_scope.members[{_NAME!r}]({args})\n"
             f"        return {_CELL!r}.value({args})\n"

@@ -1,14 +1,14 @@
 """The ``using_engine`` blocks of a domain, and how its proxies find what a call runs.
 
 A block is a :class:`Scope` in a context variable shared by every copy of the
-library's domain. A proxy that must look calls its domain's finder, then
-``found.members[name]`` (``None`` found: the candidate's slot), and calls that itself.
+library's domain. A proxy that must look calls its domain's finder with what a context
+without a block finds (``missing``), then ``found.members[name]`` (``None`` found: the
+candidate's slot), and calls that itself.
 """
 
 from __future__ import annotations
 
 import _weakref
-from _functools import partial  # type: ignore[import-not-found]  # functools imports collections
 
 from .._names import REFERENCE
 from .._stdlib import DEBUG, TYPE_CHECKING, log
@@ -144,7 +144,7 @@ class Scopes:
         self.state = state
         self.variable = variable
         # While a profile or verification is on: the finder that lets it see each call.
-        self._watching: Callable[[], Any] | None = None
+        self._watching: Callable[[Any], Any] | None = None
         # Once a newer copy exists, this copy's proxies look on every call, so that
         # a block's cost does not grow with the number of copies.
         self.always_look = False
@@ -163,9 +163,9 @@ class Scopes:
             return info.reference
         return member
 
-    def here(self) -> Any:
+    def here(self, _missing: Any = None) -> Any:
         """The scope a proxy finds here, the global choice's ``unsettled`` view before it is
-        made, or None for the candidate's slot."""
+        made, or None for the candidate's slot (a finder: it finds ``missing`` itself)."""
         state = self.state
         scope = self.variable.get()
         if scope is not None and scope.state is not state:
@@ -213,7 +213,7 @@ class Scopes:
         settled = self.state.choice.settled
         return None if settled is None else settled.engine
 
-    def set_watching(self, current: Callable[[], Any] | None) -> None:
+    def set_watching(self, current: Callable[[Any], Any] | None) -> None:
         """Route proxies through ``current`` (the watchers'), or back to the scope variable."""
         with self.state.lock:
             self._watching = current
@@ -226,7 +226,7 @@ class Scopes:
         copy = _weakref.ref(self.state, self.state.switchboard.forget)
         copies = self.state.copies
 
-        def current() -> Any:
+        def current(_missing: Any = None) -> Any:
             # Finalizers of a freed copy's garbage still call it: the newest copy runs those.
             state = copy()
             if state is None:
@@ -246,13 +246,13 @@ class Scopes:
 
     def refresh_finder(self) -> None:
         """Give the proxies the finder of what a call runs in its context (see :meth:`here`)."""
-        state, variable = self.state, self.variable
+        state, switchboard = self.state, self.state.switchboard
         if self._watching is not None or state.copies.made != 1:
-            state.switchboard.set_current(self._watching or self.here)
-        elif state.choice.settled is not None:
-            state.switchboard.set_current(variable.get, variable)
+            switchboard.set_current(self._watching or self.here)
         else:  # as here() finds it, with no frame of coheriq's
-            state.switchboard.set_current(partial(variable.get, state.choice.unsettled))
+            switchboard.set_current(self.variable.get, self.variable)
+        choice = state.choice
+        switchboard.set_missing(choice.unsettled if choice.settled is None else None)
 
     def refresh_looking(self) -> None:
         """Say whether proxies must look at the context: while the domain is not settled,

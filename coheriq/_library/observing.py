@@ -63,7 +63,7 @@ def stop(order: int) -> None:
             _on[order] = (wrapper, count - 1)
 
 
-def finder_for(domain: Any) -> Callable[[], Any] | None:
+def finder_for(domain: Any) -> Callable[[Any], Any] | None:
     """The function ``domain``'s proxies find their scope with while watchers are on.
 
     ``None`` when no watcher is on: the proxies use the domain's own finder.
