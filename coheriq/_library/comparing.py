@@ -31,11 +31,8 @@ _SCALARS = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 
 class SharedSource(Exception):  # noqa: N818 - a reason not to copy, not a failure
-    """An argument is an iterator (of type name ``kind``) whose copy may read the program's source.
-
-    ``copy.deepcopy`` shares what it cannot copy (the function behind
-    ``iter(function, sentinel)``, a file, a generator's frame): the other side
-    would take the program's items.
+    """An argument is an iterator (of type name ``kind``) whose copy may read the program's source
+    (``copy.deepcopy`` shares what it cannot copy: the other side would take the program's items).
     """
 
     def __init__(self, kind: str) -> None:
@@ -103,14 +100,10 @@ class Comparisons:
         return found
 
     def copy_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-        """Copies of ``args`` and ``kwargs`` that share nothing mutable with them.
-
-        A value of a type with a ``copy`` rule is copied by it (also inside
-        tuples, lists and dicts); anything else by :func:`copy.deepcopy`. An
-        iterator, anywhere in an argument, is copied only where its type has a
-        ``copy`` rule or is known to copy apart (:func:`_copies_apart`); else
-        this raises :class:`SharedSource`. What copying raised propagates.
-        """
+        """Copies of ``args`` and ``kwargs`` that share nothing mutable with them: by a type's
+        ``copy`` rule (also inside tuples, lists and dicts), else :func:`copy.deepcopy`. Raises
+        :class:`SharedSource` for an iterator, anywhere, that neither has a ``copy`` rule nor is
+        known to copy apart (:func:`_copies_apart`); what copying raised propagates."""
         memo: dict[int, Any] = {}
 
         def own(value: Any) -> Any:
@@ -268,13 +261,9 @@ def _refuse_shared(value: Any) -> None:
 
 @functools.cache
 def _copies_apart() -> frozenset[type]:
-    """The iterator types whose deepcopy reads apart from the original (an allow-list).
-
-    Each holds its source (a container, a range, other iterators, which the copy
-    copies and checks in turn) and its position; ``map`` and ``filter`` share
-    only their function. Not on it: ``iter(function, sentinel)``, generators,
-    files, ``tee``, and types not known here (a library registers a ``copy``).
-    """
+    """The iterator types whose deepcopy reads apart from the original (an allow-list): each
+    holds its source (a container, a range, other iterators, copied and checked in turn) and
+    its position; ``map`` and ``filter`` share only their function."""
     import array
     import collections
     import itertools
@@ -332,10 +321,8 @@ def _numbers_differ(mine: Any, other: Any, where: str, rtol: float, atol: float)
 
 
 def _items(value: Any) -> Sequence[Any] | dict[Any, Any] | None:
-    """``value``'s items to compare one by one, where it is a container; else None.
-
-    Never a new list of what the value only describes (a ``range``).
-    """
+    """``value``'s items to compare one by one, where it is a container (a ``range`` itself,
+    not a list of it); else None."""
     if isinstance(value, (str, bytes, bytearray)):
         return None
     if isinstance(value, (list, tuple, range, dict)):
@@ -366,10 +353,8 @@ def _item_pairs(mine: Any, other: Any, where: str) -> tuple[str | None, _Pairs]:
 
 
 def _identity_only_alike(mine: Any, other: Any) -> bool:
-    """Whether both compare by identity only (no ``__eq__`` of their own) and are of one kind.
-
-    One kind: one type, or a class and its subclass, other than :class:`object` itself.
-    """
+    """Whether both compare by identity only (no ``__eq__`` of their own) and are of one kind:
+    one type, or a class and its subclass, other than :class:`object` itself."""
     kind, other_kind = type(mine), type(other)
     by_identity: object = object.__eq__
     if kind.__eq__ is not by_identity or other_kind.__eq__ is not by_identity:
@@ -382,12 +367,9 @@ def _identity_only_alike(mine: Any, other: Any) -> bool:
 
 
 def _agree(answer: Any, depth: int = 0) -> bool:
-    """Whether ``answer``, what ``==`` returned, says that two values are equal.
-
-    A bool as it is; an elementwise answer (anything with items) where all its
-    items are true; one whose truth is ambiguous (NumPy style) where its
-    ``all()`` is. What taking its truth raised propagates where it has no ``all()``.
-    """
+    """Whether ``answer``, what ``==`` returned, says that two values are equal: a bool as it
+    is; an elementwise answer where all its items are true; one whose truth is ambiguous (NumPy
+    style) where its ``all()`` is (else what taking its truth raised propagates)."""
     if answer is True or answer is False:
         return answer
     items = _items(answer) if depth < _MAX_DEPTH else None

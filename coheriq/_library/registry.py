@@ -40,19 +40,6 @@ class Copies:
     (the first copy's settled :class:`~coheriq._choice.global_choice.Settlement`, or None).
     """
 
-    __slots__ = (
-        "_older",
-        "choice",
-        "current",
-        "lock",
-        "made",
-        "module",
-        "name",
-        "namespace",
-        "open_scopes",
-        "scope",
-    )
-
     def __init__(self, name: str, module: str, first: Any) -> None:
         self.name = name
         self.module = module
@@ -211,17 +198,14 @@ def lookup_domain(
         copies = _by_name.get(domain)
         if copies is None:
             known = [d.name for d in named_domains()]
-            if issubclass(missing, CoheriqEngineError):  # an engine is being defined
-                fix = (
-                    "Import the library that creates the domain (by convention, the module "
-                    f"named {domain!r}) at the top of the engine's module, before "
-                    f"coheriq.engine_class({domain!r}) or AccelerationEngine({domain!r}, ...)."
-                )
-            else:
-                fix = (
-                    "Import the library that creates the domain before enabling or listing "
-                    "its engines."
-                )
+            fix = (
+                "Import the library that creates the domain (by convention, the module "
+                f"named {domain!r}) at the top of the engine's module, before "
+                f"coheriq.engine_class({domain!r}) or AccelerationEngine({domain!r}, ...)."
+                if issubclass(missing, CoheriqEngineError)  # an engine is being defined
+                else "Import the library that creates the domain before enabling or listing "
+                "its engines."
+            )
             raise missing(
                 f"There is no coheriq domain named {domain!r}.{did_you_mean(domain, known)} "
                 f"Known domains: {listing(known)}. {fix}"

@@ -110,16 +110,11 @@ class Adapter:
             self.mark_in_place(module.__name__, vars(module), imported_before=False)
 
     def marking_code(self, loader: Any, name: str) -> CodeType:
-        """The code of declared module ``name``, which marks its declared names as they are bound.
-
-        ``loader`` runs modules from source (see :func:`runs_from_source`): its source, compiled as
-        it compiles it, with a call after each statement that binds a declared name in the module's
-        scope (and around each walrus that binds one) that binds the candidate there, where a
-        decorator would have run; names bound another way are marked when the body has run. The
-        calls have no lines of their own: a tracer sees the lines it sees unmarked. A module that
-        cannot define every name declared for it runs unmarked, with a
-        :class:`~coheriq.CoheriqDeclarationWarning`; one of a library that marks its own, as is.
-        """
+        """The code of declared module ``name``, from ``loader``'s source (see
+        :func:`runs_from_source`), that binds each declared name's candidate where a decorator
+        would have run (names bound another way are marked when the body has run). A module that
+        cannot define every declared name runs unmarked, with a warning; one of a library that
+        marks its own, as is."""
         import ast
 
         plain: CodeType = loader.get_code(name)  # from its cache, usually
@@ -135,13 +130,6 @@ class Adapter:
         tree = _with_hooks(ast.parse(loader.get_data(path), path), name, () if missing else names)
         code: CodeType = compile(tree, path, "exec", dont_inherit=True)
         return code
-
-    def begin(self, name: str, namespace: dict[str, Any], marks: bool) -> None:
-        """Declared module ``name`` starts to run in ``namespace``; with ``marks``, make ready
-        to mark its declared names as they are bound."""
-        domain = self._starting(name, namespace)
-        if domain is not None and marks:
-            _RUNS[id(namespace)] = _Run(self, domain, name)
 
     def _starting(self, name: str, namespace: dict[str, Any]) -> AccelerationDomain | None:
         """Module ``name`` starts to run in ``namespace``: its loaders the real ones again, the
@@ -351,8 +339,12 @@ class _Run:
 
 
 def _begin(module: str, marks: bool) -> None:
-    """Called first by the marking code of declared ``module`` (:meth:`Adapter.marking_code`)."""
-    _MARKING[module].begin(module, sys._getframe(1).f_globals, marks)
+    """Called first by the marking code of declared ``module`` (:meth:`Adapter.marking_code`);
+    with ``marks``, its declared names are marked as they are bound."""
+    adapter, namespace = _MARKING[module], sys._getframe(1).f_globals
+    domain = adapter._starting(module, namespace)
+    if domain is not None and marks:
+        _RUNS[id(namespace)] = _Run(adapter, domain, module)
 
 
 def _bound(module: str, *names: str) -> None:
