@@ -14,20 +14,21 @@ import sys
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
-    from typing import overload
+    from collections.abc import Callable
+    from contextvars import ContextVar
+    from types import FrameType
+    from types import FunctionType as FunctionType
+    from types import MappingProxyType as MappingProxyType
+    from types import MemberDescriptorType as MemberDescriptorType
+    from types import MethodType as MethodType
+    from typing import Any
+    from typing import overload as overload
 else:
 
     def overload(fn):
         """Return ``fn``: the overloads exist for type checkers only."""
         return fn
 
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from contextvars import ContextVar
-    from types import FrameType, FunctionType, MappingProxyType, MemberDescriptorType, MethodType
-    from typing import Any
-else:
     # As the types module defines them.
     FunctionType = type(overload)
     MappingProxyType = type(type.__dict__)
@@ -39,33 +40,6 @@ else:
 
     MethodType = type(_Probe().method)
     del _Probe
-
-__all__ = [
-    "CO_ASYNC_GENERATOR",
-    "CO_COROUTINE",
-    "CO_GENERATOR",
-    "CO_VARARGS",
-    "CO_VARKEYWORDS",
-    "DEBUG",
-    "INFO",
-    "TYPE_CHECKING",
-    "FunctionType",
-    "MappingProxyType",
-    "MemberDescriptorType",
-    "MethodType",
-    "after_fork_in_child",
-    "async_generator_inside",
-    "caller_outside_coheriq",
-    "calls_inside",
-    "carry_annotations",
-    "code_flags",
-    "generator_inside",
-    "leave_chain",
-    "log",
-    "outside_coheriq",
-    "overload",
-    "signature",
-]
 
 DEBUG = 10
 INFO = 20
@@ -139,15 +113,14 @@ def generator_inside(start: Callable[..., Any], block: Callable[[], Any]) -> Cal
                     item = steps.throw(error) if error else steps.send(value)
             except StopIteration as stop:
                 return stop.value
-            value, error = None, None
             try:
-                value = yield item
+                value, error = (yield item), None
             except GeneratorExit:
                 with block():
                     steps.close()
                 raise
             except BaseException as exc:  # thrown in by the consumer: pass it on
-                error = exc
+                value, error = None, exc
 
     return inside_generator
 
@@ -167,15 +140,14 @@ def async_generator_inside(
                     item = await (steps.athrow(error) if error else steps.asend(value))
             except StopAsyncIteration:
                 return
-            value, error = None, None
             try:
-                value = yield item
+                value, error = (yield item), None
             except GeneratorExit:
                 with block():
                     await steps.aclose()
                 raise
             except BaseException as exc:  # thrown in by the consumer: pass it on
-                error = exc
+                value, error = None, exc
 
     return inside_async_generator
 

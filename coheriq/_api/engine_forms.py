@@ -25,17 +25,12 @@ from ..exceptions import (
 
 # typing.overload for type checkers and Sphinx (which shows overloads from typing only).
 if TYPE_CHECKING:
-    from typing import overload
-else:
-    from .._stdlib import overload
-
-if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from typing import Any, TypeVar
+    from typing import Any, TypeVar, overload
 
     F = TypeVar("F", bound=Callable[..., Any])
-
-__all__ = ["AccelerationEngine", "engine_class"]
+else:
+    from .._stdlib import overload
 
 
 def engine_class(domain: AccelerationDomain | str, name: str | None = None) -> EngineMeta:

@@ -52,16 +52,6 @@ if TYPE_CHECKING:
     # An ordered choice: the first of them that starts here.
     EngineChoice: TypeAlias = EngineLike | Sequence[EngineLike]
 
-__all__ = [
-    "active_implementation",
-    "available_engines",
-    "enable_engine",
-    "engine_of",
-    "import_domain",
-    "resolve_impl",
-    "using_engine",
-]
-
 
 def enable_engine(domain: AccelerationDomain | str, engine: EngineChoice) -> None:
     """Make ``engine`` the domain's engine for the whole process, from now on.
@@ -109,10 +99,28 @@ def _choose(
     domain: AccelerationDomain, engine: object, named_by: str, for_choice: bool = False
 ) -> tuple[EngineMeta, Tried, tuple[Any, ...]]:
     """The engine class ``engine`` stands for (of a list, the first that starts here), what a
-    list tried, and the engines of the list after it."""
+    list tried, and the engines of the list after it. A list's names stay names (found when
+    tried); an empty list or an engine named twice raises :class:`~coheriq.CoheriqTypeError`."""
     if not _is_engine_list(engine):
         return resolve_engine(domain, engine), (), ()
-    engines = _engine_list(domain, engine)
+    if not engine:
+        raise CoheriqTypeError(
+            f"An empty list names no engine of domain {domain.name!r}; give the engines in "
+            f"order of preference, e.g. ['gpu', 'compiled', {REFERENCE!r}]."
+        )
+    engines: list[str | EngineMeta] = [
+        check_name(e, "engine name", CoheriqEngineNameError)
+        if isinstance(e, str)
+        else resolve_engine(domain, e)
+        for e in engine
+    ]
+    names = [e if isinstance(e, str) else (e.__coheriq_name__ or REFERENCE) for e in engines]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise CoheriqTypeError(
+            f"The list of engines {names!r} of domain {domain.name!r} names {twice[0]!r} more "
+            "than once; name each engine once, in order of preference."
+        )
     cls, tried = first_that_starts(
         domain.engines, engines, named_by=named_by, for_choice=for_choice
     )
@@ -124,30 +132,6 @@ def _is_engine_list(engine: object) -> TypeGuard[Sequence[Any]]:
     return isinstance(engine, _Sequence) and not isinstance(engine, (str, bytes, bytearray))
 
 
-def _engine_list(domain: AccelerationDomain, engines: Sequence[object]) -> list[str | EngineMeta]:
-    """Check an ordered list of engines: names stay names (found when tried), others resolve;
-    raise :class:`~coheriq.CoheriqTypeError` for an empty list or an engine named twice."""
-    if not engines:
-        raise CoheriqTypeError(
-            f"An empty list names no engine of domain {domain.name!r}; give the engines in "
-            f"order of preference, e.g. ['gpu', 'compiled', {REFERENCE!r}]."
-        )
-    items: list[str | EngineMeta] = [
-        check_name(e, "engine name", CoheriqEngineNameError)
-        if isinstance(e, str)
-        else resolve_engine(domain, e)
-        for e in engines
-    ]
-    names = [i if isinstance(i, str) else (i.__coheriq_name__ or REFERENCE) for i in items]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise CoheriqTypeError(
-            f"The list of engines {names!r} of domain {domain.name!r} names {twice[0]!r} more "
-            "than once; name each engine once, in order of preference."
-        )
-    return items
-
-
 def _settled_message(domain: AccelerationDomain, settled: Settlement, wanted: str | None) -> str:
     """Why ``domain`` cannot switch to engine ``wanted``, and what to do instead."""
     if settled.reason == "enable_engine":
@@ -157,25 +141,25 @@ def _settled_message(domain: AccelerationDomain, settled: Settlement, wanted: st
     else:
         how = f"default, at its first use: a call at {settled.where}"
     scoped = f"`with coheriq.using_engine({domain.name!r}, {wanted!r}):`"
+    runs = (
+        f"Domain {domain.name!r} already runs on engine {settled.engine!r} (chosen by "
+        f"{how}), so it cannot switch to {wanted!r}."
+    )
     if settled.during_import:
         variable = f"set {domain.env_var}={wanted} before the program starts, or " * bool(
             domain.env_var
         )
         return (
-            f"Domain {domain.name!r} already runs on engine {settled.engine!r} (chosen by "
-            f"{how}), so it cannot switch to {wanted!r}. That call ran while module "
-            f"{domain.module!r} was being imported, so the choice was made before any "
-            f"program could make it. To use {wanted!r}, {variable}run the code inside "
-            f"{scoped}. The library itself should not call its candidates at import: it "
-            "can call its own implementations there (candidate.__wrapped__(...)), or build "
-            "its objects before materialize()."
+            f"{runs} That call ran while module {domain.module!r} was being imported, so the "
+            f"choice was made before any program could make it. To use {wanted!r}, "
+            f"{variable}run the code inside {scoped}. The library itself should not call its "
+            "candidates at import: it can call its own implementations there "
+            "(candidate.__wrapped__(...)), or build its objects before materialize()."
         )
     return (
-        f"Domain {domain.name!r} already runs on engine {settled.engine!r} (chosen by "
-        f"{how}), so it cannot switch to {wanted!r}. The global engine is chosen once "
-        "per process, before the domain is first used, so that every call site and "
-        "every object agrees. Call enable_engine earlier, or run the code that needs "
-        f"{wanted!r} inside {scoped}."
+        f"{runs} The global engine is chosen once per process, before the domain is first "
+        "used, so that every call site and every object agrees. Call enable_engine earlier, "
+        f"or run the code that needs {wanted!r} inside {scoped}."
     )
 
 
@@ -255,22 +239,22 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         """End this object's innermost block in this context, else (a generator finished by
         another task) its newest block anywhere; raise :class:`~coheriq.CoheriqScopeError`
         where every block has exited already."""
+        # Other threads enter and exit this object meanwhile (free-threaded: truly at once), so
+        # nothing iterates the list of entries, and a block another exit took is looked for again.
         while True:
-            scope = self._open_here() or self._newest()
-            if scope is None:
+            scope = self._open_here()
+            try:
+                scope = scope or self._entered[-1]
+                self._entered.remove(scope)
+                break
+            except IndexError:
                 raise CoheriqScopeError(
                     f"{self!r} was exited more often than it was entered: each `with` block, "
                     "or __exit__ call, ends one __enter__."
-                )
-            try:
-                self._entered.remove(scope)
-                break
+                ) from None
             except ValueError:  # another thread's exit took that block just now: look again
                 continue
         scope.state.scopes.exit(scope)
-
-    # Other threads enter and exit this object meanwhile (free-threaded: truly at once), so
-    # nothing iterates the list of entries, and an index made too large is read again.
 
     def _open_here(self) -> Scope | None:
         """This object's innermost block that is open in this context, if any."""
@@ -285,26 +269,15 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
             scope = live_scope(scope.parent)
         return None
 
-    def _newest(self) -> Scope | None:
-        """This object's newest block not exited yet, in any context."""
-        entered = self._entered
-        while entered:
-            try:
-                return entered[-1]
-            except IndexError:  # emptied between the test and the read (free-threaded)
-                continue
-        return None
-
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so that each of its calls runs inside this scope: an ``async def``
         function for the whole of each call, a generator function one step at a time (from
         each resumption to the next ``yield``), so that its consumer runs outside."""
         import functools  # here, not at the top: it imports collections
 
-        domain, engine = self.domain, self.engine
         flags = code_flags_behind(fn)
         # A block of its own for each call or step: this object may be entered elsewhere too.
-        block = functools.partial(using_engine, domain, engine)
+        block = functools.partial(using_engine, self.domain, self.engine)
         if flags & CO_GENERATOR:
             return functools.wraps(fn)(generator_inside(fn, block))  # type: ignore[return-value]
         if flags & CO_ASYNC_GENERATOR:
