@@ -49,11 +49,8 @@ class Snapshot:
     def __repr__(self) -> str:
         return f"Snapshot({self.engines!r})"
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"engines": self.engines, "env_vars": self.env_vars}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["engines"], state["env_vars"])  # type: ignore[misc]
+    def __reduce__(self) -> tuple[type[Snapshot], tuple[dict[str, str], dict[str, str]]]:
+        return type(self), (self.engines, self.env_vars)  # no verifications: see environ()
 
     def apply(self) -> None:
         """Make each recorded engine its domain's global choice in this process.

@@ -93,24 +93,6 @@ class VerificationRow:
             (and was compared): implementation -> calls.
     """
 
-    __slots__ = (
-        "against",
-        "answered",
-        "calls",
-        "candidate",
-        "compared",
-        "domain",
-        "engine",
-        "engine_time",
-        "examples",
-        "mismatches",
-        "not_comparable",
-        "not_compared",
-        "notes",
-        "one_sided",
-        "other_time",
-    )
-
     def __init__(self, domain: str, candidate: str, engine: str, against: str) -> None:
         self.domain, self.candidate, self.engine, self.against = domain, candidate, engine, against
         self.calls = self.compared = self.mismatches = self.one_sided = self.not_compared = 0
@@ -129,7 +111,7 @@ class VerificationRow:
 
     def as_dict(self) -> dict[str, Any]:
         """The row as plain data (its examples as dicts)."""
-        data = {name: getattr(self, name) for name in sorted(self.__slots__)}
+        data = dict(sorted(vars(self).items()))
         data["examples"] = [m.as_dict() for m in self.examples]
         data["notes"] = list(self.notes)
         data["answered"] = dict(self.answered)

@@ -91,8 +91,7 @@ class Verification:
     ) -> None:
         self.domain, self.engine, self.against = domain, engine, against
         self.rtol, self.atol, self.every, self.budget = rtol, atol, every, budget
-        self.on_mismatch: OnMismatch = on_mismatch
-        self.examples = examples
+        self.on_mismatch, self.examples = on_mismatch, examples
         _check_options(self)
         if not isinstance(domain, (AccelerationDomain, str)):
             lookup_domain(domain)  # raises the error that explains what a domain is
@@ -233,33 +232,15 @@ class Verification:
         chain: declines.Chain | None = None,
         awaited: bool = False,
     ) -> Any:
-        """Run ``member`` (the engine's) for the program, then the other side to compare.
+        """Run ``member`` (the engine's) for the program, then, unless the call is skipped,
+        the other side on a copy of the arguments, to compare.
 
         ``chain``: the :class:`~coheriq._engines.declines.Chain` that ``member``
         runs, where its implementation may decline. ``awaited``: for an ``async
         def`` candidate, return an awaitable that awaits each side in turn.
         """
-        call = self._prepare(domain, name, args, kwargs, chain)
-        if call is None:
-            return member(*args, **kwargs)
-        if awaited:
-            return call.awaiting(member)
-        with call:
-            call.result = member(*args, **kwargs)
-        return call.result
-
-    def _prepare(
-        self,
-        domain: AccelerationDomain,
-        name: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        chain: declines.Chain | None,
-    ) -> _Call | None:
-        """Count the call and copy its arguments for the other side; None: the engine alone."""
         with self._lock:
-            row = self._rows.get(name)
-            if row is None:
+            if (row := self._rows.get(name)) is None:
                 engine, against = self._engine_name or "?", self._against_name or "?"
                 row = self._rows[name] = VerificationRow(domain.name, name, engine, against)
             row.calls += 1
@@ -296,18 +277,21 @@ class Verification:
             else:
                 with self._lock:
                     self._spent_ns += perf_counter_ns() - started
-                return _Call(self, domain, name, chain, row, number, (args, kwargs), theirs)
+                call = _Call(self, domain, name, chain, row, number, (args, kwargs), theirs)
+                if awaited:
+                    return call.awaiting(member)
+                with call:
+                    call.result = member(*args, **kwargs)
+                return call.result
         self._note(row, skip, compared=False)
-        return None
+        return member(*args, **kwargs)
 
     @contextmanager
     def _other_side(
         self, domain: AccelerationDomain, *, guarded: bool
     ) -> Iterator[tuple[Mapping[str, Any], _Guard]]:
         """A block of the other implementation that no watcher sees; gives its members.
-
-        ``guarded``: a call made in it of a candidate with side effects, in any
-        domain, stops the run instead (see :class:`_Guard`).
+        ``guarded``: a call in it of a candidate with side effects stops the run (:class:`_Guard`).
         """
         found, _, other_cls = self._resolve(domain)
         guard = _Guard()
@@ -582,12 +566,9 @@ def active_verification(domain: Any) -> Verification | None:
 
 
 class _Call:
-    """A call to compare, entered around the engine's run of it (``async with`` for an
-    ``async def`` candidate): the block sets :attr:`result`; leaving it runs the other side
-    on its copy of the arguments and judges the two. The calls made in the block are part
-    of it; where the call's own chain declined it, who answered is counted (not a decline
-    of a call made inside it, which sets the same variable). The engine's exception leaves
-    through the ``with`` statement as raised (a StopIteration too, which a coroutine that
+    """A call to compare, entered (``async with`` for an ``async def`` candidate) around the
+    engine's run, which sets :attr:`result`; leaving runs the other side and judges the two.
+    The engine's exception leaves as raised (a StopIteration too, which a coroutine that
     re-raised it would turn into a RuntimeError), and nothing here keeps a reference to it."""
 
     def __init__(
@@ -672,11 +653,8 @@ class _Outcome:
 
 
 class _Stop(BaseException):
-    """Stops the other side's run at a candidate with side effects.
-
-    Not an Exception, so that the library's ``except Exception`` lets it pass;
-    code that catches it all the same leaves the call uncompared anyway.
-    """
+    """Stops the other side's run at a candidate with side effects: not an Exception, so that
+    the library's ``except Exception`` lets it pass (code that catches it is not compared)."""
 
 
 class _Guard:
@@ -735,13 +713,11 @@ class _Checked(observing.View):
             or _running_engine(domain, self.found) != verification._engine_name
         ):
             return member
-        # Only where the two sides run different code: running one implementation
-        # twice compares nothing.
+        # Only where the two sides run different code: one implementation twice compares nothing.
         _, engine_cls, other_cls = verification._resolve(domain)
         if supplier(engine_cls, name) is supplier(other_cls, name):
             return member
-        # The chain that says whether this call was declined (a profile's timer may stand
-        # between).
+        # The chain that says whether this call was declined (a profile's timer may be between).
         chain = declines.chain_of(self.unwatched(name))
 
         if code_flags(info.reference) & CO_COROUTINE:
@@ -758,11 +734,8 @@ class _Checked(observing.View):
 
 
 class _Nested(observing.View):
-    """What a call made inside a verified call of its domain finds: part of that call.
-
-    A decline of it is not the verified call's (a recursive candidate's inner
-    calls run the very chain the verified call runs).
-    """
+    """What a call made inside a verified call of its domain finds: part of that call, but
+    its declines are not the verified call's (a recursive candidate's inner calls run its chain)."""
 
     __slots__ = ()
 
@@ -780,11 +753,8 @@ class _Nested(observing.View):
 
 
 def _running_engine(domain: AccelerationDomain, found: Any) -> str | None:
-    """The engine whose member a call takes from ``found``.
-
-    Not the block's: a copy of a reloaded library that cannot run that block's
-    engine runs its own choice instead.
-    """
+    """The engine whose member a call takes from ``found`` (not always the block's: a copy
+    of a reloaded library that cannot run that block's engine runs its own choice)."""
     scope = found
     while scope is not None and not hasattr(scope, "live"):  # a watcher's view, Unsettled
         scope = getattr(scope, "found", None)
@@ -807,27 +777,25 @@ def _verifying(domain: AccelerationDomain) -> Callable[[Any], Any]:
 
 
 def _check_options(verification: Verification) -> None:
-    def number(value: object) -> bool:
-        return value is None or (
-            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-        )
+    def at_least(least: int, kinds: Any = int) -> Callable[[Any], bool]:
+        return lambda v: isinstance(v, kinds) and not isinstance(v, bool) and v >= least
 
-    def whole(least: int) -> Callable[[object], bool]:
-        return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= least
+    def number(value: object) -> bool:
+        return value is None or at_least(0, (int, float))(value)
 
     rules: dict[str, tuple[str, Callable[[Any], bool]]] = {
         "rtol": ("a number of at least 0", number),
         "atol": ("a number of at least 0", number),
-        "every": ("a whole number of at least 1", whole(1)),
+        "every": ("a whole number of at least 1", at_least(1)),
         "budget": ("a number of seconds, at least 0", number),
         "on_mismatch": ("'warn', 'record' or 'raise'", ("warn", "record", "raise").__contains__),
-        "examples": ("a whole number of at least 0", whole(0)),
+        "examples": ("a whole number of at least 0", at_least(0)),
     }
-    problems = []
-    for name, (what, valid) in rules.items():
-        value = getattr(verification, name)
-        if not valid(value):
-            problems.append(f"{name} is {what}, not {value!r}")
+    problems = [
+        f"{name} is {what}, not {value!r}"
+        for name, (what, valid) in rules.items()
+        if not valid(value := getattr(verification, name))
+    ]
     if problems:
         raise CoheriqTypeError("coheriq.verify: " + "; ".join(problems) + ".")
 
@@ -876,29 +844,19 @@ _ending: list[bool] = []  # [True] once _finish runs the exit handlers before it
 
 
 def _at_exit() -> None:
-    """Have the reports printed at exit, and a difference end the process with status 1.
-
-    :func:`_report` prints them in its turn among the exit handlers. :func:`_finish`
-    is registered when the interpreter starts to shut down (threading's hook runs
-    before the exit handlers), so that it runs first.
-    """
+    """Have :func:`_report` print the reports among the exit handlers, and :func:`_finish`
+    run before them (threading's hook registers it as the interpreter starts to shut down)."""
     import atexit
     import threading
 
     atexit.register(_report)
-    hook = getattr(threading, "_register_atexit", None)
-    if hook is not None:
-        try:
-            hook(atexit.register, _finish)
-        except RuntimeError:  # shutting down already: _report ends it, in its turn
-            pass
+    with suppress(RuntimeError):  # shutting down already: _report ends it, in its turn
+        threading._register_atexit(atexit.register, _finish)  # type: ignore[attr-defined]
 
 
 def _finish() -> None:
-    """Where a verification found a difference, run the other exit handlers, then end.
-
-    It may not run them and return: from Python 3.14 on, they would run again.
-    """
+    """Where a verification found a difference, run the other exit handlers, then end
+    (not return: from Python 3.14 on, they would run again)."""
     if not _failed():
         return
     import atexit
