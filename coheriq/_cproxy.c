@@ -657,7 +657,17 @@ proxy_expect_defaults(ProxyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+/* What a call of the proxy here would run: for a trampoline that calls it itself (3.11,
+ * which inlines a Python function's call only from Python code). */
+static PyObject *
+proxy_implementation(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return implementation((ProxyObject *)self);
+}
+
 static PyMethodDef proxy_methods[] = {
+    {"_coheriq_implementation", proxy_implementation, METH_NOARGS,
+     "What a call of the proxy in this context would run."},
     {"__reduce__", (PyCFunction)proxy_reduce, METH_NOARGS,
      "Pickle by reference: the proxy's __module__ and __qualname__."},
     {"_coheriq_take_over", (PyCFunction)proxy_take_over, METH_O,

@@ -21,7 +21,6 @@ from .._stdlib import (
 from ..exceptions import CoheriqTypeError
 from .compiled import IMPLEMENTATION as _PROXY_IMPLEMENTATION
 from .compiled import compiled as _compiled
-from .compiled import set_dispatcher as _set_dispatcher
 from .generated import Method, parameter_lists
 from .swapped import Board, SwappedProxy, in_place_copy, not_swappable, on_one_line
 
@@ -341,7 +340,7 @@ class Switchboard:
         if function is None and (not _SWAP_CODE or not_swappable(info.reference) is not None):
             return None
         dispatcher = None
-        if _set_dispatcher is not None:  # calls that look go through it, from C
+        if _compiled is not None:  # calls that look go through it, or ask it what to call
             fn = info.reference
             dispatcher = self._compiled_proxy(info.name, fn.__name__, fn.__qualname__, False)
         try:

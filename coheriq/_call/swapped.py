@@ -2,8 +2,9 @@
 
 Its code is the candidate's own where a call may run it directly; otherwise a
 trampoline (the candidate's parameters and free variables) that calls an engine's
-member or looks at the context, or, where ``set_dispatcher`` runs, the compiled
-proxy that looks. Generator and coroutine functions are never swapped.
+member or looks at the context (asking the compiled proxy, where there is one, what
+to call), or, where ``set_dispatcher`` runs, the compiled proxy that looks.
+Generator and coroutine functions are never swapped.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["Board", "SwappedProxy", "in_place_copy", "not_swappable", "on_one_line"]
 
 if TYPE_CHECKING:  # _make's arguments after its kind
-    _Parts = tuple["Board", tuple[str, str], tuple[str, ...], "Cell", str, Any]
+    _Parts = tuple[str, Any, tuple[str, str], tuple[str, ...], "Cell", str, Any]
 
 # A generator (or coroutine) made by an old-style @types.coroutine function.
 _CO_ITERABLE_COROUTINE = 0x100
@@ -34,6 +35,7 @@ _FREE_THREADED = _is_gil_enabled is not None and not _is_gil_enabled()
 
 # Placeholders in the generated source, replaced by the objects they stand for.
 _BOARD, _CELL, _TARGET = "\0coheriq board", "\0coheriq cell", "\0coheriq target"
+_FINDER = "\0coheriq finder"  # a compiled proxy, asked what a call here runs
 _NAME, _GUARD = "\0coheriq name", "\0coheriq guard"
 _DEFAULTS, _ID, _MAP = "\0coheriq defaults", "\0coheriq id", "\0coheriq map"
 
@@ -121,7 +123,7 @@ class Defaults:
             return None
         code = self._code
         if code is None:
-            code = self._code = _make(_BOARD, *self._parts, function.__name__)
+            code = self._code = _make(*self._parts, function.__name__)
         bound = _function(code, function)
         bound.__kwdefaults__ = function.__kwdefaults__
         return bound
@@ -191,6 +193,7 @@ class SwappedProxy:
         "_freevars",
         "_kept",
         "_looking",
+        "_looks",
         "_parameters",
         "_reference",
         "_running",
@@ -206,6 +209,9 @@ class SwappedProxy:
         self.cell = Cell()
         self._board = board
         self._dispatcher = dispatcher
+        # What a looking trampoline asks: on 3.11 (no set_dispatcher) the compiled proxy,
+        # so that the call of what it finds is one the interpreter inlines.
+        self._looks: tuple[str, Any] = (_FINDER, dispatcher) if dispatcher else (_BOARD, board)
         if dispatcher is not None:
             # What pickling the function by value meets first, in its code's constants.
             # (Pickle reads __reduce_ex__ from the instance's __dict__ before its type.)
@@ -221,15 +227,16 @@ class SwappedProxy:
 
     def look(self, exact: bool = True) -> None:
         """Make each call look at the context first: through the compiled dispatcher where
-        there is one, else a trampoline with the candidate's parameters (``exact``) or any."""
-        if self._dispatcher is not None:
+        ``set_dispatcher`` runs, else a trampoline with the candidate's parameters
+        (``exact``) or any."""
+        if self._dispatcher is not None and set_dispatcher is not None:
             self._dispatch()
             return
         if not exact:
-            self._install(self._trampoline(_BOARD, self._board, generic=True))
+            self._install(self._trampoline(*self._looks, generic=True))
             return
         if self._looking is None:
-            self._looking = self._trampoline(_BOARD, self._board)
+            self._looking = self._trampoline(*self._looks)
         self._install(self._looking)
 
     def run(self, target: Any) -> None:
@@ -253,7 +260,7 @@ class SwappedProxy:
     def retire(self) -> None:
         """Look for good, keeping no other code: for a copy of the domain that a newer one
         replaced, whose board's finder holds the copy weakly."""
-        self._install(self._trampoline(_BOARD, self._board, generic=True))
+        self._install(self._trampoline(*self._looks, generic=True))
         self._drop_codes()
 
     def _drop_codes(self) -> None:
@@ -292,7 +299,8 @@ class SwappedProxy:
         self._looking = self._dispatching = None
         parts = None
         if self._parameters[0] is not _ANY:
-            parts = (self._board, self._parameters, self._freevars, self.cell, self.name, reference)
+            kind, obj = self._looks
+            parts = (kind, obj, self._parameters, self._freevars, self.cell, self.name, reference)
         self._defaults = Defaults(function, reference, parts)
         if self._dispatcher is not None:  # it passes calls on while these are the function's
             self._dispatcher._coheriq_expect_defaults(
@@ -300,7 +308,8 @@ class SwappedProxy:
             )
 
     def _trampoline(self, kind: str, obj: Any, generic: bool = False) -> Any:
-        """A trampoline of ``kind`` (``_BOARD``: it looks; ``_TARGET``: it calls ``obj``)."""
+        """A trampoline of ``kind`` (``_BOARD``, ``_FINDER``: it looks; ``_TARGET``: it
+        calls ``obj``)."""
         parameters = (_ANY, _ANY) if generic else self._parameters
         return _make(
             kind,
@@ -406,6 +415,11 @@ def _template(kind: str, params: str, args: str, freevars: tuple[str, ...]) -> A
             f"        _coheriq_guard, _coheriq_target = ({_GUARD!r}, {_TARGET!r})\n"
             + bind
             + f"        return _coheriq_target({args})\n"
+        )
+    elif kind == _FINDER:
+        body = bind + (  # _coheriq_target: a local that tells coheriq's stack walks this frame
+            f"        _coheriq_target = {_FINDER!r}._coheriq_implementation()\n"
+            f"        return _coheriq_target({args})\n"
         )
     else:
         body = bind + (
