@@ -106,8 +106,7 @@ __version__ = "0.1.0"
 
 
 def _verify_from_environment(domain: AccelerationDomain) -> None:
-    """A domain whose ``<PREFIX>_VERIFY`` is set is materialized: verify it (importing the
-    verification only now)."""
+    """Verify a materialized domain whose ``<PREFIX>_VERIFY`` is set (imported only now)."""
     from ._tools.verification import from_environment
 
     from_environment(domain)
@@ -140,9 +139,9 @@ def _accelerate_from_environment() -> None:
     startup = sys.modules.get("coheriq._outside.startup")
     if startup is not None and startup.has_started():
         return
-    from ._outside.activation import from_environment_unless_started
+    from ._outside.activation import from_environment
 
-    from_environment_unless_started()
+    from_environment()
 
 
 if __import__("os").environ.get("COHERIQ_ACCELERATE"):

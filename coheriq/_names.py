@@ -67,11 +67,8 @@ def check_candidate_name(value: object) -> str:
 
 
 def name_given_once(obj: str | None, name: str | None, twice: str) -> str | None:
-    """The name a decorator called with arguments got, as ``obj`` or as ``name=``.
-
-    Raises:
-        CoheriqTypeError: ``twice``, where it got both.
-    """
+    """The name a decorator called with arguments got, as ``obj`` or as ``name=``; raise
+    :class:`~coheriq.CoheriqTypeError` with message ``twice`` where it got both."""
     if obj is not None and name is not None:
         raise CoheriqTypeError(twice)
     return obj if obj is not None else name

@@ -93,23 +93,19 @@ def advertised_domains() -> dict[str, EntryPoint]:
 
 def _read(group: str) -> dict[str, EntryPoint]:
     """The entry points of ``group`` by name, the first on ``sys.path`` winning; cached.
-
-    Where :func:`importlib.metadata.entry_points` refuses a distribution, each is read on
-    its own (see :func:`_each_distribution`), and one whose metadata cannot be read is skipped.
-    """
+    Where :func:`importlib.metadata.entry_points` refuses, each distribution is read on its own."""
     found = _cache.get(group)
     if found is None:
         # Here, not at the top: a program that never looks for an engine never pays.
         from importlib.metadata import entry_points
 
         try:
-            found = {}
-            for ep in entry_points(group=group):
-                found.setdefault(ep.name, ep)
+            eps = list(entry_points(group=group))
         except Exception:  # a value or a distribution the reader refuses
-            found = {}
-            for ep in _each_distribution(group, once=True):
-                found.setdefault(ep.name, ep)
+            eps = list(_each_distribution(group, once=True))
+        found = {}
+        for ep in eps:
+            found.setdefault(ep.name, ep)
         _cache[group] = found
     return found
 
@@ -126,13 +122,13 @@ def engine_groups() -> dict[str, list[EntryPoint]]:
 
 
 def _each_distribution(group: str | None, *, once: bool) -> Iterator[EntryPoint]:
-    """The entry points of ``group`` (None: of every group), one distribution at a time.
+    """The entry points of ``group`` (None: of every group), one distribution at a time;
+    with ``once``, a distribution found again further down ``sys.path`` is skipped.
 
-    A distribution whose entry points the metadata reader refuses (a malformed value, which
-    the ``importlib_metadata`` backport and Python 3.15 raise for) is read from its
-    ``entry_points.txt``, so that its engines are listed and fail, when named, with a clear
-    load error; one whose metadata cannot be read is skipped. With ``once``, a distribution
-    found again further down ``sys.path`` is skipped.
+    One whose entry points the reader refuses (a malformed value: Python 3.15 and the
+    ``importlib_metadata`` backport refuse it) is read from its ``entry_points.txt``, so that
+    its engines are listed and fail, when named, with a clear load error; one whose metadata
+    cannot be read is skipped.
     """
     import re
     from importlib.metadata import distributions
@@ -157,7 +153,8 @@ def _each_distribution(group: str | None, *, once: bool) -> Iterator[EntryPoint]
 
 def _read_leniently(dist: Any, group: str | None) -> list[EntryPoint]:
     """The entry points of ``group`` (None: of every group) in ``dist``'s ``entry_points.txt``,
-    their values unchecked; a line the format does not allow is left out."""
+    their values unchecked, so that loading a malformed one raises a clear error of coheriq's
+    while the others still count; a line the format does not allow is left out."""
     from importlib.metadata import EntryPoint
 
     found, section = [], None
@@ -168,32 +165,15 @@ def _read_leniently(dist: Any, group: str | None) -> list[EntryPoint]:
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1].strip()
         elif section is not None and group in (None, section) and "=" in line:
-            name, _, value = line.partition("=")
-            ep = _unchecked(EntryPoint, name.strip(), value.strip(), section)
-            if ep is None:
-                continue
+            name, _, value = (part.strip() for part in line.partition("="))
+            try:
+                ep = EntryPoint(name, value, section)
+            except ValueError:  # Python 3.15 checks the value: made as earlier versions make it
+                ep = object.__new__(EntryPoint)
+                vars(ep).update(name=name, value=value, group=section)
             attach = getattr(ep, "_for", None)  # how importlib.metadata ties it to dist
             found.append(attach(dist) if attach is not None else ep)
     return found
-
-
-def _unchecked(entry_point: Any, name: str, value: str, group: str) -> EntryPoint | None:
-    """An entry point made as written (None where none can be).
-
-    From Python 3.15 an ``EntryPoint`` checks its value when made; a malformed one is made
-    as earlier versions made it, so that loading it raises a clear error of coheriq's while
-    the distribution's other entry points still count.
-    """
-    try:
-        return entry_point(name, value, group)  # type: ignore[no-any-return]
-    except ValueError:
-        pass
-    try:
-        ep = object.__new__(entry_point)
-        vars(ep).update(name=name, value=value, group=group)  # as its __init__ does
-    except (TypeError, AttributeError):  # a reader that keeps them otherwise
-        return None
-    return ep  # type: ignore[no-any-return]
 
 
 def clear_cache() -> None:

@@ -1,5 +1,4 @@
-"""Where coheriq 0.0.x kept :class:`AccelerationDomain` and ``REFERENCE`` (:mod:`coheriq`'s
-own objects), for code written against 0.0.x."""
+"""Where coheriq 0.0.x kept :class:`AccelerationDomain` and ``REFERENCE``, for 0.0.x's code."""
 
 from ._library.domain import AccelerationDomain
 from ._names import REFERENCE

@@ -1,5 +1,4 @@
-"""Where coheriq 0.0.x kept :class:`AccelerationEngine` (:mod:`coheriq`'s own class), for code
-written against 0.0.x."""
+"""Where coheriq 0.0.x kept :class:`AccelerationEngine` (:mod:`coheriq`'s), for 0.0.x's code."""
 
 from ._api.engine_forms import AccelerationEngine
 

@@ -159,9 +159,7 @@ def did_you_mean(name: object, choices: Iterable[str]) -> str:
     import difflib  # here: it imports re, needed on the error path only
 
     close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
-    if not close:
-        return ""
-    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
 
 
 def ended(text: object) -> str:

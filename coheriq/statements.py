@@ -21,6 +21,7 @@ from . import discovery
 from ._engines.meta import supplier
 from ._names import check_candidate_name, check_name, is_engine_name
 from ._stdlib import TYPE_CHECKING
+from .discovery import UnusableFileError
 from .exceptions import CoheriqTypeError, did_you_mean, listing
 
 if TYPE_CHECKING:
@@ -131,8 +132,7 @@ def engine_statements(domain: object) -> dict[str, EngineStatement]:
         )
     check_name(name, "domain name")
     found = discovery.advertised_statements(name)
-    engines = sorted(engine for engine in found if is_engine_name(engine))
-    return {engine: _read(name, engine, found[engine]) for engine in engines}
+    return {e: _read(name, e, found[e]) for e in sorted(found) if is_engine_name(e)}
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def _read(domain: str, engine: str, ep: EntryPoint) -> EngineStatement:
     try:
         module, path = discovery.split_value(ep.value)
         data = discovery.load_json(discovery.file_beside(module, path), path)
-    except discovery.UnusableFileError as error:
+    except UnusableFileError as error:
         return _unusable(domain, engine, ep.value, discovery.describe(ep), str(error))
     return parse_statement(
         data, domain=domain, engine=engine, source=ep.value, where=discovery.describe(ep)
@@ -154,11 +154,10 @@ def read_statement_file(path: str, *, domain: str, engine: str) -> EngineStateme
     """Return the statement of ``engine`` of ``domain`` that file ``path`` holds, or one whose
     ``problem`` says why not; never raise. Only a regular file of at most 1 MiB is read."""
     try:
-        try:
-            data = discovery.load_json(discovery.read_regular(path, path), path)
-        except FileNotFoundError:
-            raise discovery.UnusableFileError(f"there is no file {path!r}") from None
-    except discovery.UnusableFileError as error:
+        data = discovery.load_json(discovery.read_regular(path, path), path)
+    except FileNotFoundError:
+        return _unusable(domain, engine, path, repr(path), f"there is no file {path!r}")
+    except UnusableFileError as error:
         return _unusable(domain, engine, path, repr(path), str(error))
     return parse_statement(data, domain=domain, engine=engine, source=path, where=repr(path))
 
@@ -188,7 +187,7 @@ def parse_statement(
     engine = engine if engine is not None else named if isinstance(named, str) else "?"
     try:
         fields = _fields(data, domain, engine)
-    except discovery.UnusableFileError as error:
+    except UnusableFileError as error:
         return _unusable(domain, engine, source, where or source, str(error))
     return EngineStatement(domain, engine, source=source, **fields)
 
@@ -197,54 +196,48 @@ def _fields(data: object, domain: str, engine: str) -> dict[str, Any]:
     """The keyword arguments of :class:`EngineStatement` that ``data`` gives, checked (a
     :class:`~coheriq.discovery.UnusableFileError` says what is wrong)."""
     if not isinstance(data, dict):
-        raise discovery.UnusableFileError(f"it holds a JSON {type(data).__name__}, not an object")
+        raise UnusableFileError(f"it holds a JSON {type(data).__name__}, not an object")
     version = data.get("coheriq_statement")
     if version != FORMAT or isinstance(version, bool):
-        raise discovery.UnusableFileError(
+        raise UnusableFileError(
             f'its "coheriq_statement" is {version!r}, and this coheriq reads format {FORMAT}; '
             "upgrade coheriq, or write the statement in that format"
         )
     if not isinstance(data.get("engine"), str):
-        raise discovery.UnusableFileError(
-            f'its "engine" is {data.get("engine")!r}, not an engine\'s name'
-        )
+        raise UnusableFileError(f'its "engine" is {data.get("engine")!r}, not an engine\'s name')
     for key, expected in (("domain", domain), ("engine", engine)):
         if data.get(key) != expected:
-            raise discovery.UnusableFileError(
+            raise UnusableFileError(
                 f"it is a statement of {key} {data.get(key)!r}, not of {expected!r}"
             )
     description, needs = data.get("description", ""), data.get("needs")
     if not isinstance(description, str):
-        raise discovery.UnusableFileError(f'its "description" is {description!r}, not a string')
+        raise UnusableFileError(f'its "description" is {description!r}, not a string')
     if needs is not None and not isinstance(needs, str):
-        raise discovery.UnusableFileError(f'its "needs" is {needs!r}, neither a string nor null')
+        raise UnusableFileError(f'its "needs" is {needs!r}, neither a string nor null')
+    implements = data.get("implements")
+    if not isinstance(implements, list):
+        raise UnusableFileError(
+            f'its "implements" is {implements!r}, not a list of candidate names'
+        )
+    names: dict[str, None] = {}  # in order, each once
+    for name in implements:
+        try:
+            names[check_candidate_name(name)] = None
+        except CoheriqTypeError:
+            raise UnusableFileError(
+                f'its "implements" holds {name!r}, which is not a candidate name'
+            ) from None
     return {
         "description": " ".join(description.split()),
         "needs": _one_line(needs),
-        "implements": _names(data.get("implements")),
+        "implements": tuple(names),
     }
 
 
 def _one_line(text: str | None) -> str | None:
     """``text`` on one line, its spaces collapsed; ``None`` for nothing at all."""
     return " ".join(text.split()) or None if text is not None else None
-
-
-def _names(implements: object) -> tuple[str, ...]:
-    """The candidate names of ``implements``, in order, each once."""
-    if not isinstance(implements, list):
-        raise discovery.UnusableFileError(
-            f'its "implements" is {implements!r}, not a list of candidate names'
-        )
-    names: dict[str, None] = {}
-    for name in implements:
-        try:
-            names[check_candidate_name(name)] = None
-        except CoheriqTypeError:
-            raise discovery.UnusableFileError(
-                f'its "implements" holds {name!r}, which is not a candidate name'
-            ) from None
-    return tuple(names)
 
 
 # -- a statement and the engine's class ---------------------------------------------------
@@ -289,18 +282,12 @@ class Disagreement:
     def __init__(
         self, not_implemented: list[str], not_stated: list[str], unknown: list[str], message: str
     ) -> None:
-        self.not_implemented = not_implemented
-        self.not_stated = not_stated
-        self.unknown = unknown
+        self.not_implemented, self.not_stated, self.unknown = not_implemented, not_stated, unknown
         self.message = message
 
     def as_dict(self) -> dict[str, list[str]]:
         """The three lists, for JSON."""
-        return {
-            "not_implemented": self.not_implemented,
-            "not_stated": self.not_stated,
-            "unknown": self.unknown,
-        }
+        return {n: getattr(self, n) for n in ("not_implemented", "not_stated", "unknown")}
 
 
 def compare(statement: EngineStatement, cls: Any) -> Disagreement | None:
