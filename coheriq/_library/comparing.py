@@ -150,12 +150,10 @@ class Comparisons:
     ) -> str | None:
         """Where ``mine`` (the engine's result) and ``other`` differ, as a sentence; else None.
 
-        Tolerances: a candidate's rule, else a type's rule, else ``rtol`` and
-        ``atol`` as given, else :data:`DEFAULT_RTOL` and 0. Two objects of one
-        kind (one type, or a class and its subclass) that compare by identity
-        only are not compared: their types' names are added to ``skipped``.
-        What a rule, or reading a value, raised propagates.
-        """
+        Tolerances: a candidate's rule, else a type's rule, else ``rtol`` and ``atol`` as given,
+        else :data:`DEFAULT_RTOL` and 0. Two objects of one kind that compare by identity only
+        are not compared: their type's name is added to ``skipped``. What a rule, or reading a
+        value, raised propagates."""
         rule = self._by_candidate.get(candidate)
         tolerances = (
             _first(rule.rtol if rule else None, rtol, DEFAULT_RTOL),

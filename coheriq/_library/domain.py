@@ -48,14 +48,12 @@ def all_domains() -> list[AccelerationDomain]:
     return registry.named_domains()
 
 
-# The registry's lookup, typed here where the domain class is.
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the registry's lookup, typed here where the domain class is
 
     def lookup_domain(
         domain: AccelerationDomain | str,
         missing: type[CoheriqDomainNotFoundError] = CoheriqDomainNotFoundError,
-    ) -> AccelerationDomain:
-        """Return the domain given by object or name (see :func:`registry.lookup_domain`)."""
+    ) -> AccelerationDomain: ...
 
 else:
     lookup_domain = registry.lookup_domain
@@ -513,11 +511,9 @@ class AccelerationDomain:
     def _mark_for(
         self, target: Any, name: str, module: str, run: Any, *, always_redefine: bool = True
     ) -> Any:
-        """Mark ``target`` as candidate ``name``, bound in ``module`` by ``run`` (or None).
-
-        A name marked before is redefined: always (how :mod:`coheriq._outside`
-        marks, binding the names itself), else when its module runs again.
-        """
+        """Mark ``target`` as candidate ``name``, bound in ``module`` by ``run`` (or None). A name
+        marked before is redefined: always (:mod:`coheriq._outside` binds the names itself), else
+        when its module runs again."""
         with self.state.lock:
             earlier = self.state.candidates.get(name)
             if earlier is not None:

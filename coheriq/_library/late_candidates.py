@@ -33,11 +33,9 @@ def attribute(domain: Any, name: str) -> Any:
 
 
 class Declared:
-    """On the reference class, a declared candidate whose ``module`` is not imported yet.
-
-    Reading it (an engine's ``super().fit``) imports the module, which marks the
-    candidate and replaces this attribute; the read returns what replaced it.
-    """
+    """On the reference class, a declared candidate whose ``module`` is not imported yet: reading
+    it (an engine's ``super().fit``) imports the module, which marks the candidate and replaces
+    this attribute; the read returns what replaced it."""
 
     __slots__ = ("domain", "is_class", "module", "name")
 
@@ -73,10 +71,8 @@ class Declared:
 
 
 def publish(domain: Any, name: str) -> None:
-    """Make candidate ``name``, marked or declared after materialize(), part of the domain.
-
-    Call with the domain's lock held, once the domain records the candidate.
-    """
+    """Make candidate ``name``, marked or declared after materialize(), part of the domain
+    (the domain's lock held, once the domain records the candidate)."""
     reference = domain.require_reference(f"publish candidate {name!r}")
     type.__setattr__(reference, name, attribute(domain, name))
     if name not in domain.state.candidates:
@@ -89,10 +85,8 @@ def publish(domain: Any, name: str) -> None:
 
 
 def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
-    """Make ``target`` the reference of candidate ``info``; return what stands at call sites.
-
-    Call with the domain's lock held. Raises CoheriqDomainError where the kind changes.
-    """
+    """Make ``target`` the reference of candidate ``info`` (the domain's lock held); return what
+    stands at call sites. Raises CoheriqDomainError where the kind changes."""
     if isinstance(target, type) != info.is_class:
         was, now = ("class", "function") if info.is_class else ("function", "class")
         raise CoheriqDomainError(
@@ -122,11 +116,8 @@ def redefine(domain: Any, info: CandidateInfo, target: Any, run: Any) -> Any:
 
 
 def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -> None:
-    """Raise unless ``module`` may mark a new candidate ``name`` of ``domain`` now.
-
-    Before materialize() any module may; after it, only as declared, or a module
-    that marked candidates before and runs again.
-    """
+    """Raise unless ``module`` may mark a new candidate ``name`` of ``domain`` now: any module
+    before materialize(); after it, only as declared, or a module that marked before, again."""
     declared = domain.not_imported.get(name)
     if declared is not None:
         if declared != module:
@@ -165,11 +156,8 @@ def check_may_mark(domain: Any, name: str, target: Any, module: str, run: Any) -
 
 
 def import_declared(domain: Any) -> dict[str, str | None]:
-    """Import the declaring subpackages, then every module with declared candidates unmarked.
-
-    Returns module name -> ``None``, or what is wrong: its import failed, or it
-    did not mark every candidate declared for it.
-    """
+    """Import the declaring subpackages, then every module with declared candidates unmarked;
+    return module name -> None, or what is wrong (its import failed, or it did not mark them)."""
     problems: dict[str, str | None] = domain.import_declaring_packages()
     for module in sorted(set(domain.not_imported.values())):
         problem = problems[module] = import_problem(module)

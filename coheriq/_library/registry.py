@@ -41,11 +41,8 @@ class Copies:
     """
 
     def __init__(self, name: str, module: str, first: Any) -> None:
-        self.name = name
-        self.module = module
-        self.current = first
+        self.name, self.module, self.current, self.made = name, module, first, 1
         self.choice: Any = None
-        self.made = 1
         self.namespace: dict[str, Any] = {}
         self.scope: ContextVar[Any] = ContextVar(f"coheriq:{name}", default=None)
         self.open_scopes = 0
@@ -114,7 +111,7 @@ def register(domain: Any) -> tuple[Copies, int] | None:
 def run_of(frame: Any) -> Any:
     """The outermost frame up the stack running a module body in ``frame``'s globals, or it."""
     run = frame
-    for caller in _stack(frame):
+    for caller in stack(frame):
         if caller.f_globals is frame.f_globals and caller.f_code.co_name == "<module>":
             run = caller
     return run
@@ -166,7 +163,7 @@ def ran_before(run: Any, now: Any) -> bool:
 def reran(run: Any, now: Any) -> bool:
     """:func:`ran_before`, where the import system runs ``now`` (not a notebook's next cell)."""
     return ran_before(run, now) and any(
-        caller.f_code.co_filename == _IMPORT_SYSTEM for caller in _stack(now.f_back)
+        caller.f_code.co_filename == _IMPORT_SYSTEM for caller in stack(now.f_back)
     )
 
 
@@ -176,10 +173,10 @@ _IMPORT_SYSTEM: str = _frozen_importlib._exec.__code__.co_filename  # type: igno
 
 def running(frame: Any) -> bool:
     """Whether ``frame`` is on the current thread's stack, that is, still running."""
-    return any(caller is frame for caller in _stack(sys._getframe(1)))
+    return any(caller is frame for caller in stack(sys._getframe(1)))
 
 
-def _stack(frame: Any) -> Iterator[Any]:
+def stack(frame: Any) -> Iterator[Any]:
     """``frame`` and its callers, innermost first."""
     while frame is not None:
         yield frame

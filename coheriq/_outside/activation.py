@@ -132,9 +132,8 @@ def _adapter_for(declaration: LibraryDeclaration) -> Adapter:
 
 
 def _warn_if_unreachable(adapter: Adapter, top: ModuleType) -> None:
-    """Warn where every declared function that ``top``, imported before, binds is unmarked
-    (it re-exports them): the user reaches no candidate. Unmarked classes are warned of
-    already."""
+    """Warn where every declared function that ``top``, imported before, binds (re-exports) is
+    unmarked: the user reaches no candidate (unmarked classes are warned of already)."""
     library = adapter.declaration.library
     namespace = vars(top)
     declared = {name for names in adapter.declaration.modules.values() for name in names}
@@ -194,8 +193,3 @@ def from_environment() -> None:
 def said_at_start_up() -> list[str]:
     """The libraries :func:`from_environment` said it cannot accelerate, in this process."""
     return list(_said)
-
-
-# What ``import coheriq`` calls where the start-up file did not run in this process (``python
-# -S``, coheriq from a source tree): it checks that itself, first.
-from_environment_unless_started = from_environment

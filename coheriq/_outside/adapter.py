@@ -94,13 +94,12 @@ class Adapter:
     def importing(self) -> bool:
         """Whether this thread is running the body of one of the library's modules (importing
         it); another thread's import does not count: its calls are the program's."""
-        frame: Any = sys._getframe(1)
-        while frame is not None:
-            name = frame.f_globals.get("__name__") if frame.f_code.co_name == "<module>" else None
-            if isinstance(name, str) and name.partition(".")[0] == self.declaration.library:
-                return True
-            frame = frame.f_back
-        return False
+        return any(
+            frame.f_code.co_name == "<module>"
+            and isinstance(name := frame.f_globals.get("__name__"), str)
+            and name.partition(".")[0] == self.declaration.library
+            for frame in registry.stack(sys._getframe(1))
+        )
 
     def execute(self, module: ModuleType, loader: Any) -> None:
         """Run ``module`` with ``loader``, which runs it its own way; then mark it in place."""

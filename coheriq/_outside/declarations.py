@@ -102,12 +102,10 @@ class LibraryDeclaration:
         ranges: list[tuple[str, VersionRange]] | None = None,
         sources: tuple[str, ...] = (),
     ) -> None:
-        self.library = library
+        self.library, self.distribution, self.sources = library, distribution, sources
         self.modules = {module: dict(names) for module, names in modules.items()}
         self.env_prefix = env_prefix or own_prefix(library)
-        self.distribution = distribution
         self.ranges = list(ranges or [])
-        self.sources = sources
 
     def __repr__(self) -> str:
         count = sum(len(names) for names in self.modules.values())
@@ -115,10 +113,8 @@ class LibraryDeclaration:
 
     def installed_version(self) -> str | None:
         """The installed library's version (Python's for the standard library), or None."""
-        if self.distribution is None:
-            return ".".join(str(part) for part in sys.version_info[:3])
-        installed: str | None = self._metadata("version")
-        return installed
+        python = ".".join(map(str, sys.version_info[:3]))
+        return python if self.distribution is None else self._metadata("version")
 
     def _metadata(self, field: str) -> Any:
         """``importlib.metadata``'s ``field`` of the distribution; None if it is not installed."""
@@ -278,7 +274,6 @@ def combine(declarations: list[LibraryDeclaration]) -> LibraryDeclaration:
     return LibraryDeclaration(
         first.library,
         modules,
-        env_prefix=first.env_prefix,
         distribution=first.distribution,
         ranges=[r for d in declarations for r in d.ranges],
         sources=tuple(s for d in declarations for s in d.sources),
