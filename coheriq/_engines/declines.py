@@ -36,11 +36,9 @@ if TYPE_CHECKING:
     from .._choice.state import DomainState
 
 __all__ = [
-    "FAIL_ON_DECLINE",
     "Chain",
     "ClassStandIn",
     "Decline",
-    "DecliningClass",
     "DecliningMethod",
     "Step",
     "answered",
@@ -50,12 +48,9 @@ __all__ = [
     "environment_flag",
     "may_decline",
     "note_implementation",
-    "record",
     "steps_of",
     "watchers",
 ]
-
-FAIL_ON_DECLINE = "COHERIQ_FAIL_ON_DECLINE"
 
 _MARK = "__coheriq_may_decline__"  # on a marked implementation: True, or its check
 
@@ -151,7 +146,7 @@ def may_decline(
                 f"coheriq.may_decline marks an engine's function or class, not "
                 f"{type(target).__name__} {target!r}."
             )
-        function = target.__func__ if isinstance(target, (staticmethod, classmethod)) else target
+        function = function_of(target)
         flags = code_flags(function) if when is None else 0
         for flag, kind in _LATE_BODIES:
             if flags & flag:
@@ -173,6 +168,11 @@ _LATE_BODIES = (
     (CO_COROUTINE, "an async def"),
     (CO_GENERATOR, "a generator"),
 )
+
+
+def function_of(value: Any) -> Any:
+    """The function of a staticmethod or classmethod ``value``; else ``value``."""
+    return value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
 
 
 def check_of(implementation: Any) -> Callable[..., str | None] | bool:
@@ -238,20 +238,16 @@ class Step:
             check = check_of(implementation)
         self.owner, self.name, self.check = owner, name, check  # when=, True, or False
         self.final = check is False  # it cannot decline: nothing after it runs
-        self.ask: Any = None  # the check, given what the implementation is given first
         kind = type(implementation)
         if isinstance(implementation, type):  # a class: constructed as it is
             self.call: Any = implementation
-            if callable(check):
-                self.ask = partial(check, implementation)
+            first: Any = implementation  # what the check is given first, as the implementation
         else:
             self.call = implementation.__get__(instance, engine_class)
-            if callable(check):
-                self.ask = (
-                    check
-                    if kind is staticmethod
-                    else partial(check, engine_class if kind is classmethod else instance)
-                )
+            first = engine_class if kind is classmethod else instance
+        self.ask: Any = None
+        if callable(check):
+            self.ask = check if kind is staticmethod else partial(check, first)
         self.run = _trying(self.ask, self.call, self.final, _Declined)
 
     @property
@@ -386,14 +382,11 @@ class DecliningMethod:
         return self.function
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
-        function = self.function
-        if isinstance(function, type):
-            if instance is None:
-                return function  # the class itself: Fast.Box, and pickle, find it
-            return DecliningClass(function, MethodType(self.method, instance))
-        if instance is None:
-            return function.__get__(None, owner)
-        return MethodType(self.method, instance)
+        function, is_class = self.function, isinstance(self.function, type)
+        if instance is None:  # from the class: a class itself (Fast.Box, pickle find it)
+            return function if is_class else function.__get__(None, owner)
+        method = MethodType(self.method, instance)
+        return DecliningClass(function, method) if is_class else method
 
     def chain(self, instance: Any) -> Chain:
         """The chain of this implementation and those after it along ``instance``'s MRO."""
@@ -432,10 +425,9 @@ class DecliningMethod:
             method = _trying(check if callable(check) else None, function, False, declined)
         else:  # a classmethod's, or another descriptor's, Step binds it per call
             method = bound_per_call
-        underlying = (
-            function.__func__ if isinstance(function, (staticmethod, classmethod)) else function
+        _read_as(
+            method, function_of(function), ("__module__", "__name__", "__qualname__", "__doc__")
         )
-        _read_as(method, underlying, ("__module__", "__name__", "__qualname__", "__doc__"))
         method.__coheriq_declining__ = descriptor  # type: ignore[attr-defined]
         return method
 
@@ -517,9 +509,7 @@ def note_implementation(implementation: Any, *, marked: bool) -> None:
     else:
         found = [implementation]
     codes = _declining if marked else _answering
-    for function in found:
-        if isinstance(function, (staticmethod, classmethod)):
-            function = function.__func__
+    for function in map(function_of, found):
         for _ in range(100):  # __wrapped__ chains are short; a loop of them is not followed
             inner = getattr(function, "__wrapped__", None)
             if inner is None or isinstance(inner, type):
@@ -546,7 +536,7 @@ def record(state: DomainState, candidate: str, engine: str, reason: str) -> None
     Raises CoheriqDeclineError where ``COHERIQ_FAIL_ON_DECLINE`` or
     ``<PREFIX>_FAIL_ON_DECLINE`` says yes (CoheriqTypeError, counting nothing, where one
     says neither yes nor no)."""
-    variables = [FAIL_ON_DECLINE]
+    variables = ["COHERIQ_FAIL_ON_DECLINE"]
     if state.env_prefix:
         variables.append(f"{state.env_prefix}_FAIL_ON_DECLINE")
     strict = [v for v in variables if environment_flag(v, _DECLINES_ARE_ERRORS)]
@@ -555,11 +545,10 @@ def record(state: DomainState, candidate: str, engine: str, reason: str) -> None
         count = state.declines.get(key, 0)
         state.declines[key] = count + 1
     if strict:
-        variable = strict[0]
         raise CoheriqDeclineError(
             f"Engine {engine!r} of domain {state.name!r} declined a call of {candidate!r}: "
             f"{ended(reason)} Declines are errors here "
-            f"({variable}={_environ.get(variable, '').strip()}); unset it to let the next "
+            f"({strict[0]}={_environ.get(strict[0], '').strip()}); unset it to let the next "
             "implementation run, or call with arguments the engine takes."
         )
     if count == 0:

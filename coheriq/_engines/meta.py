@@ -36,8 +36,6 @@ if TYPE_CHECKING:
         name: str
 
         @property
-        def strict(self) -> bool: ...
-        @property
         def engines(self) -> _Engines: ...
         @property
         def candidate_kinds(self) -> Mapping[str, bool]: ...  # name -> is a class
@@ -112,28 +110,13 @@ class EngineMeta(type, _EngineClassAttributes):
                 domain.engines.check_name_free(name)
             _check_mro(cls_name, bases, domain)
             _check_class_keywords(cls_name, bases, kwargs)
-        kinds = domain.candidate_kinds
-        overrides = _check_body(
-            cls_name, namespace, domain, kinds, reference=reference_of is not None
-        )
+        overrides = _check_body(cls_name, namespace, domain, reference=reference_of is not None)
         if reference_of is None:
             _check_delegation(cls_name, namespace, bases, domain)
-            from .overrides import check_override  # only defining an engine needs it
+            from .overrides import check_overrides  # only defining an engine needs it
 
             label = name if name is not None else cls_name
-            for candidate in sorted(overrides):
-                reference = domain.engines.reference_of(candidate)
-                if reference is None:
-                    continue  # declared, not imported yet: checked when it is marked
-                check_override(
-                    domain=domain,
-                    engine=label,
-                    mixin=name is None,
-                    candidate=candidate,
-                    reference=reference,
-                    override=namespace[candidate],
-                    is_class=kinds[candidate],
-                )
+            check_overrides(domain, label, name is None, namespace, overrides)
         namespace["__coheriq_domain__"] = domain
         namespace["__coheriq_name__"] = name
         namespace["__coheriq_overrides__"] = overrides
@@ -265,14 +248,10 @@ def _check_class_keywords(cls_name: str, bases: tuple[type, ...], kwargs: dict[s
 
 
 def _check_body(
-    cls_name: str,
-    namespace: dict[str, Any],
-    domain: _Domain,
-    kinds: Mapping[str, bool],
-    *,
-    reference: bool = False,
+    cls_name: str, namespace: dict[str, Any], domain: _Domain, *, reference: bool
 ) -> frozenset[str]:
     """Check the public names of a class body and return the candidates it defines."""
+    kinds = domain.candidate_kinds
     slots = namespace.get("__slots__", ())
     for slot in [slots] if isinstance(slots, str) else slots:
         if slot in kinds:

@@ -29,7 +29,7 @@ from ..exceptions import (
     did_you_mean,
     listing,
 )
-from .declines import DecliningMethod, environment_flag
+from .declines import DecliningMethod, environment_flag, function_of
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -41,34 +41,29 @@ __all__ = [
     "bypassed_classes",
     "check_exception_class",
     "check_late_overrides",
-    "check_override",
+    "check_overrides",
 ]
 
 STRICT_ENV = "COHERIQ_STRICT"
 
 
-def check_override(
-    *,
-    domain: Any,
-    engine: str,
-    mixin: bool = False,
-    candidate: str,
-    reference: Any,
-    override: Any,
-    is_class: bool,
+def check_overrides(
+    domain: Any, engine: str, mixin: bool, namespace: Mapping[str, Any], overrides: frozenset[str]
 ) -> None:
-    """Compare ``override``, in engine ``engine``'s class body, with its candidate's
-    ``reference``; warn of each problem, or raise CoheriqEngineError in strict mode."""
-    problems = override_problems(
-        candidate=candidate, reference=reference, override=override, is_class=is_class
-    )
-    if problems and (errors := _judged(domain, engine, mixin, candidate, problems)):
-        raise CoheriqEngineError(errors[0])
+    """Compare each override in the class body ``namespace`` of engine (or ``mixin``)
+    ``engine`` with its candidate; warn of each problem, or raise CoheriqEngineError in
+    strict mode."""
+    for candidate in sorted(overrides):
+        reference = domain.engines.reference_of(candidate)
+        if reference is None:
+            continue  # declared, not imported yet: checked when it is marked
+        is_class = domain.candidate_kinds[candidate]
+        problems = override_problems(candidate, reference, namespace[candidate], is_class)
+        if problems and (errors := _judged(domain, engine, mixin, candidate, problems)):
+            raise CoheriqEngineError(errors[0])
 
 
-def override_problems(
-    *, candidate: str, reference: Any, override: Any, is_class: bool
-) -> list[str]:
+def override_problems(candidate: str, reference: Any, override: Any, is_class: bool) -> list[str]:
     """What is wrong with one override of ``candidate``: sentences that continue
     "Engine 'fast' of domain 'mylib' " and say the fix."""
     problems: list[str] = []
@@ -76,7 +71,7 @@ def override_problems(
         problems += _constructor_problems(candidate, reference, override)
     asynchrony = [] if is_class else _asynchrony(reference, _code_behind(override))
     if not asynchrony and (
-        not is_class and _same_parameters(reference, _callable_of(override), skip=_binds(override))
+        not is_class and _same_parameters(reference, function_of(override), skip=_binds(override))
     ):
         return problems  # the usual case, decided without building Signature objects
     try:
@@ -105,11 +100,8 @@ def _judged(
     domain: Any, engine: str, mixin: bool, candidate: str, problems: list[str]
 ) -> list[str]:
     """``problems`` of an engine's override as messages: in strict mode returned, else
-    warned of (and none returned).
-
-    Raises:
-        CoheriqTypeError: ``COHERIQ_STRICT`` says neither yes nor no.
-    """
+    warned of (and none returned). CoheriqTypeError where ``COHERIQ_STRICT`` says neither
+    yes nor no."""
     strict = domain.strict or environment_flag(
         STRICT_ENV, ("for strict signature checks", "for warnings")
     )
@@ -136,9 +128,7 @@ def _late_verdict(
             check_exception_class(engine, candidate, override, reference, domain)
         except CoheriqEngineError as error:
             errors.append(str(error))
-    problems = override_problems(
-        candidate=candidate, reference=reference, override=override, is_class=is_class
-    )
+    problems = override_problems(candidate, reference, override, is_class)
     why = f"domain {domain.name!r} is strict" if domain.strict else f"{STRICT_ENV} is set"
     for message in _judged(domain, engine, cls.__coheriq_name__ is None, candidate, problems):
         errors.append(f"{message} It is an error because {why}.")
@@ -148,23 +138,18 @@ def _late_verdict(
 def check_late_overrides(
     domain: Any, candidate: str, reference: Any, classes: list[Any], in_use: Collection[Any]
 ) -> None:
-    """Check the overrides of ``candidate``, marked (a lazy module, or one run again) after
-    the engine classes ``classes`` of ``domain`` (a state) were made.
+    """Check the overrides of ``candidate`` in the engine classes ``classes`` of ``domain`` (a
+    state), made before it was marked (by a lazy module, or one run again).
 
     What would have failed the class statement refuses the engine instead (it cannot
     start: :func:`~coheriq._engines.meta.refusal`), with a warning, so that the module
     marking the candidate imports; a fitting override is no longer refused; other
-    problems are warned of.
-
-    Raises:
-        CoheriqEngineError: An engine to refuse is in ``in_use`` (started, or starting)
-            and runs the override.
+    problems are warned of. CoheriqEngineError where an engine to refuse is in ``in_use``
+    (started, or starting) and runs the override.
     """
     is_class = isinstance(reference, type)
     verdicts = [
-        (cls, *_late_verdict(domain, cls, candidate, reference, is_class))
-        for cls in classes
-        if candidate in cls.__coheriq_overrides__
+        (cls, *_late_verdict(domain, cls, candidate, reference, is_class)) for cls in classes
     ]
     for cls, _, reason in verdicts:  # first, so that nothing is refused if this raises
         running = [k for k in in_use if _supplier(k, candidate) is cls]
@@ -214,9 +199,7 @@ def _constructor_problems(candidate: str, library: type, engine: type) -> list[s
     of another kind, one that rejects the library's calls, a name close to theirs."""
     wanted = alternate_constructors(library)
     own = [k for k in engine.__mro__[:-1] if k not in library.__mro__]
-    defined: dict[str, Any] = {}
-    for klass in reversed(own):
-        defined.update(klass.__dict__)
+    defined = {name: value for klass in reversed(own) for name, value in vars(klass).items()}
     problems = []
     for name in wanted:
         if name not in defined:
@@ -299,18 +282,12 @@ _VARIADIC = CO_VARARGS | CO_VARKEYWORDS
 
 def _asynchrony(reference: Any, override: Any) -> list[str]:
     """A sentence if one of the two is a coroutine function and the other is not."""
-    candidate_async, override_async = (
-        bool(code_flags(f) & CO_COROUTINE) for f in (reference, override)
-    )
-    if candidate_async and not override_async:
+    candidate_async = bool(code_flags(reference) & CO_COROUTINE)
+    if candidate_async == bool(code_flags(override) & CO_COROUTINE):
+        return []
+    if candidate_async:
         return ["the candidate is an async def function, which callers await; the override is not"]
-    if override_async and not candidate_async:
-        return ["the override is an async def function, which the candidate's callers do not await"]
-    return []
-
-
-def _callable_of(override: Any) -> Any:
-    return override.__func__ if isinstance(override, (staticmethod, classmethod)) else override
+    return ["the override is an async def function, which the candidate's callers do not await"]
 
 
 def _binds(override: Any) -> bool:
@@ -323,19 +300,16 @@ def _binds(override: Any) -> bool:
 
 def _called_with(override: Any) -> tuple[Signature, list[str]]:
     """The parameters the caller's arguments meet in ``override``, and what is wrong with
-    the way it receives the engine's instance (or class), as sentences.
-
-    Raises:
-        TypeError, ValueError: No signature can be read.
-    """
+    the way it receives the engine's instance (or class), as sentences. TypeError or
+    ValueError where no signature can be read."""
     if isinstance(override, partialmethod):  # its function, bound, given its arguments
         inner = override.func
-        given = _signature_of(_callable_of(inner))
+        given = _signature_of(function_of(inner))
         receiving: list[str] = []
         if not isinstance(inner, staticmethod):
             given, receiving = _without_receiver(given)
         return _partial_signature(given, override.args, override.keywords), receiving
-    given = _signature_of(_callable_of(override))
+    given = _signature_of(function_of(override))
     return _without_receiver(given) if _binds(override) else (given, [])
 
 
@@ -434,7 +408,14 @@ def incompatibilities(candidate: Signature, override: Signature) -> list[str]:
                 problems.append(f"parameter {want.name!r} is missing")
         else:
             matched.add(by_name.name)
-            problems.append(_moved(want, by_name, i, given_positional))
+            if by_name.kind is Parameter.KEYWORD_ONLY:
+                moved = "is keyword-only in the override, so it cannot be passed by position"
+            elif by_name.kind is Parameter.POSITIONAL_ONLY:
+                moved = "is positional-only in the override, so it cannot be passed by name"
+            else:
+                where = given_positional.index(by_name) + 1
+                moved = f"is at position {where} in the override but {i + 1} in the candidate"
+            problems.append(f"parameter {want.name!r} {moved}")
 
     for want in (p for p in wanted if p.kind is Parameter.KEYWORD_ONLY):
         have = given_by_name.get(want.name)
@@ -457,24 +438,6 @@ def incompatibilities(candidate: Signature, override: Signature) -> list[str]:
                 f"the override requires {have.name!r}, which the candidate does not have"
             )
     return problems
-
-
-def _moved(want: Any, have: Any, index: int, given_positional: list[Any]) -> str:
-    from inspect import Parameter
-
-    name = repr(want.name)
-    if have.kind is Parameter.KEYWORD_ONLY:
-        return (
-            f"parameter {name} is keyword-only in the override, so it cannot be passed by position"
-        )
-    if have.kind is Parameter.POSITIONAL_ONLY:
-        return (
-            f"parameter {name} is positional-only in the override, so it cannot be passed by name"
-        )
-    where = given_positional.index(have) + 1
-    return (
-        f"parameter {name} is at position {where} in the override but {index + 1} in the candidate"
-    )
 
 
 def _default_problems(want: Any, have: Any) -> list[str]:

@@ -1,9 +1,6 @@
-"""The engines of one copy of a domain: registered, loaded from entry points, started once.
-
-:class:`~coheriq.EngineMeta` registers each engine class through three methods
-(:meth:`Engines.reference_of`, :meth:`Engines.check_name_free`,
-:meth:`Engines.register`). No lock is held while an engine's module is imported
-or its ``__init__`` runs.
+"""The engines of one copy of a domain: registered (by :class:`~coheriq.EngineMeta`), loaded
+from entry points, started once. No lock is held while an engine's module is imported or its
+``__init__`` runs.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from .meta import EngineMeta
 from .start import EngineStart, instantiate, runs_no_code
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Iterator, Mapping
     from typing import Any
 
     from .._choice.state import DomainState
@@ -66,23 +63,16 @@ def _defined_again(existing: type) -> bool:
 
 
 class Engines:
-    """The engine classes of one copy of a domain, and the one instance of each.
-
-    Attributes:
-        reserved: Engine name -> the :class:`~coheriq.AccelerationEngine` that reserved
-            it and is not materialized yet.
-        classes: Every engine class registered, named or not, in order.
-        implementations: Class candidate -> {implementing class: the engine class whose
-            body defines it, or None for the reference}, for ``isinstance``.
-        reference: The domain's reference class, once materialized; else None.
-    """
+    """The engine classes of one copy of a domain, and the one instance of each."""
 
     def __init__(self, state: DomainState) -> None:
         self.state = state
-        self.reference: EngineMeta | None = None
+        self.reference: EngineMeta | None = None  # the reference class, once materialized
         self.by_name: dict[str, EngineMeta] = {}
-        self.reserved: dict[str, object] = {}
-        self.classes: list[EngineMeta] = []
+        self.reserved: dict[str, object] = {}  # name -> its AccelerationEngine, not materialized
+        self.classes: list[EngineMeta] = []  # every engine class registered, named or not
+        # Class candidate -> {implementation: the engine class whose body defines it, None for
+        # the reference}, for isinstance.
         self.implementations: dict[str, dict[type, EngineMeta | None]] = {}
         self._instances: dict[EngineMeta, dict[str, Any]] = {}  # the members of each
         # (engine class, the engines after it in an ordered list) -> members.
@@ -136,8 +126,7 @@ class Engines:
         with self.state.lock:
             self.check_name_free(name)
             self.reserved[name] = owner
-        loaded = _loading.get()
-        if loaded is not None:
+        if (loaded := _loading.get()) is not None:
             loaded.append((self, name))
 
     def register(self, cls: EngineMeta) -> None:
@@ -153,8 +142,7 @@ class Engines:
                 if candidate in self.implementations:
                     self.implementations[candidate].setdefault(getattr(cls, candidate), cls)
                     self._refresh_isinstance(candidate)
-        loaded = _loading.get()
-        if loaded is not None:
+        if (loaded := _loading.get()) is not None:
             loaded.append((self, cls))
 
     def _forget(self, cls: EngineMeta | str) -> None:
@@ -205,26 +193,20 @@ class Engines:
 
     def resolve(self, engine: object) -> EngineMeta:
         """Return the engine class that ``engine``, a name or an engine class, stands for.
-
-        Raises:
-            CoheriqEngineNameError: A string that is not a valid engine name.
-            CoheriqTypeError: Neither, another domain's, or an unnamed mixin.
-            CoheriqEngineNotFoundError: No such engine in the domain.
-        """
+        CoheriqEngineNameError for an invalid name, CoheriqEngineNotFoundError for an unknown
+        one, CoheriqTypeError for neither, another domain's class or an unnamed mixin."""
         state = self.state
         if isinstance(engine, str):
             if engine not in self.by_name:
                 check_name(engine, "engine name", CoheriqEngineNameError)
             return self.engine_class(engine)
-        if isinstance(engine, EngineMeta):
-            cls = engine
-        else:
+        if not isinstance(engine, EngineMeta):
             raise CoheriqTypeError(
                 f"An engine of domain {state.name!r} is given by its name, its "
                 f"AccelerationEngine or its engine class, not by {type(engine).__name__} "
                 f"({engine!r})."
             )
-        owner = cls.__coheriq_domain__
+        cls, owner = engine, engine.__coheriq_domain__
         if owner.engines is not self:
             if owner.name == state.name:  # two copies of one library's domain
                 raise CoheriqTypeError(
@@ -245,13 +227,9 @@ class Engines:
 
     def engine_class(self, name: str, *, named_by: str = "") -> EngineMeta:
         """Return the class of engine ``name``, importing its entry point the first time;
-        ``named_by``: where the name came from, for messages.
-
-        Raises:
-            CoheriqDomainError: The domain is not materialized.
-            CoheriqEngineNotFoundError: No such engine is registered or advertised.
-            CoheriqEngineLoadError: Its entry point failed to load or define it.
-        """
+        ``named_by``: where the name came from, for messages. CoheriqDomainError before the
+        domain is materialized, CoheriqEngineNotFoundError for an engine neither registered nor
+        advertised, CoheriqEngineLoadError where its entry point fails to load or define it."""
         state = self.state
         reference = self.require_reference(f"look up engine {name!r}")
         if name == REFERENCE:
@@ -283,12 +261,10 @@ class Engines:
         return self._load(name, ep)
 
     def _load(self, name: str, ep: Any) -> EngineMeta:
-        """Import the module that advertises engine ``name``; return the engine class.
-
-        Where the import fails, defines no such engine (CoheriqEngineLoadError) or is
-        interrupted, the engine classes it registered are taken back, and the module
-        leaves ``sys.modules`` if this import put it there, so that a retry imports it afresh.
-        """
+        """Import the module that advertises engine ``name``; return the engine class. Where
+        the import fails, defines no such engine (CoheriqEngineLoadError) or is interrupted,
+        the engine classes it registered are taken back, and the module leaves ``sys.modules``
+        if this import put it there, so that a retry imports it afresh."""
         from .. import discovery
 
         state = self.state
@@ -307,16 +283,10 @@ class Engines:
             discovery.load(state.name, name, ep, again=again)
             cls = self.by_name.get(name)
             if cls is None:
-                defined = [
-                    c if isinstance(c, str) else c.__coheriq_name__
-                    for e, c in registered
-                    if e is self
-                ]
-                also = (
-                    f" It defined {listing({n for n in defined if n})} instead."
-                    if any(defined)
-                    else ""
-                )
+                # The names reserved, and those of the classes registered (None: a mixin's).
+                defined = [getattr(c, "__coheriq_name__", c) for e, c in registered if e is self]
+                names = {n for n in defined if isinstance(n, str)}
+                also = f" It defined {listing(names)} instead." if names else ""
                 raise CoheriqEngineLoadError(
                     f"Engine {name!r} of domain {state.name!r} is advertised by "
                     f"{discovery.describe(ep)}, but importing it did not define an engine of "
@@ -335,16 +305,21 @@ class Engines:
         return cls
 
     def members_of(self, cls: EngineMeta, then: tuple[Any, ...] = ()) -> Mapping[str, Any]:
-        """Return candidate name -> what a call runs on ``cls``'s instance, starting it once.
-
-        ``then``: the engines after ``cls`` in an ordered list, which run the calls
-        that its implementations all decline. No lock is held while ``__init__`` runs
-        (it may take seconds, or wait for threads that enter blocks): other threads
-        wait on that start alone, and should it fail (CoheriqEngineStartError), the
-        next one tries again. A CoheriqEngineError from the engine's own ``__init__``.
-        """
+        """Return candidate name -> what a call runs on ``cls``'s instance, starting it once;
+        ``then``: the engines after ``cls`` in an ordered list, which run the calls that its
+        implementations all decline. Other threads wait on a start (no lock is held while
+        ``__init__`` runs); should it fail (CoheriqEngineStartError), the next one tries again.
+        A CoheriqEngineError where the engine's own ``__init__`` asks for it."""
         if then:
-            return self._members_then(cls, then)
+            members = self._then.get((cls, then))
+            if members is None:
+                members = {
+                    name: self._then_member(then, name, member)
+                    for name, member in self.members_of(cls).items()
+                }
+                with self.state.lock:
+                    members = self._then.setdefault((cls, then), members)
+            return members
         lock = self.state.lock
         while True:
             members = self._instances.get(cls)
@@ -390,42 +365,21 @@ class Engines:
         start = self._starting.get(cls)
         return start is not None and start.thread == _thread.get_ident()
 
-    def _members_then(self, cls: EngineMeta, then: tuple[Any, ...]) -> Mapping[str, Any]:
-        """:meth:`members_of` ``cls``, whose declining calls go on to the engines ``then``."""
-        key = (cls, then)
-        members = self._then.get(key)
-        if members is None:
-            members = {
-                name: self._then_member(then, name, member)
-                for name, member in self.members_of(cls).items()
-            }
-            with self.state.lock:
-                members = self._then.setdefault(key, members)
-        return members
-
     def _then_member(self, then: tuple[Any, ...], name: str, member: Any) -> Any:
-        """``member``, a call of ``name`` on an engine, going on to the engines ``then``
-        where all its implementations decline."""
-        from .declines import Chain, chain_of  # imported with the first engine class
+        """``member``, a call of ``name`` on an engine, going on where all its implementations
+        decline to the engines ``then`` that implement ``name``: each started when a call first
+        reaches it, passed over where it cannot start."""
+        from .declines import Chain, chain_of, steps_of  # imported with the first engine class
 
         chain = chain_of(member)
         if chain is None or chain.steps[-1].final:
             return member
-        later = self._later(then, name, {step.owner for step in chain.steps})
-        return Chain(self.state, name, chain.steps, chain.reference, later).function
+        tried = {step.owner for step in chain.steps}
 
-    def _later(
-        self, then: tuple[Any, ...], name: str, tried: set[Any]
-    ) -> Callable[[], Iterator[Step]]:
-        """The steps, for candidate ``name``, of the engines ``then`` that implement it:
-        each started when a call first reaches it, passed over where it cannot start,
-        and none already ``tried``."""
-        from .declines import steps_of
-
-        def steps() -> Iterator[Step]:
+        def later() -> Iterator[Step]:
             for engine in then:
                 try:
-                    cls = engine if not isinstance(engine, str) else self.engine_class(engine)
+                    cls = self.engine_class(engine) if isinstance(engine, str) else engine
                     if cls is self.reference:
                         return  # the reference answers last anyway
                     self.members_of(cls)
@@ -442,7 +396,7 @@ class Engines:
                 if found and found[-1].final:
                     return
 
-        return steps
+        return Chain(self.state, name, chain.steps, chain.reference, later).function
 
     def _members_from(self, cls: EngineMeta, instance: Any) -> dict[str, Any]:
         """What a call of each candidate runs on the engine ``instance``."""
@@ -477,12 +431,8 @@ class Engines:
         return member
 
     def check_overrides(self, name: str, reference: Any) -> None:
-        """Check the overrides of candidate ``name``, marked or redefined late (see
-        :func:`coheriq._engines.overrides.check_late_overrides`).
-
-        Raises:
-            CoheriqEngineError: An engine to refuse has started already.
-        """
+        """Check the overrides of candidate ``name``, marked or redefined late
+        (:func:`coheriq._engines.overrides.check_late_overrides`)."""
         classes = [cls for cls in self.classes if name in cls.__coheriq_overrides__]
         if not classes:
             return

@@ -22,10 +22,9 @@ if TYPE_CHECKING:
 
     from .._choice.state import DomainState
 
-__all__ = ["POLL_SECONDS", "EngineStart", "instantiate", "runs_no_code"]
+__all__ = ["EngineStart", "instantiate", "runs_no_code"]
 
-POLL_SECONDS = 0.05
-"""How often a thread waiting for a start looks whether the start waits for it."""
+POLL_SECONDS = 0.05  # how often a thread waiting for a start looks whether it waits for that thread
 
 
 def runs_no_code(cls: type) -> bool:
@@ -41,7 +40,7 @@ def instantiate(state: DomainState, cls: Any) -> Any:
         CoheriqEngineStartError: The engine is refused, or its ``__init__`` raised.
     """
     engine = cls.__coheriq_name__ or REFERENCE
-    # Refused by a candidate marked after the engine was defined.
+    # Refused by a candidate marked after the engine was defined (meta's code runs only then).
     if any("__coheriq_refused__" in vars(klass) for klass in cls.__mro__):
         refused = refusal(cls)
         if refused is not None:
@@ -138,14 +137,19 @@ class EngineStart:
         if not waited:
             return []
         awaited = [thread.ident for obj in waited for thread in _threads_in(obj) if thread.ident]
-        engine_code = self._own_code()
+        if self._engine_code is None:  # the functions of the engine's own classes, and nested
+            above = set(self.reference.__mro__)
+            own = [klass for klass in self.engine_class.__mro__ if klass not in above]
+            self._engine_code = frozenset(
+                code for klass in own for value in vars(klass).values() for code in _codes(value)
+            )
         for thread, frame in frames.items():
             if thread == self.thread:
                 continue
             caller: FrameType | None = frame
             while caller is not None:
                 work_item = _work_item(caller)
-                if caller.f_code in engine_code or (
+                if caller.f_code in self._engine_code or (
                     work_item is not None and any(obj is work_item.future for obj in waited)
                 ):
                     awaited.append(thread)
@@ -153,31 +157,16 @@ class EngineStart:
                 caller = caller.f_back
         return awaited
 
-    def _own_code(self) -> frozenset[CodeType]:
-        """The code of the engine's own classes: their functions and those nested in them."""
-        if self._engine_code is None:
-            above = set(self.reference.__mro__)
-            own = [klass for klass in self.engine_class.__mro__ if klass not in above]
-            self._engine_code = frozenset(
-                code for klass in own for value in vars(klass).values() for code in _codes(value)
-            )
-        return self._engine_code
-
 
 _waiting: dict[int, EngineStart] = {}  # thread -> the start it waits for now
-
-
-def _in_standard_library(frame: FrameType) -> bool:
-    """Whether ``frame`` runs a module of the standard library."""
-    module = frame.f_globals.get("__name__") or ""
-    return module.partition(".")[0] in sys.stdlib_module_names
 
 
 def _waited_for(frame: FrameType | None) -> list[Any]:
     """What a thread whose innermost frame is ``frame`` is blocked waiting for: the ``self``
     of each innermost frame in the standard library, and the futures given to ``wait``."""
     waited: list[Any] = []
-    while frame is not None and _in_standard_library(frame):
+    stdlib = sys.stdlib_module_names
+    while frame is not None and (frame.f_globals.get("__name__") or "").partition(".")[0] in stdlib:
         local = frame.f_locals
         waited.append(local.get("self"))
         futures = local.get("fs")
