@@ -310,9 +310,7 @@ class AccelerationDomain:
         Returns, for each subpackage, None, or why its import failed (the exception
         is caught, and the caller reports it with what it looked for).
         """
-        return {
-            package: late_candidates.import_problem(package) for package in self.declaring_packages
-        }
+        return {p: late_candidates.import_problem(p) for p in self.declaring_packages}
 
     @property
     def comparisons(self) -> Comparisons:

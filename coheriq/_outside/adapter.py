@@ -487,7 +487,7 @@ def _bound_by(node: Any) -> set[str]:
     import ast
 
     found: set[str] = set()
-    pending = [] if node is None else [node]
+    pending = [node]
     while pending:
         current = pending.pop()
         if isinstance(current, ast.Name) and isinstance(current.ctx, ast.Store):
