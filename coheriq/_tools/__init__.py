@@ -18,11 +18,8 @@ if TYPE_CHECKING:
 
 
 def take_entry(entries: list[T], here: Callable[[T], object], owner: object) -> T:
-    """Remove and return the newest of ``entries`` open in this context, else the newest.
-
-    Raises:
-        CoheriqScopeError: None is left: ``owner`` was exited more often than entered.
-    """
+    """Remove and return the newest of ``entries`` open in this context, else the newest;
+    raise CoheriqScopeError where none is left (``owner`` was exited more often than entered)."""
     seen = list(entries)  # other threads may enter and exit it meanwhile
     try:
         entry = ([e for e in seen if here(e)] or seen)[-1]

@@ -18,8 +18,6 @@ from . import columns
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Coverage", "Explanation", "coverage", "explain"]
-
 
 def _name(cls: EngineMeta) -> str:
     """An engine class as a reader knows it: its engine name, or the mixin's class."""

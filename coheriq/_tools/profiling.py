@@ -1,8 +1,7 @@
 """A profiler of the calls made through candidate proxies: :func:`profile`.
 
-A watcher (:mod:`coheriq._library.observing`): while a profile block is open anywhere,
-proxies find their implementation through it, timed where the calling context has a
-profile; when the last block closes, they are back on their fast path.
+A watcher (:mod:`coheriq._library.observing`), on while a profile block is open anywhere: it
+times the calls made where the calling context has a profile.
 """
 
 from __future__ import annotations
@@ -22,8 +21,6 @@ from . import columns
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
-
-__all__ = ["DeclineRow", "Profile", "ProfileRow", "profile"]
 
 # The profile blocks open in this context, outermost first (one may be there twice).
 _active: ContextVar[tuple[Profile, ...]] = ContextVar("coheriq profiler", default=())

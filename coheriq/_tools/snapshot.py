@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-__all__ = ["Snapshot", "snapshot"]
-
 
 class Snapshot:
     """The engines active in one context, for every domain: picklable and re-applicable.
@@ -75,8 +73,8 @@ class Snapshot:
         """Enter a ``using_engine`` block for every recorded domain (in this thread)."""
         from contextlib import ExitStack
 
-        stack, blocks = ExitStack(), []
-        try:
+        blocks: list[using_engine] = []
+        with ExitStack() as stack:  # what was entered is left again if one raises
             for domain, engine in self.engines.items():
                 import_domain(domain)
                 blocks.append(using_engine(domain, engine))
@@ -84,10 +82,7 @@ class Snapshot:
             for verification in self.verifications:
                 verification.carry_in()
                 stack.callback(verification.carry_out)
-        except BaseException:
-            stack.close()
-            raise
-        self._stacks.append((stack, blocks))
+            self._stacks.append((stack.pop_all(), blocks))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -132,12 +127,8 @@ def snapshot() -> Snapshot:
 
     Choosing nothing: a domain that has not chosen its engine yet is left out.
     """
-    engines, env_vars = {}, {}
-    for domain in all_domains():
-        engine = domain.scopes.active_engine()  # None: not chosen yet
-        if engine is not None:
-            engines[domain.name] = engine
-            if domain.env_var is not None:
-                env_vars[domain.name] = domain.env_var
+    chosen = [(d, e) for d in all_domains() if (e := d.scopes.active_engine()) is not None]
+    engines = {domain.name: engine for domain, engine in chosen}
+    env_vars = {d.name: d.env_var for d, _ in chosen if d.env_var is not None}
     verification = sys.modules.get("coheriq._tools.verification")  # none if never imported
     return Snapshot(engines, env_vars, verification.carried() if verification else ())

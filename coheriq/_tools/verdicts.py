@@ -9,14 +9,6 @@ from . import columns
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = [
-    "CoheriqVerificationError",
-    "CoheriqVerificationWarning",
-    "Mismatch",
-    "VerificationRow",
-    "table",
-]
-
 
 class CoheriqVerificationWarning(UserWarning):
     """An engine and the implementation it is verified against disagreed on a call."""

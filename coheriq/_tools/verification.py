@@ -56,14 +56,13 @@ if TYPE_CHECKING:
     R = TypeVar("R")
     OnMismatch = Literal["warn", "record", "raise"]
 
-__all__ = ["Verification", "register_comparison", "verify"]
-
 # The verifications open in this context, outermost first.
 _active: ContextVar[tuple[Verification, ...]] = ContextVar("coheriq verifications", default=())
 # The domains whose verified call runs its engine's side in this context: its calls are part of it.
 _inside: ContextVar[frozenset[str]] = ContextVar("coheriq verified calls", default=frozenset())
 _ORDER = 1  # outside the profiler: comparing is not the engine's time
-_environment: dict[str, Verification] = {}  # domain name -> what its <PREFIX>_VERIFY turned on
+# Domain name -> the verification its <PREFIX>_VERIFY turned on, and that variable.
+_environment: dict[str, tuple[Verification, str]] = {}
 _GENERATORS = CO_GENERATOR | CO_ASYNC_GENERATOR
 
 
@@ -289,30 +288,30 @@ class Verification:
     @contextmanager
     def _other_side(
         self, domain: AccelerationDomain, *, guarded: bool
-    ) -> Iterator[tuple[Mapping[str, Any], _Guard]]:
+    ) -> Iterator[tuple[Mapping[str, Any], _Run]]:
         """A block of the other implementation that no watcher sees; gives its members.
-        ``guarded``: a call in it of a candidate with side effects stops the run (:class:`_Guard`).
+        ``guarded``: a call in it of a candidate with side effects stops the run (:class:`_Run`).
         """
         found, _, other_cls = self._resolve(domain)
-        guard = _Guard()
-        quiet = observing.quiet.set(guard if guarded else True)
+        run = _Run()
+        quiet = observing.quiet.set(run if guarded else True)
         scope = found.scopes.enter(other_cls)
         try:
-            yield found.engines.members_of(other_cls), guard
+            yield found.engines.members_of(other_cls), run
         finally:
             found.scopes.exit(scope)
             observing.quiet.reset(quiet)
 
-    def _judge(self, call: _Call, other: _Outcome, error: BaseException | None) -> None:
+    def _judge(self, call: _Call, other: _Run, error: BaseException | None) -> None:
         """Compare the two outcomes of ``call`` (``error``: what the engine raised), record
         them, and warn or raise as told."""
         row = call.row
-        if other.stopped_at is not None:
+        if other.reached is not None:
             with self._lock:
                 self._spent_ns += other.nanoseconds
             self._note(
                 row,
-                f"the other side reached {other.stopped_at}, marked with side effects: it "
+                f"the other side reached {other.reached}, marked with side effects: it "
                 "was stopped there, so that the candidate does not run twice, and the call "
                 "was not compared",
                 compared=False,
@@ -362,7 +361,7 @@ class Verification:
             warnings.warn(message, CoheriqVerificationWarning, stacklevel=outside_coheriq()[1])
 
     def _difference(
-        self, call: _Call, error: BaseException | None, other: _Outcome
+        self, call: _Call, error: BaseException | None, other: _Run
     ) -> tuple[str | None, bool, bool]:
         """How the two outcomes differ (None where they agree), whether one side raised,
         and whether the results compare by identity only (so were not compared)."""
@@ -562,7 +561,7 @@ def active_verification(domain: Any) -> Verification | None:
     for verification in reversed(_active.get()):
         if verification._name == domain.name:
             return verification
-    return _environment.get(domain.name)
+    return _environment[domain.name][0] if domain.name in _environment else None
 
 
 class _Call:
@@ -615,41 +614,25 @@ class _Call:
         _inside.reset(self._inside)
         answered = declines.answered.get()
         declines.answered.reset(self._answered)
-        verification = self.verification
         if answered is not None and answered[0] is self.chain:
-            with verification._lock:
-                counts = self.row.answered
-                counts[answered[1]] = counts.get(answered[1], 0) + 1
+            with self.verification._lock:
+                self.row.answered[answered[1]] = self.row.answered.get(answered[1], 0) + 1
         if error is None or isinstance(error, Exception):
-            verification._judge(self, await self._outcome(awaited), error)
+            self.verification._judge(self, await self._outcome(awaited), error)
 
-    async def _outcome(self, awaited: bool) -> _Outcome:
-        """What the other side returns or raises on its copy of the arguments, and how long
-        it took."""
-        with self.verification._other_side(self.domain, guarded=True) as (members, guard):
+    async def _outcome(self, awaited: bool) -> _Run:
+        """The other side's run on its copy of the arguments, ended."""
+        with self.verification._other_side(self.domain, guarded=True) as (members, run):
             started = perf_counter_ns()
             try:
                 result = members[self.name](*self.theirs[0], **self.theirs[1])
-                if awaited:
-                    result = await result
+                run.result = await result if awaited else result
             except _Stop:
-                result = None
+                pass
             except Exception as error:
-                return _Outcome(None, error, perf_counter_ns() - started, guard)
-            return _Outcome(result, None, perf_counter_ns() - started, guard)
-
-
-class _Outcome:
-    """What the other side returned or raised, how long it took, and the candidate with
-    side effects (``"domain.name"``) at which it was stopped, or None."""
-
-    __slots__ = ("error", "nanoseconds", "result", "stopped_at")
-
-    def __init__(
-        self, result: Any, error: BaseException | None, nanoseconds: int, guard: _Guard
-    ) -> None:
-        self.result, self.error, self.nanoseconds = result, error, nanoseconds
-        self.stopped_at = guard.reached
+                run.error = error
+            run.nanoseconds = perf_counter_ns() - started
+        return run
 
 
 class _Stop(BaseException):
@@ -657,13 +640,17 @@ class _Stop(BaseException):
     the library's ``except Exception`` lets it pass (code that catches it is not compared)."""
 
 
-class _Guard:
-    """What the other side's calls find (its :data:`observing.quiet`): what they would
-    without watchers, but a function candidate with side effects stops the run."""
+class _Run:
+    """A run of the other side. Called, what its calls find (its :data:`observing.quiet`):
+    what they would without watchers, but a function candidate with side effects stops it.
+    Then what it returned or raised, how long it took, and where it was stopped."""
 
-    __slots__ = ("reached",)
+    __slots__ = ("error", "nanoseconds", "reached", "result")
 
     def __init__(self) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.nanoseconds = 0
         self.reached: str | None = None  # "domain.candidate" where the run was stopped
 
     def __call__(self, domain: AccelerationDomain, found: Any) -> Any:
@@ -673,21 +660,21 @@ class _Guard:
 class _Guarded(observing.View):
     """What a call on the other side finds in a domain with candidates with side effects."""
 
-    __slots__ = ("guard",)
+    __slots__ = ("run",)
 
-    def __init__(self, domain: AccelerationDomain, found: Any, guard: _Guard):
+    def __init__(self, domain: AccelerationDomain, found: Any, run: _Run):
         super().__init__(domain, found)
-        self.guard = guard
+        self.run = run
 
     def __getitem__(self, name: str) -> Any:
         domain = self.domain
         info = domain.state.candidates.get(name)
         if name not in domain.comparisons.side_effects or info is None or info.is_class:
             return self.member(name)
-        guard = self.guard
+        run = self.run
 
         def stop(*args: Any, **kwargs: Any) -> Any:
-            guard.reached = f"{domain.name}.{name}"
+            run.reached = f"{domain.name}.{name}"
             raise _Stop
 
         return stop
@@ -830,16 +817,12 @@ def from_environment(domain: AccelerationDomain) -> None:
             f"of domain {domain.name!r} (ENGINE, or ENGINE:OTHER to compare it with another "
             "engine than the reference)."
         )
-    verification = Verification(domain, engine, against)
-    _environment[domain.name] = verification
-    _reported.append((verification, variable))
+    _environment[domain.name] = (Verification(domain, engine, against), variable)
     observing.start(_ORDER, _verifying)
-    if len(_reported) == 1:
+    if len(_environment) == 1:
         _at_exit()
 
 
-# The verifications <PREFIX>_VERIFY turned on, and their variables, in that order.
-_reported: list[tuple[Verification, str]] = []
 _ending: list[bool] = []  # [True] once _finish runs the exit handlers before it ends
 
 
@@ -869,7 +852,7 @@ def _finish() -> None:
 
 def _report() -> None:
     """Print each report; a difference found only now, in an exit handler, ends the process."""
-    for verification, variable in _reported:
+    for verification, variable in _environment.values():
         # A worker process that made no call has nothing to say; the main one says so.
         if verification.rows or _in_main_process():
             print(f"{variable} (process {os.getpid()}): {verification}", file=sys.stderr)
@@ -881,7 +864,7 @@ def _failed() -> bool:
     """Whether a difference should fail this process: in the main one, where the program
     did not end with an uncaught exception (it keeps its own status then)."""
     return (
-        any(not verification.ok for verification, _ in _reported)
+        any(not verification.ok for verification, _ in _environment.values())
         and _in_main_process()
         and getattr(sys, "last_exc", None) is None
         and getattr(sys, "last_value", None) is None
@@ -914,9 +897,9 @@ def _describe(domain: AccelerationDomain) -> str | None:
     if verification is None:
         return None
     how = (
-        f"the environment variable {domain.env_prefix}_VERIFY"
-        if verification is _environment.get(domain.name)
-        else "coheriq.verify"
+        "coheriq.verify"
+        if verification in _active.get()
+        else f"the environment variable {domain.env_prefix}_VERIFY"
     )
     return (
         f"on: calls on {verification._engine_name!r} are also run on "
