@@ -7,8 +7,6 @@ from .exceptions import CoheriqTypeError
 REFERENCE = "reference"
 """The name under which a domain's own implementations are chosen; never an engine's."""
 
-_NAME_PUNCTUATION = frozenset("_-.")
-
 
 def check_name(value: object, what: str, error: type[CoheriqTypeError] = CoheriqTypeError) -> str:
     """Return ``value`` if it is a usable domain or engine name, else raise ``error`` (a
@@ -24,7 +22,7 @@ def check_name(value: object, what: str, error: type[CoheriqTypeError] = Coheriq
         not value
         or not value.isascii()
         or value[0] in "-."
-        or not all(c.isalnum() or c in _NAME_PUNCTUATION for c in value)
+        or not all(c.isalnum() or c in "_-." for c in value)
     ):
         raise error(
             f"The {what} {value!r} is not a valid name: use letters, digits, '_', '-' "

@@ -310,26 +310,21 @@ def read_regular(where: str, path: str) -> bytes:
     import os
     import stat
 
-    def unusable(error: OSError) -> UnusableFileError:
-        return UnusableFileError(f"its file {path!r} could not be read: {error.strerror}")
-
     try:
         descriptor = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise UnusableFileError(f"its file {path!r} is not a regular file")
+            with open(descriptor, "rb", closefd=False) as file:
+                return file.read(_MAX_BYTES + 1)
+        finally:
+            os.close(descriptor)
     except FileNotFoundError:
         raise
     except IsADirectoryError:  # where a directory cannot be opened at all
         raise UnusableFileError(f"its file {path!r} is not a regular file") from None
     except OSError as error:
-        raise unusable(error) from None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise UnusableFileError(f"its file {path!r} is not a regular file")
-        with open(descriptor, "rb", closefd=False) as file:
-            return file.read(_MAX_BYTES + 1)
-    except OSError as error:
-        raise unusable(error) from None
-    finally:
-        os.close(descriptor)
+        raise UnusableFileError(f"its file {path!r} could not be read: {error.strerror}") from None
 
 
 def load_json(data: bytes, path: str) -> object:
