@@ -588,9 +588,8 @@ class AccelerationDomain:
                 "__qualname__": f"{self.name}.reference",
                 "__doc__": f"The reference implementations of coheriq domain {self.name!r}.",
                 "__coheriq_reference_of__": self,
+                **{name: late_candidates.attribute(self, name) for name in self._kinds},
             }
-            for name in self._kinds:
-                namespace[name] = late_candidates.attribute(self, name)
             reference = self.engines.reference = EngineMeta("reference", (), namespace)
             self._materialized_by = run
         if self.env_prefix and os.environ.get(f"{self.env_prefix}_VERIFY", "").strip():
