@@ -1,11 +1,6 @@
-"""The ``coheriq`` command line: list, show, explain and check engines; write statements.
-
-Exit status: 0 when all is well; 1 when ``check`` or ``show`` finds a problem (the report is
-printed all the same), or ``verify`` a difference (else the program's own status); 2 when the
-command cannot run, with one line on standard error that says why. ``--json`` prints JSON for
-tools: two-space indentation, engines sorted by name, an engine's state as ``{"ok", "error"}``,
-an error as ``{"error", "kind"}``. Text is wrapped to ``COLUMNS``, else the terminal's width,
-else 80 columns; tables and JSON never are.
+"""The ``coheriq`` command line: list, show, explain and check engines; write statements; run
+and verify programs. The command-line guide (docs/tools.rst) gives its output, its JSON and its
+exit codes (2: the command could not run, said in one line on standard error).
 """
 
 from __future__ import annotations
@@ -57,8 +52,7 @@ IMPORTED = "imported"  # show's word for an engine whose class was looked at
 
 
 def _wrap(line: str) -> str:
-    """``line`` wrapped to ``COLUMNS``, else the terminal's width, else 80 (never under 40),
-    with a hanging indent; words (module names, commands) are never broken."""
+    """``line`` wrapped to the terminal's width (at least 40), with a hanging indent."""
     body = line.lstrip(" ")
     indent = " " * (len(line) - len(body))
     return textwrap.fill(
@@ -77,9 +71,8 @@ def _say(*lines: str) -> None:
         print(_wrap(line) if line else "")
 
 
-def _json(data: dict[str, Any]) -> None:
-    """Print ``data`` with two-space indentation, keys in the order built (candidates keep
-    the library's order)."""
+def _json(**data: Any) -> None:
+    """Print ``data`` with two-space indentation, keys in the order given."""
     print(json.dumps(data, indent=2))
 
 
@@ -110,13 +103,12 @@ _STATED = ("description", "needs", "implements")  # what list --json gives of a 
 
 def _installed() -> dict[str, dict[str, Any]]:
     """Advertised domains and engines, from package metadata only (nothing is imported)."""
-    domains: dict[str, dict[str, Any]] = {}
-    for name, advertised in discovery.advertised_domains().items():
-        domains[name] = {"module": advertised.value, **_distribution(advertised), "engines": {}}
+    domains: dict[str, dict[str, Any]] = {
+        name: {"module": ep.value, **_distribution(ep), "engines": {}}
+        for name, ep in discovery.advertised_domains().items()
+    }
     for domain, engines in discovery.engine_groups().items():
-        entry = domains.setdefault(
-            domain, {"module": None, "distribution": None, "version": None, "engines": {}}
-        )
+        entry = domains.setdefault(domain, {"module": None, **_distribution(None), "engines": {}})
         stated = engine_statements(domain) if engines else {}
         for ep in engines:
             said, state = stated.get(ep.name), None
@@ -126,25 +118,19 @@ def _installed() -> dict[str, dict[str, Any]]:
             entry["engines"].setdefault(
                 ep.name, {"module": ep.value, **_distribution(ep), "statement": state}
             )
-    for entry in domains.values():
-        entry["engines"] = _sorted(entry["engines"])
-    return dict(sorted(domains.items()))
+    return {name: {**e, "engines": _sorted(e["engines"])} for name, e in sorted(domains.items())}
 
 
 def _list(args: argparse.Namespace) -> int:
     installed = _installed()
     if args.json:
-        _json({"domains": installed})
+        _json(domains=installed)
         return 0
     if not installed:
         _say("No coheriq domains or engines are advertised by installed packages.")
     for name, entry in installed.items():
-        where = (
-            f" (module {entry['module']}, from {entry['distribution']} {entry['version']})"
-            if entry["module"]
-            else ""
-        )
-        _say(f"domain {name}{where}")
+        where = f" (module {entry['module']}, from {entry['distribution']} {entry['version']})"
+        _say(f"domain {name}{where if entry['module'] else ''}")
         for engine, info in entry["engines"].items():
             _say(f"  engine {engine}: {info['module']} ({info['distribution']} {info['version']})")
             said = info["statement"]
@@ -249,24 +235,6 @@ def _load_each(
 # -- show ---------------------------------------------------------------------------------
 
 
-def _stated_unimported(
-    domain: AccelerationDomain,
-) -> tuple[dict[str, EngineStatement], dict[str, str]]:
-    """``(stated, ignored)``: the usable statements of engines not imported yet, and the
-    problems of those that cannot be used (their engines are imported instead)."""
-    engines = domain.engines
-    advertised = set(engines.names())
-    stated, ignored = {}, {}
-    for name, statement in engine_statements(domain).items():
-        if name not in advertised or name in engines.by_name:
-            continue  # no such engine, or its class is at hand already
-        if statement.problem is None:
-            stated[name] = statement
-        else:
-            ignored[name] = statement.problem
-    return stated, ignored
-
-
 def _with_columns(
     table: Coverage, broken: list[str], stated: dict[str, EngineStatement]
 ) -> Coverage:
@@ -286,12 +254,19 @@ def _with_columns(
 
 def _show(args: argparse.Namespace) -> int:
     domain = _domain(args)
-    # An engine that states what it implements is not imported: its statement stands for it
-    # (coheriq check imports it and compares the two).
-    stated, ignored = _stated_unimported(domain)
     engines = domain.engines
+    advertised = engines.names()
+    # An engine not imported yet that states what it implements stays so: its statement stands
+    # for it (coheriq check compares the two). One with an unusable statement is imported.
+    unimported = [
+        (n, s)
+        for n, s in engine_statements(domain).items()
+        if n in advertised and n not in engines.by_name
+    ]
+    stated = {n: s for n, s in unimported if s.problem is None}
+    ignored = {n: s.problem for n, s in unimported if s.problem is not None}
     # As coverage(advertised=True): an engine not materialized yet has no class.
-    names = [n for n in engines.names() if n not in engines.reserved and n not in stated]
+    names = [n for n in advertised if n not in engines.reserved and n not in stated]
     failures = {n: e and " ".join(e.split()) for n, e in _load_each(domain, names).items()}
     broken = [name for name, error in failures.items() if error is not None]
     table = _with_columns(coverage(domain), broken, stated)
@@ -302,20 +277,17 @@ def _show(args: argparse.Namespace) -> int:
         for name, problem in ignored.items():
             states[name]["statement_error"] = problem
         _json(
-            {
-                "domain": domain.name,
-                "env_var": domain.env_var,
-                "candidates": {c: "class" if k else "function" for c, k in kinds.items()},
-                "not_imported": dict(domain.not_imported),
-                "engines": _sorted(states),
-                "coverage": table.rows,
-                "problems": len(broken),
-            }
+            domain=domain.name,
+            env_var=domain.env_var,
+            candidates={c: "class" if k else "function" for c, k in kinds.items()},
+            not_imported=dict(domain.not_imported),
+            engines=_sorted(states),
+            coverage=table.rows,
+            problems=len(broken),
         )
         return 1 if broken else 0
-    variable = (
-        f"environment variable {domain.env_var}" if domain.env_var else "no environment variable"
-    )
+    env = domain.env_var
+    variable = f"environment variable {env}" if env else "no environment variable"
     _say(f"domain {domain.name}: {_count(len(kinds), 'candidate')}, {variable}")
     later = domain.not_imported
     _say(
@@ -355,9 +327,8 @@ def _explain(args: argparse.Namespace) -> int:
     domain = import_domain(report.domain)
     listed = "," in domain.choice.env_value()  # an ordered list: explain tried it already
     if not report.settled and report.engine != REFERENCE and not report.tried and not listed:
-        # Do what the first call would, choosing nothing: find and start the engine the
-        # environment names, so that one that is missing or cannot start here is reported
-        # now, and the table of who supplies what is filled in.
+        # As the first call would, choosing nothing: start the engine the environment names,
+        # so that one missing or unable to start is reported now, and the table filled in.
         named_by = f" (named by the environment variable {domain.env_var})"
         cls = domain.engines.engine_class(domain.choice.env_value(), named_by=named_by)
         domain.engines.members_of(cls)
@@ -366,7 +337,7 @@ def _explain(args: argparse.Namespace) -> int:
         reason = report.reason.rstrip(".")  # it may end a sentence of its own
         raise CoheriqError(f"Domain {report.domain!r} cannot run here: {reason}.")
     if args.json:
-        _json(report.as_dict())
+        _json(**report.as_dict())
     else:  # the prose wrapped; the "supplied by" table as it is
         prose, heading, table = str(report).partition("\n  supplied by:")
         _say(*prose.splitlines())
@@ -463,15 +434,13 @@ def _check(args: argparse.Namespace) -> int:
             for n, e in results.items()
         }
         _json(
-            {
-                "domain": domain.name,
-                "engines": engines,
-                "modules": modules,
-                "orphan_statements": {n: _state(e) for n, e in orphans.items()},
-                "declaration_problems": declared,
-                "checked": checked,
-                "problems": count,
-            }
+            domain=domain.name,
+            engines=engines,
+            modules=modules,
+            orphan_statements={n: _state(e) for n, e in orphans.items()},
+            declaration_problems=declared,
+            checked=checked,
+            problems=count,
         )
         return 1 if count else 0
     ok = "ok, started" if args.start else "ok"
@@ -525,9 +494,7 @@ def _statement(args: argparse.Namespace) -> int:
         ) from None
     if args.json:
         said = statement.as_dict()
-        _json(
-            {"domain": domain.name, "engine": args.engine, "file": args.output, "statement": said}
-        )
+        _json(domain=domain.name, engine=args.engine, file=args.output, statement=said)
         return 0
     ep = discovery.advertised(domain.name).get(args.engine)
     module = discovery.module_of(ep) if ep is not None else cls.__module__
@@ -542,23 +509,18 @@ def _statement(args: argparse.Namespace) -> int:
     return 0
 
 
-def _first_line(text: str | None) -> str:
-    lines = [line.strip() for line in (text or "").strip().splitlines()]
-    return lines[0] if lines else ""
-
-
 def _description(cls: Any) -> str:
     """An engine's description when none is given: its class's docstring, else its module's."""
-    found = _first_line(cls.__dict__.get("__doc__"))  # a class's own: docstrings inherit
     module = sys.modules.get(cls.__module__)
-    found = found or _first_line(getattr(module, "__doc__", None))
-    if not found:
-        raise CoheriqError(
-            f"Engine {cls.__coheriq_name__!r} of domain {cls.__coheriq_domain__.name!r} has no "
-            "docstring (neither its class nor its module) to take a description from. Give "
-            "one with --description TEXT, or write a docstring."
-        )
-    return found
+    # The class's own docstring: docstrings inherit.
+    for doc in (cls.__dict__.get("__doc__"), getattr(module, "__doc__", None)):
+        if first := "".join((doc or "").strip().splitlines()[:1]).strip():
+            return first
+    raise CoheriqError(
+        f"Engine {cls.__coheriq_name__!r} of domain {cls.__coheriq_domain__.name!r} has no "
+        "docstring (neither its class nor its module) to take a description from. Give "
+        "one with --description TEXT, or write a docstring."
+    )
 
 
 def _needs_before(args: argparse.Namespace, domain: AccelerationDomain) -> str | None:
@@ -617,7 +579,7 @@ def _verify(args: argparse.Namespace) -> int:
     with check:
         status = _run_program(as_module, words[0], words[1:])
     if args.json:
-        _json(check.as_dict())
+        _json(**check.as_dict())
     else:
         print(check)
     return 1 if not check.ok else status
@@ -654,9 +616,8 @@ def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
 
 
 def _check_runnable(module: str) -> None:
-    """Raise a :class:`UsageError` (one line, exit status 2, not runpy's traceback) where
-    ``python -m module`` would find nothing to run. Imports its parent packages, as running
-    it would."""
+    """Raise a one-line :class:`UsageError`, not runpy's traceback, where ``python -m module``
+    would find nothing to run (importing its parent packages, as running it would)."""
     import importlib.util
 
     try:
@@ -686,9 +647,8 @@ def _check_runnable(module: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Set what the start-up file and the libraries read (``COHERIQ_ACCELERATE``, a library's
-    ``<PREFIX>_ENGINE``), then replace this process with ``python``, given this one's options
-    and the program's words; return only on Windows (no ``exec``), the program's status."""
+    """Set the libraries' variables, then replace this process with ``python`` running the
+    program, with this one's options; return only on Windows (no ``exec``), its status."""
     words = list(args.program)
     specs = []
     for _, text in _leading_options("run", words, ("--engine",), ", LIB or LIB:ENGINE"):
@@ -733,9 +693,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _name_in_environment(library: str, engine: str | None) -> bool:
-    """Set the variable that accelerates ``library`` on ``engine`` in the program (for a
-    library that adopted coheriq, its domain's, naming an engine that exists); return whether
-    it is accelerated from the outside."""
+    """Set the variable that accelerates ``library`` on ``engine`` in the program; return
+    whether it is accelerated from the outside (else its domain's variable names the engine)."""
     from ._outside.activation import accelerate, accelerate_if_declared
 
     if accelerate_if_declared(library, engine):
@@ -778,9 +737,8 @@ def _startup_file_runs() -> bool:
 
 
 def _interpreter_options() -> list[str]:
-    """The options this interpreter was started with (``-X dev``, ``-u``), from the words of
-    ``sys.orig_argv`` before the one that named coheriq; none where ``main`` was called by a
-    program."""
+    """The options this interpreter was started with (``-X dev``, ``-u``), from
+    ``sys.orig_argv``; none where ``main`` was called by a program."""
     typed, argv = sys.orig_argv, sys.argv
     start = len(typed) - len(argv)  # the word that named coheriq
     if start < 1 or typed[start + 1 :] != argv[1:] or argv[0] == "-c":
@@ -918,7 +876,7 @@ def _fail(error: BaseException, as_json: bool) -> int:
     """Report an error that stopped the command (also as JSON for --json); return 2. On
     standard error it is one line (for logs and grep), wrapped only at a terminal."""
     if as_json:
-        _json({"error": str(error), "kind": type(error).__name__})
+        _json(error=str(error), kind=type(error).__name__)
     line = f"coheriq: error: {' '.join(str(error).split())}"
     print(_wrap(line) if sys.stderr.isatty() else line, file=sys.stderr)
     return 2
@@ -926,33 +884,30 @@ def _fail(error: BaseException, as_json: bool) -> int:
 
 class _ReaderMayLeave:
     """Standard output where a reader that has gone (``coheriq check | head -1``) ends the
-    output only: the rest goes nowhere, and the exit status does not depend on when the
-    :class:`BrokenPipeError` came."""
+    output only: the rest goes nowhere, and the exit status does not change."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self._gone = False
 
     def write(self, text: str) -> int:
-        if not self._gone:
-            try:
-                return int(self._stream.write(text))
-            except BrokenPipeError:
-                self._leave()
-        return len(text)
+        written = self._unless_gone(self._stream.write, text)
+        return len(text) if written is None else int(written)
 
     def flush(self) -> None:
-        if not self._gone:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._leave()
+        self._unless_gone(self._stream.flush)
 
-    def _leave(self) -> None:
-        self._gone = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, self._stream.fileno())  # so that the interpreter's flush is silent
-        os.close(devnull)
+    def _unless_gone(self, method: Any, *args: Any) -> Any:
+        if self._gone:
+            return None
+        try:
+            return method(*args)
+        except BrokenPipeError:
+            self._gone = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())  # so that the interpreter's flush is silent
+            os.close(devnull)
+            return None
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, ...
         return getattr(self._stream, name)

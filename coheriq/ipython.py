@@ -10,11 +10,9 @@ imports the library, so that the names the notebook binds from it are the candid
 
 from __future__ import annotations
 
-from ._outside.activation import accelerate
-from ._stdlib import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from typing import Any
+from ._outside.activation import accelerate
 
 __all__ = ["coheriq_accelerate", "load_ipython_extension"]
 

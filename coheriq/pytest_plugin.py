@@ -26,6 +26,7 @@ after "collected", or at the end of the run.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from contextlib import ExitStack, nullcontext
 
 import pytest
@@ -94,16 +95,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Accelerate from the outside the declared libraries named, before conftests import them.
-
-    Their engines are enabled in :func:`pytest_configure`, as any library's.
-    """
+    """Accelerate from the outside the declared libraries named, before conftests import them
+    (their engines are enabled in :func:`pytest_configure`, as any library's)."""
     given = getattr(early_config.known_args_namespace, "coheriq_engine", None) or []
     verified = getattr(early_config.known_args_namespace, "coheriq_verify", None) or []
     specs = [*given, *verified, *_env_specs(os.environ.get(ENV, ""))]
     libraries = {text.partition(":")[0].strip() for text in specs} - {""}
-    known = {domain.name for domain in all_domains()}
-    for library in sorted(libraries - known):
+    for library in sorted(libraries - {domain.name for domain in all_domains()}):
         from ._outside.activation import accelerate_if_declared
 
         try:
@@ -114,17 +112,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _count_declines(config)
-    config.addinivalue_line(
-        "markers",
-        "coheriq_engines(domain): run the test once per engine of the coheriq domain, "
-        "the reference included, each inside coheriq.using_engine (with --coheriq-engine "
-        "for that domain, on the chosen engine only).",
-    )
-    config.addinivalue_line(
-        "markers",
+    for marker in (
+        "coheriq_engines(domain): run the test once per engine of the coheriq domain, the "
+        "reference included, each inside coheriq.using_engine (with --coheriq-engine for that "
+        "domain, on the chosen engine only).",
         "coheriq_xfail(domain, engine, reason='', strict=xfail_strict): expect the test to "
         "fail when it runs on that engine of the coheriq domain.",
-    )
+    ):
+        config.addinivalue_line("markers", marker)
     given = [(text, OPTION) for text in config.getoption("coheriq_engine")]
     given += [(text, ENV) for text in _env_specs(os.environ.get(ENV, ""))]
     # A library accelerated from the outside may be named alone: marked, no engine chosen.
@@ -230,11 +225,9 @@ def _enable(domain: str, engine: str, source: str) -> str:
             f"{given}: importing the library of domain {domain!r} raised "
             f"{type(error).__name__}: {error}. Fix the library, or name another domain."
         ) from None
-    try:
-        if "," in engine:  # an ordered choice: the first of them that starts here
-            enable_engine(domain, parse_engine_list(engine, f" (given as {domain}:{engine})"))
-        else:
-            enable_engine(domain, engine)
+    named_by = f" (given as {domain}:{engine})"
+    try:  # an ordered choice (a comma): the first of them that starts here
+        enable_engine(domain, parse_engine_list(engine, named_by) if "," in engine else engine)
     except CoheriqError as error:
         raise pytest.UsageError(f"{given}: {error}") from None
     # An ordered choice is resolved by now: the cases to keep are the chosen engine's.
@@ -247,11 +240,8 @@ def _no_such_domain(domain: str, given: str, error: CoheriqDomainNotFoundError) 
     ep = advertised.get(domain)
     module = discovery.module_of(ep) if ep is not None else domain
     cause = error.__cause__  # the ImportError, where the import itself failed
-    tried = (
-        f"importing the module {module!r} failed ({cause})"
-        if cause is not None
-        else f"importing the module {module!r} did not create it"
-    )
+    outcome = "did not create it" if cause is None else f"failed ({cause})"
+    tried = f"importing the module {module!r} {outcome}"
     if ep is not None:  # the library is installed but broken: no other name would help
         return (
             f"{given}: an installed package advertises the coheriq domain {domain!r} "
@@ -259,13 +249,17 @@ def _no_such_domain(domain: str, given: str, error: CoheriqDomainNotFoundError) 
             "name another domain."
         )
     known = {d.name for d in all_domains()} | set(advertised)
-    # The module is installed (it imported): what is missing is an engine package
-    # that declares it, as COHERIQ_ACCELERATE would say, not another name.
-    fix = (
-        "Correct the domain's name, or install the library that creates it."
-        if cause is not None
-        else _undeclared(domain)
-    )
+    fix = "Correct the domain's name, or install the library that creates it."
+    if cause is None:
+        # The module is installed (it imported): what is missing is an engine package
+        # that declares it, as COHERIQ_ACCELERATE would say, not another name.
+        from ._outside.activation import accelerate
+
+        try:
+            accelerate(domain)
+            fix = ""  # declared after all (installed meanwhile): nothing to add
+        except CoheriqError as error:
+            fix = str(error)
     return (
         f"{given} names the coheriq domain {domain!r}, which no imported library created and "
         f"no installed package advertises, and {tried}.{did_you_mean(domain, known)} "
@@ -274,39 +268,33 @@ def _no_such_domain(domain: str, given: str, error: CoheriqDomainNotFoundError) 
     )
 
 
-def _undeclared(library: str) -> str:
-    """What ``COHERIQ_ACCELERATE`` says of ``library``, which no installed package declares."""
-    from ._outside.activation import accelerate
-
-    try:
-        accelerate(library)
-    except CoheriqError as error:
-        return str(error)
-    return ""  # declared after all (installed meanwhile): nothing to add
-
-
 def pytest_report_header(config: pytest.Config) -> list[str]:
     return _report_domains(config, "before the run")
 
 
 def _report_domains(config: pytest.Config, when: str) -> list[str]:
-    """A line for each domain registered since the last report, and for the engines it names.
-
-    Empty under ``-q``, as pytest's header is. ``when``: when an engine chosen
-    otherwise than by the option or the domain's variable was chosen.
-    """
+    """A line for each domain registered since the last report, and for the engines it names
+    (none under ``-q``). ``when``: when an engine chosen otherwise was chosen."""
     if config.get_verbosity() < 0:
         return []
     reported = config.stash.setdefault(_reported, set())
     new = [domain for domain in all_domains() if domain.name not in reported]
     reported.update(domain.name for domain in new)
     chosen = config.stash.get(_chosen, {})
-    lines, named = [], []
+    lines, stated = [], []
     for domain in new:
         line, engines = _domain_line(domain, chosen, when)
         lines.append(f"coheriq: {line}")
-        named += [(domain.name, engine) for engine in engines]
-    return lines + _stated(named)
+        # Each engine named that states what it is (read without importing it).
+        said = engine_statements(domain.name) if set(engines) - {REFERENCE} else {}
+        for engine in engines:
+            statement = said.get(engine)
+            if statement is not None and statement.problem is None and statement.description:
+                needs = f" Needs {statement.needs}." if statement.needs else ""
+                stated.append(
+                    f"coheriq: engine {engine!r} of {domain.name}: {statement.description}{needs}"
+                )
+    return lines + stated
 
 
 def _domain_line(
@@ -344,22 +332,6 @@ def _domain_line(
     later = len(domain.not_imported)
     waiting = f", {later} candidates not imported yet" if later else ""
     return f"{domain.name} on {on} ({how}{tried}){waiting}{after}", names
-
-
-def _stated(named: list[tuple[str, str]]) -> list[str]:
-    """A line for each engine named that states what it is (read without importing it)."""
-    lines, read = [], {}
-    for domain, engine in named:
-        if engine == REFERENCE:
-            continue
-        if domain not in read:
-            read[domain] = engine_statements(domain)
-        statement = read[domain].get(engine)
-        if statement is None or statement.problem is not None or not statement.description:
-            continue  # states nothing the line could show
-        needs = f" Needs {statement.needs}." if statement.needs else ""
-        lines.append(f"coheriq: engine {engine!r} of {domain}: {statement.description}{needs}")
-    return lines
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -455,9 +427,6 @@ def pytest_runtest_setup(item: pytest.Item) -> object:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> object:
     verifications = item.config.stash.get(_verifications, [])
-    if not verifications:
-        with _engine_scope(item):
-            return (yield)
     before = [_mismatch_state(v) for v in verifications]
     with ExitStack() as stack:
         for verification in verifications:
@@ -482,9 +451,7 @@ def pytest_runtest_call(item: pytest.Item) -> object:
 
 def _mismatch_state(verification: Verification) -> tuple[int, set[int]]:
     """How many mismatches ``verification`` counted, and which it keeps as examples."""
-    return sum(row.mismatches for row in verification.rows), {
-        id(m) for m in verification.mismatches
-    }
+    return sum(r.mismatches for r in verification.rows), {id(m) for m in verification.mismatches}
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -510,12 +477,11 @@ def _count_declines(config: pytest.Config) -> None:
     """Count every decline of the run, for the summary (see coheriq.may_decline)."""
     from ._engines import declines
 
-    counts: dict[tuple[str, str, str, str], int] = {}
+    counts: Counter[tuple[str, str, str, str]] = Counter()
     config.stash[_declined] = counts
 
     def count(state: Any, candidate: str, engine: str, reason: str) -> None:
-        key = (state.name, candidate, engine, reason)
-        counts[key] = counts.get(key, 0) + 1
+        counts[state.name, candidate, engine, reason] += 1
 
     declines.watchers.append(count)
     config.add_cleanup(lambda: declines.watchers.remove(count))
@@ -552,14 +518,12 @@ def pytest_runtest_setup_xfail(item: pytest.Item) -> None:
     # A second pytest_runtest_setup (pytest reads only names starting with "pytest_"),
     # trylast: it runs after the fixtures are set up, inside the case's engine scope.
     for marker in item.iter_markers("coheriq_xfail"):
-        name, engines = _xfail_target(item, marker)
-        names = {engines} if isinstance(engines, str) else set(engines)
+        name, names = _xfail_target(item, marker)
         domain = next((d for d in all_domains() if d.name == name), None)
         if domain is None:
             continue  # nothing of that domain can run here
-        running = domain.scopes.active_engine()
-        if running is None:  # as the test's first call would, make the global choice
-            running = domain.choice.settle().engine
+        # Outside a block, as the test's first call would, make the global choice.
+        running = domain.scopes.active_engine() or domain.choice.settle().engine
         if running in names:
             reason = marker.kwargs.get("reason", "") or f"known to fail on {running!r}"
             # Without strict=, the project's xfail_strict setting decides, as for xfail.
@@ -567,7 +531,7 @@ def pytest_runtest_setup_xfail(item: pytest.Item) -> None:
             item.add_marker(pytest.mark.xfail(reason=reason, **strict))
 
 
-def _xfail_target(item: pytest.Item, marker: pytest.Mark) -> tuple[str, Any]:
+def _xfail_target(item: pytest.Item, marker: pytest.Mark) -> tuple[str, set[str]]:
     """The domain and engine(s) a coheriq_xfail marker names, positionally or by keyword."""
     args, kwargs = marker.args, marker.kwargs
     domain = args[0] if args else kwargs.get("domain")
@@ -578,4 +542,4 @@ def _xfail_target(item: pytest.Item, marker: pytest.Mark) -> tuple[str, Any]:
             "engines): @pytest.mark.coheriq_xfail('mylib', 'fast', reason='...'), or "
             "domain= and engine= as keywords."
         )
-    return domain, engines
+    return domain, {engines} if isinstance(engines, str) else set(engines)

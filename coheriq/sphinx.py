@@ -71,32 +71,27 @@ def _escaped(text: str) -> str:
 
 
 def _statements(app: Sphinx, domain: str) -> dict[str, EngineStatement]:
-    """The statements of ``domain``'s engines: the installed ones, then those conf.py gives."""
+    """The usable statements of ``domain``'s engines: the installed ones, then those conf.py
+    gives (a warning for each of those that cannot be used)."""
     by_domain = _read.setdefault(app, {})
-    if domain not in by_domain:
-        found = {}
-        for engine, statement in engine_statements(domain).items():
-            if statement.problem is None:
-                found[engine] = statement
-            else:
-                _logger.verbose("coheriq: %s", statement.problem)
-        found.update(_given(app, domain))
-        by_domain[domain] = found
-    return by_domain[domain]
-
-
-def _given(app: Sphinx, domain: str) -> dict[str, EngineStatement]:
-    """The statements ``coheriq_engines`` gives for ``domain``; a warning for each unusable one."""
+    if domain in by_domain:
+        return by_domain[domain]
+    found = {}
+    for engine, statement in engine_statements(domain).items():
+        if statement.problem is None:
+            found[engine] = statement
+        else:
+            _logger.verbose("coheriq: %s", statement.problem)
     given = app.config.coheriq_engines.get(domain, [])
     if isinstance(given, (str, os.PathLike, dict)):
         given = [given]  # one statement, not in a list
-    found = {}
     for number, item in enumerate(given):
         statement = _given_one(app, domain, item, f"coheriq_engines[{domain!r}][{number}]")
-        if statement.problem is not None:
-            _logger.warning("coheriq: %s", statement.problem, type="coheriq", subtype="statement")
-        else:
+        if statement.problem is None:
             found[statement.engine] = statement
+        else:
+            _logger.warning("coheriq: %s", statement.problem, type="coheriq", subtype="statement")
+    by_domain[domain] = found
     return found
 
 

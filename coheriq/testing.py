@@ -17,15 +17,12 @@ Under pytest, the fixture ``coheriq_isolated`` does the same (see :mod:`coheriq.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from . import discovery
 from ._call import marked
 from ._library import registry
-from ._stdlib import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 __all__ = ["isolated"]
 
