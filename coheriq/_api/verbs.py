@@ -40,7 +40,6 @@ from .engine_forms import AccelerationEngine
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from types import TracebackType
     from typing import Any, TypeAlias, TypeGuard, TypeVar
 
     from .._choice.blocks import Scope
@@ -211,8 +210,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
                     "using_engine takes an engine name, an AccelerationEngine or an engine "
                     f"class, or a list of them, not {type(one).__name__} ({one!r})."
                 )
-        self.domain = domain
-        self.engine = engine
+        self.domain, self.engine = domain, engine
         self._entered: list[Scope] = []  # every block not exited yet, in whatever context
         # (domain copy, engine class, what a list tried, the list after it): once per copy.
         self._resolved: tuple[AccelerationDomain, EngineMeta, Tried, tuple[Any, ...]] | None = None
@@ -230,12 +228,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
         scope = found.scopes.enter(resolved[1], owner=self, tried=resolved[2], then=resolved[3])
         self._entered.append(scope)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """End this object's innermost block in this context, else (a generator finished by
         another task) its newest block anywhere; raise :class:`~coheriq.CoheriqScopeError`
         where every block has exited already."""
