@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from types import CodeType, FunctionType
     from typing import Any
 
-__all__ = ["COMPILED_VERSION", "IMPLEMENTATION", "compiled", "load", "set_code", "set_dispatcher"]
 
 COMPILED_VERSION = 8  # the VERSION of coheriq/_cproxy.c that this package drives
 

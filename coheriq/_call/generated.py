@@ -8,7 +8,6 @@ from .._stdlib import CO_VARARGS, CO_VARKEYWORDS, TYPE_CHECKING, FunctionType
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["RESERVED_PREFIX", "Method", "parameter_lists"]
 
 # Parameters named so could clash with the generated code's own names.
 RESERVED_PREFIX = "_coheriq"

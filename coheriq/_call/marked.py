@@ -21,18 +21,6 @@ if TYPE_CHECKING:
 
     from .proxy import CandidateInfo, Switchboard
 
-__all__ = [
-    "AlternateConstructor",
-    "CandidateClassMeta",
-    "alternate_constructors",
-    "check_implementations",
-    "construct_directly",
-    "mark_class",
-    "own_attribute",
-    "raw_attribute",
-    "release",
-    "subclasses_of",
-]
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class statement's class, not a C type
 

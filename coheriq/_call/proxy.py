@@ -28,17 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-__all__ = [
-    "CandidateInfo",
-    "Switchboard",
-    "bound_elsewhere",
-    "candidate_of",
-    "code_flags_behind",
-    "innermost_function",
-    "mark_in_place",
-    "not_in_place",
-    "proxy_implementation",
-]
 
 _freed: list[_Forget] = []  # copies freed since the last Switchboard.retire()
 

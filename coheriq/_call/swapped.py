@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["Board", "SwappedProxy", "in_place_copy", "not_swappable", "on_one_line"]
 
 if TYPE_CHECKING:  # _make's arguments after its kind
     _Parts = tuple[str, Any, tuple[str, str], tuple[str, ...], "Cell", str, Any]

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from .state import DomainState
 
 
-__all__ = ["Fallthrough", "Scope", "Scopes", "Starting", "live_scope"]
-
 # How many times a domain's code-swapped proxies go back to their candidates' own code
 # when its last block closes: a program that opens blocks in a loop swaps no code per block.
 _SWAPS_BACK = 8

@@ -25,9 +25,6 @@ if TYPE_CHECKING:
     from .state import DomainState
 
 
-__all__ = ["GlobalChoice", "Prospect", "Settlement", "Unchosen", "Unsettled"]
-
-
 class Settlement:
     """The process-global choice of a domain, once it is made.
 

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from .._engines.meta import EngineMeta
     from .._engines.registry import Engines
 
-__all__ = ["Tried", "after_chosen", "describe_tried", "first_that_starts", "parse_engine_list"]
 
 Tried = tuple[tuple[str, str], ...]
 """What an ordered choice tried: ``((engine, outcome), ...)``, in order; the

@@ -27,9 +27,6 @@ if TYPE_CHECKING:
         lock: Any
 
 
-__all__ = ["DomainState"]
-
-
 class DomainState:
     """The state one copy of a domain shares with its parts.
 
