@@ -216,10 +216,8 @@ class _Declined:
 
 
 class Step:
-    """Class ``owner``'s implementation of candidate ``name``, bound to an engine's instance.
-
-    ``run`` runs it on a call's arguments and returns its result, or a ``_Declined``.
-    """
+    """Class ``owner``'s implementation of candidate ``name``, bound to an engine's instance;
+    ``run`` runs it on a call's arguments and returns its result, or a ``_Declined``."""
 
     __slots__ = ("ask", "call", "check", "final", "name", "owner", "run")
 
@@ -318,11 +316,8 @@ class Chain:
             yield from self.later()
 
     def would_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[str]]:
-        """Which engine a call with these arguments would run, and the declines on the way.
-
-        Asks the checks only; an implementation that may raise ``Decline`` is taken
-        to run, noted ``"may decline when it runs"``.
-        """
+        """Which engine a call with these arguments would run, and the declines on the way,
+        asking the checks only (one that may raise ``Decline`` is noted, and taken to run)."""
         passed: list[str] = []
         for step in self.all_steps():
             reason = None if step.ask is None else step.checked(step.ask(*args, **kwargs))

@@ -22,7 +22,6 @@ from ..exceptions import (
 
 __all__ = ["EngineMeta", "refusal", "supplier"]
 
-
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, Protocol
@@ -211,15 +210,9 @@ def _domain_of_bases(cls_name: str, bases: tuple[type, ...]) -> _Domain:
 def _check_mro(cls_name: str, bases: tuple[type, ...], domain: _Domain) -> None:
     """Raise unless Python can linearize ``bases`` (the C3 rule of ``type``)."""
     sequences = [list(b.__mro__) for b in bases] + [list(bases)]
-    while True:
-        sequences = [s for s in sequences if s]
-        if not sequences:
-            return
-        for sequence in sequences:
-            head = sequence[0]
-            if not any(head in other[1:] for other in sequences):
-                break
-        else:
+    while sequences := [s for s in sequences if s]:
+        head = next((s[0] for s in sequences if not any(s[0] in o[1:] for o in sequences)), None)
+        if head is None:
             order = ", ".join(b.__qualname__ for b in bases)
             raise CoheriqEngineInheritanceError(
                 f"Engine class {cls_name!r} of domain {domain.name!r} cannot combine its bases "
@@ -290,12 +283,9 @@ def _check_body(
 
 
 def _checked_override(cls_name: str, attr: str, value: Any, domain: _Domain, is_class: bool) -> Any:
-    """Check what an engine's body gives for candidate ``attr``; return what to keep.
-
-    A function candidate takes a callable or a non-data descriptor (``partialmethod``);
-    another candidate's proxy (delegation) is kept as a staticmethod; the candidate
-    itself is refused.
-    """
+    """Check what an engine's body gives for candidate ``attr``; return what to keep: a
+    function candidate takes a callable or a non-data descriptor (``partialmethod``), another
+    candidate's proxy (delegation) as a staticmethod, not the candidate itself."""
     delegate = candidate_of(getattr(value, "__func__", value))
     if _delegate(value) == (domain, attr):
         raise CoheriqEngineError(

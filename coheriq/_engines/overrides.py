@@ -474,11 +474,8 @@ def bypassed_classes(domain: Any, cls: Any) -> list[str]:
         for name, is_class in domain.candidate_kinds.items()
         if is_class and domain.engines.reference_of(name) is not None
     }
-    overridden = {  # by the engine or a mixin it derives from
-        name
-        for name in classes
-        if any(name in k.__coheriq_overrides__ for k in cls.__mro__[:-2])  # not the reference
-    }
+    own = cls.__mro__[:-2]  # the engine and the mixins it derives from: not the reference
+    overridden = {name for name in classes if any(name in k.__coheriq_overrides__ for k in own)}
     warnings = []
     for name in sorted(overridden):
         for parent in sorted(set(classes) - overridden):

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from .._call.proxy import CandidateInfo
 
+
 __all__ = ["ClassCandidate", "LibraryClass"]
 
 
@@ -29,9 +30,7 @@ class ClassCandidate:
         self.info = info
 
     def __get__(self, engine: Any, owner: Any = None) -> Any:
-        if engine is None:
-            return self.info.reference
-        return LibraryClass(self.info, type(engine))
+        return self.info.reference if engine is None else LibraryClass(self.info, type(engine))
 
     def __repr__(self) -> str:
         return f"<class candidate {self.info.name!r} of domain {self.info.domain.name!r}>"

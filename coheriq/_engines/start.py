@@ -67,9 +67,7 @@ def instantiate(state: DomainState, cls: Any) -> Any:
 
 class EngineStart:
     """An engine being started by one thread (:attr:`thread`); others :meth:`wait` for it.
-
-    ``reference``: the domain's reference class (the code above it is not the engine's).
-    """
+    ``reference``: the domain's reference class (the code above it is not the engine's)."""
 
     __slots__ = ("_engine_code", "domain", "engine_class", "lock", "reference", "thread")
 
