@@ -35,23 +35,6 @@ if TYPE_CHECKING:
 
     from .._choice.state import DomainState
 
-__all__ = [
-    "Chain",
-    "ClassStandIn",
-    "Decline",
-    "DecliningMethod",
-    "Step",
-    "answered",
-    "bound_chain",
-    "chain_of",
-    "check_of",
-    "environment_flag",
-    "may_decline",
-    "note_implementation",
-    "steps_of",
-    "watchers",
-]
-
 _MARK = "__coheriq_may_decline__"  # on a marked implementation: True, or its check
 
 # Called with (state, candidate, engine, reason) on every decline (a profile's).

@@ -20,8 +20,6 @@ from ..exceptions import (
     listing,
 )
 
-__all__ = ["EngineMeta", "refusal", "supplier"]
-
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, Protocol

@@ -36,14 +36,6 @@ if TYPE_CHECKING:
     from inspect import Signature
     from typing import Any
 
-__all__ = [
-    "STRICT_ENV",
-    "bypassed_classes",
-    "check_exception_class",
-    "check_late_overrides",
-    "check_overrides",
-]
-
 STRICT_ENV = "COHERIQ_STRICT"
 
 

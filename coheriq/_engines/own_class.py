@@ -18,9 +18,6 @@ if TYPE_CHECKING:
     from .._call.proxy import CandidateInfo
 
 
-__all__ = ["ClassCandidate", "LibraryClass"]
-
-
 class ClassCandidate:
     """A class candidate on the reference class; ``info.reference`` is the marked class."""
 

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from .declines import Step
 
 
-__all__ = ["Engines"]
-
 # While an advertised engine's module is imported: every engine class it registers and
 # name it reserves, in any domain, for a failed import to take back.
 _loading: ContextVar[list[tuple[Engines, EngineMeta | str]] | None] = ContextVar(

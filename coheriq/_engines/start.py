@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 
     from .._choice.state import DomainState
 
-__all__ = ["EngineStart", "instantiate", "runs_no_code"]
-
 POLL_SECONDS = 0.05  # how often a thread waiting for a start looks whether it waits for that thread
 
 
