@@ -33,13 +33,7 @@ else:
     FunctionType = type(overload)
     MappingProxyType = type(type.__dict__)
     MemberDescriptorType = type(FunctionType.__globals__)
-
-    class _Probe:
-        def method(self):
-            pass
-
-    MethodType = type(_Probe().method)
-    del _Probe
+    MethodType = type(overload.__get__(object()))  # a function bound to an object
 
 DEBUG = 10
 INFO = 20
@@ -163,8 +157,7 @@ def leave_chain(chain: ContextVar[tuple[Any, ...]], member: object) -> None:
 
 def code_flags(function: object) -> int:
     """The flags of ``function``'s code object; 0 for one without code (a builtin, a class)."""
-    flags: int = getattr(getattr(function, "__code__", None), "co_flags", 0)
-    return flags
+    return getattr(getattr(function, "__code__", None), "co_flags", 0)
 
 
 _logger = None  # logging.getLogger("coheriq"), once the program has imported logging

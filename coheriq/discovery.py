@@ -183,9 +183,8 @@ def clear_cache() -> None:
 
 def _replace_cache(cache: dict[str, dict[str, EntryPoint]]) -> dict[str, dict[str, EntryPoint]]:
     """Install ``cache`` as what was read from metadata; return the one replaced."""
-    replaced = dict(_cache)
-    _cache.clear()
-    _cache.update(cache)
+    global _cache
+    replaced, _cache = _cache, dict(cache)
     return replaced
 
 

@@ -142,14 +142,12 @@ class CoheriqSignatureWarning(UserWarning):
 
     def __init__(self, message: str, engine: str = "", candidate: str = "") -> None:
         super().__init__(message)
-        self.engine = engine
-        self.candidate = candidate
+        self.engine, self.candidate = engine, candidate
 
 
 class CoheriqDeclarationWarning(UserWarning):
-    """A library accelerated from the outside does not match its declaration: its version is
-    outside the declared versions, or a module lacks a declared name (it is then imported
-    unmarked)."""
+    """A library accelerated from the outside does not match its declaration: its version is outside
+    the declared versions, or a module lacks a declared name (it is then imported unmarked)."""
 
 
 def did_you_mean(name: object, choices: Iterable[str]) -> str:

@@ -203,8 +203,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
     def __init__(self, domain: AccelerationDomain | str, engine: EngineChoice) -> None:
         if not isinstance(domain, (AccelerationDomain, str)):
             lookup_domain(domain)  # raises the error that explains what a domain is
-        engines = engine if _is_engine_list(engine) else [engine]
-        for one in engines:
+        for one in engine if _is_engine_list(engine) else [engine]:
             if not isinstance(one, (str, AccelerationEngine, EngineMeta)):
                 raise CoheriqTypeError(
                     "using_engine takes an engine name, an AccelerationEngine or an engine "
@@ -275,8 +274,7 @@ class using_engine:  # noqa: N801 -- named like contextlib's context managers
             return functools.wraps(fn)(generator_inside(fn, block))  # type: ignore[return-value]
         if flags & CO_ASYNC_GENERATOR:
             return functools.wraps(fn)(async_generator_inside(fn, block))  # type: ignore[return-value]
-        scoped: F = calls_inside(fn, block, coroutine=bool(flags & CO_COROUTINE))
-        return scoped
+        return calls_inside(fn, block, coroutine=bool(flags & CO_COROUTINE))  # type: ignore[no-any-return]
 
 
 def available_engines(domain: AccelerationDomain | str) -> tuple[str, ...]:
@@ -327,8 +325,7 @@ def resolve_impl(candidate: T) -> T:
             f"{candidate!r} is not a coheriq candidate. Pass a function or class that a "
             "library marked with @domain.acceleration_candidate, as the library exports it."
         )
-    member: T = info.domain.scopes.implementation_here(info.name)
-    return member
+    return info.domain.scopes.implementation_here(info.name)  # type: ignore[no-any-return]
 
 
 def engine_of(obj: object) -> str:

@@ -1,9 +1,8 @@
 """An engine passes one call on: :func:`may_decline`, :class:`Decline`, and what runs next.
 
-A declined call runs the next implementation along the engine's MRO, then (a call a proxy
-dispatches) along the user's ordered list of engines, then the reference (:class:`Chain`);
-one reached through ``self`` or ``super()`` goes on along the MRO only (:class:`DecliningMethod`).
-A ``Decline`` out of an unmarked implementation is an error. Each decline is :func:`record`\\ ed.
+A declined call runs the next implementation along the engine's MRO, then (a proxy's call) the
+user's ordered list of engines, then the reference (:class:`Chain`); one reached through ``self``
+or ``super()`` stays on the MRO (:class:`DecliningMethod`). Each decline is :func:`record`\\ ed.
 """
 
 from __future__ import annotations
@@ -77,10 +76,9 @@ answered: ContextVar[tuple[Chain, str] | None] = ContextVar(
 class Decline(Exception):  # noqa: N818 - it is a signal, not an error
     """Raised by an engine's implementation to pass this call on to the next one.
 
-    Only an implementation marked with :func:`may_decline` may raise it, and only
-    before it has done anything visible (no output written, no argument changed,
-    no object built that outlives the call): the next implementation then runs
-    the call as if the first had never been asked.
+    Only an implementation marked with :func:`may_decline` may raise it, and only before it has done
+    anything visible (no output written, no argument changed, no object built that outlives the
+    call): the next implementation then runs the call as if the first had never been asked.
 
     Args:
         reason: Why, in a few words the user can act on, the same for every call
@@ -103,15 +101,14 @@ def may_decline(
 ) -> Any:
     """Mark an engine's implementation of a candidate that may decline a call; return it.
 
-    Bare (``@coheriq.may_decline``), the implementation raises :class:`Decline` itself.
-    With ``when=check``, ``check`` takes what the implementation takes (``self`` first
-    for a method, the class for a classmethod or a class, the call's arguments alone for
-    a staticmethod or an override of the decorator form) and returns the reason to
-    decline, or None to run; it runs first, and :func:`coheriq.explain` can ask it. On a
-    class, its ``__new__`` or ``__init__`` may raise :class:`Decline`. Keep a reason the
-    same from call to call: declines are counted, and logged once, per reason. An
-    ``async def`` or generator implementation, whose body runs after the call returned,
-    declines by its check alone.
+    Bare (``@coheriq.may_decline``), the implementation raises :class:`Decline` itself. With
+    ``when=check``, ``check`` takes what the implementation takes (``self`` first for a method, the
+    class for a classmethod or a class, the call's arguments alone for a staticmethod or an override
+    of the decorator form) and returns the reason to decline, or None to run; it runs first, and
+    :func:`coheriq.explain` can ask it. On a class, its ``__new__`` or ``__init__`` may raise
+    :class:`Decline`. Keep a reason the same from call to call: declines are counted, and logged
+    once, per reason. An ``async def`` or generator implementation, whose body runs after the call
+    returned, declines by its check alone.
 
     Raises:
         CoheriqTypeError: ``when`` is not callable, the target is neither a function nor
@@ -234,8 +231,7 @@ class Step:
     @property
     def engine(self) -> str:
         """Its engine's name (a mixin's class name)."""
-        name: str = getattr(self.owner, "__coheriq_name__", None) or self.owner.__qualname__
-        return name
+        return getattr(self.owner, "__coheriq_name__", None) or self.owner.__qualname__  # type: ignore[no-any-return]
 
     def checked(self, reason: Any) -> str | None:
         """``reason``, a check's answer: a non-blank string or None; else CoheriqTypeError."""
@@ -433,8 +429,7 @@ class ClassStandIn:
 
     @property
     def __doc__(self) -> str | None:  # type: ignore[override]
-        doc: str | None = self._coheriq_class.__doc__
-        return doc
+        return self._coheriq_class.__doc__  # type: ignore[no-any-return]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, ClassStandIn):
@@ -478,10 +473,9 @@ def bound_chain(member: Any) -> Any:
 
 
 def note_implementation(implementation: Any, *, marked: bool) -> None:
-    """Note the code of ``implementation``, an engine's, as its class is made: a ``Decline``
-    out of one not ``marked`` is an error, even where a marked one called it. A class's
-    ``__new__`` and ``__init__`` count; a decorated function's innermost (a wrapper's code
-    is shared)."""
+    """Note the code of ``implementation``, an engine's, as its class is made: a ``Decline`` out of
+    one not ``marked`` is an error, even where a marked one called it. A class's ``__new__`` and
+    ``__init__`` count; a decorated function's innermost (a wrapper's code is shared)."""
     if isinstance(implementation, type):
         found = [vars(implementation).get(m) for m in ("__new__", "__init__")]
     else:
@@ -510,10 +504,9 @@ def raised_by_answering(decline: Decline) -> bool:
 
 
 def record(state: DomainState, candidate: str, engine: str, reason: str) -> None:
-    """Count one decline; log the first of each (candidate, engine, reason); tell watchers.
-    Raises CoheriqDeclineError where ``COHERIQ_FAIL_ON_DECLINE`` or
-    ``<PREFIX>_FAIL_ON_DECLINE`` says yes (CoheriqTypeError, counting nothing, where one
-    says neither yes nor no)."""
+    """Count one decline; log the first of each (candidate, engine, reason); tell watchers. Raises
+    CoheriqDeclineError where ``COHERIQ_FAIL_ON_DECLINE`` or ``<PREFIX>_FAIL_ON_DECLINE`` says yes
+    (CoheriqTypeError, counting nothing, where one says neither yes nor no)."""
     variables = ["COHERIQ_FAIL_ON_DECLINE"]
     if state.env_prefix:
         variables.append(f"{state.env_prefix}_FAIL_ON_DECLINE")
@@ -546,8 +539,6 @@ _DECLINES_ARE_ERRORS = (
     "to make every decline an error",
     "to let the next implementation run a declined call",
 )
-_YES = frozenset({"1", "true", "yes", "on"})
-_NO = frozenset({"", "0", "false", "no", "off"})
 
 
 def environment_flag(variable: str, meaning: tuple[str, str]) -> bool:
@@ -555,9 +546,9 @@ def environment_flag(variable: str, meaning: tuple[str, str]) -> bool:
     any case) or no (``0``, ``false``, ``no``, ``off``, empty, unset); else CoheriqTypeError,
     whose message says what yes and no do (``meaning``)."""
     value = _environ.get(variable, "").strip().lower()
-    if value in _YES:
+    if value in ("1", "true", "yes", "on"):
         return True
-    if value in _NO:
+    if value in ("", "0", "false", "no", "off"):
         return False
     raise CoheriqTypeError(
         f"The environment variable {variable} is {value!r}; set it to 1, true, yes or on "

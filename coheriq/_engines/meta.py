@@ -73,10 +73,9 @@ class EngineMeta(type, _EngineClassAttributes):
         name: The engine's name in its domain. Without it the class is an unnamed
             mixin: usable as a base of other engines, not enabled by name.
 
-    The domain's reference class is created by
-    :meth:`AccelerationDomain.materialize`, never directly. An engine whose override
-    a candidate marked later (a lazily imported module's) finds wanting, where
-    defining the engine then would have failed, is refused: starting it raises
+    The domain's reference class is created by :meth:`AccelerationDomain.materialize`, never
+    directly. An engine whose override a candidate marked later (a lazily imported module's) finds
+    wanting, where defining the engine then would have failed, is refused: starting it raises
     :class:`~coheriq.CoheriqEngineStartError`, which says why.
     """
 
@@ -112,8 +111,7 @@ class EngineMeta(type, _EngineClassAttributes):
             _check_delegation(cls_name, namespace, bases, domain)
             from .overrides import check_overrides  # only defining an engine needs it
 
-            label = name if name is not None else cls_name
-            check_overrides(domain, label, name is None, namespace, overrides)
+            check_overrides(domain, name or cls_name, name is None, namespace, overrides)
         namespace["__coheriq_domain__"] = domain
         namespace["__coheriq_name__"] = name
         namespace["__coheriq_overrides__"] = overrides
@@ -224,13 +222,7 @@ def _check_mro(cls_name: str, bases: tuple[type, ...], domain: _Domain) -> None:
 
 def _check_class_keywords(cls_name: str, bases: tuple[type, ...], kwargs: dict[str, Any]) -> None:
     # Other keywords go to __init_subclass__; unless a base defines one, they are typos.
-    takes_keywords = any(
-        "__init_subclass__" in vars(klass)
-        for base in bases
-        for klass in base.__mro__
-        if klass is not object
-    )
-    if kwargs and not takes_keywords:
+    if kwargs and not any("__init_subclass__" in vars(k) for b in bases for k in b.__mro__[:-1]):
         key = next(iter(kwargs))
         raise CoheriqTypeError(
             f"Engine class {cls_name!r} got the unknown class keyword {key!r}; the only one "

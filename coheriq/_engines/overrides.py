@@ -42,9 +42,8 @@ STRICT_ENV = "COHERIQ_STRICT"
 def check_overrides(
     domain: Any, engine: str, mixin: bool, namespace: Mapping[str, Any], overrides: frozenset[str]
 ) -> None:
-    """Compare each override in the class body ``namespace`` of engine (or ``mixin``)
-    ``engine`` with its candidate; warn of each problem, or raise CoheriqEngineError in
-    strict mode."""
+    """Compare each override in the class body ``namespace`` of engine (or ``mixin``) ``engine``
+    with its candidate; warn of each problem, or raise CoheriqEngineError in strict mode."""
     for candidate in sorted(overrides):
         reference = domain.engines.reference_of(candidate)
         if reference is None:
@@ -91,9 +90,8 @@ def override_problems(candidate: str, reference: Any, override: Any, is_class: b
 def _judged(
     domain: Any, engine: str, mixin: bool, candidate: str, problems: list[str]
 ) -> list[str]:
-    """``problems`` of an engine's override as messages: in strict mode returned, else
-    warned of (and none returned). CoheriqTypeError where ``COHERIQ_STRICT`` says neither
-    yes nor no."""
+    """``problems`` of an engine's override as messages: in strict mode returned, else warned of
+    (and none returned). CoheriqTypeError where ``COHERIQ_STRICT`` says neither yes nor no."""
     strict = domain.strict or environment_flag(
         STRICT_ENV, ("for strict signature checks", "for warnings")
     )
@@ -130,15 +128,12 @@ def _late_verdict(
 def check_late_overrides(
     domain: Any, candidate: str, reference: Any, classes: list[Any], in_use: Collection[Any]
 ) -> None:
-    """Check the overrides of ``candidate`` in the engine classes ``classes`` of ``domain`` (a
-    state), made before it was marked (by a lazy module, or one run again).
-
-    What would have failed the class statement refuses the engine instead (it cannot
-    start: :func:`~coheriq._engines.meta.refusal`), with a warning, so that the module
-    marking the candidate imports; a fitting override is no longer refused; other
+    """Check the overrides of ``candidate`` in ``classes``, engine classes of ``domain`` (a state)
+    made before it was marked (by a lazy module, or one run again). What would have failed the
+    class statement refuses the engine instead (:func:`~coheriq._engines.meta.refusal`), with a
+    warning, so that the marking module imports; a fitting override is no longer refused; other
     problems are warned of. CoheriqEngineError where an engine to refuse is in ``in_use``
-    (started, or starting) and runs the override.
-    """
+    (started, or starting) and runs the override."""
     is_class = isinstance(reference, type)
     verdicts = [
         (cls, *_late_verdict(domain, cls, candidate, reference, is_class)) for cls in classes
@@ -217,14 +212,13 @@ def _constructor_problems(candidate: str, library: type, engine: type) -> list[s
             isinstance(value, (classmethod, staticmethod))
             and name not in wanted
             and not (name.startswith("__") and name.endswith("__"))
+            and (close := did_you_mean(name, wanted))
         ):
-            close = did_you_mean(name, wanted)
-            if close:
-                problems.append(
-                    f"gives class candidate {candidate!r} a {type(value).__name__} {name!r}, "
-                    f"which the library's class does not have, so no call of "
-                    f"{candidate}.{name} reaches it.{close}"
-                )
+            problems.append(
+                f"gives class candidate {candidate!r} a {type(value).__name__} {name!r}, "
+                f"which the library's class does not have, so no call of "
+                f"{candidate}.{name} reaches it.{close}"
+            )
     return problems
 
 
