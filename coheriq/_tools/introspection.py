@@ -21,8 +21,7 @@ if TYPE_CHECKING:
 
 def _name(cls: EngineMeta) -> str:
     """An engine class as a reader knows it: its engine name, or the mixin's class."""
-    name = cls.__coheriq_name__
-    return name if name is not None else f"mixin {cls.__module__}.{cls.__qualname__}"
+    return cls.__coheriq_name__ or f"mixin {cls.__module__}.{cls.__qualname__}"
 
 
 class Explanation:
@@ -123,11 +122,10 @@ class Explanation:
         elif self.not_imported:
             lines.append("  not imported yet:")
             lines += [f"    {c}{self._later(c)}" for c in self.not_imported]
-        for name, names in self.bound_before.items():
-            lines.append(
-                f"  {name} was bound before it was marked, and stays unmarked as: "
-                f"{', '.join(names)}"
-            )
+        lines += [
+            f"  {name} was bound before it was marked, and stays unmarked as: {', '.join(names)}"
+            for name, names in self.bound_before.items()
+        ]
         if self.answers is not None:
             lines.append(f"  with these arguments: {self.answers} answers")
             lines += [f"    {step}" for step in self.declines]
@@ -173,12 +171,8 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
     explained.bound_before = {
         c: list(where) for c, where in domain.state.bound_before.items() if c in names
     }
-    marked = domain.state.candidates
-    explained.proxies = {
-        c: domain.state.switchboard.kind_of(c)
-        for c in names
-        if c in marked and not marked[c].is_class
-    }
+    marked, kind_of = domain.state.candidates, domain.state.switchboard.kind_of
+    explained.proxies = {c: kind_of(c) for c in names if c in marked and not marked[c].is_class}
     explained._set_aside = [
         c
         for c, kind in explained.proxies.items()
@@ -205,11 +199,9 @@ def _answering(
 ) -> tuple[str, list[str]]:
     """Which engine would answer a call of ``candidate`` with these arguments, and the
     declines before it (see :meth:`coheriq._engines.declines.Chain.would_run`)."""
-    scope, settled = domain.scopes.live(), domain.choice.settled
-    if scope is not None:
-        members = scope.members
-    elif settled is not None:
-        members = settled.members
+    chosen = domain.scopes.live() or domain.choice.settled
+    if chosen is not None:
+        members = chosen.members
     else:
         # Before the choice, the engines of the variable's list after the one that starts
         # here run what it declines, as they will once chosen.

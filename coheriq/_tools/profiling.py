@@ -89,7 +89,7 @@ class Profile:
     """The calls recorded by one :func:`profile` block (and the blocks nested in it)."""
 
     def __init__(self) -> None:
-        self._stats: dict[tuple[str, str, str], list[int]] = {}
+        self._stats: dict[tuple[str, str, str], tuple[int, int]] = {}  # key -> (calls, ns)
         self._declines: dict[tuple[str, str, str, str], int] = {}
         # Re-entrant: a signal handler or a __del__ may call a candidate while its
         # thread records.
@@ -101,23 +101,20 @@ class Profile:
     def rows(self) -> list[ProfileRow]:
         """The recorded calls, most total time first."""
         with self._lock:
-            items = [(key, list(value)) for key, value in self._stats.items()]
-        rows = [ProfileRow(*key, count, total / 1e9) for key, (count, total) in items]
+            rows = [ProfileRow(*key, count, ns / 1e9) for key, (count, ns) in self._stats.items()]
         return sorted(rows, key=lambda r: (-r.total, r.domain, r.candidate, r.engine))
 
     @property
     def declines(self) -> list[DeclineRow]:
         """The calls an engine declined (the next implementation ran), most first."""
         with self._lock:
-            items = list(self._declines.items())
-        rows = [DeclineRow(*key, count) for key, count in items]
+            rows = [DeclineRow(*key, count) for key, count in self._declines.items()]
         return sorted(rows, key=lambda r: (-r.count, r.domain, r.candidate, r.engine, r.reason))
 
     def _record(self, key: tuple[str, str, str], nanoseconds: int) -> None:
         with self._lock:
-            stats = self._stats.setdefault(key, [0, 0])
-            stats[0] += 1
-            stats[1] += nanoseconds
+            count, total = self._stats.get(key, (0, 0))
+            self._stats[key] = (count + 1, total + nanoseconds)
 
     def __enter__(self) -> Profile:
         with self._lock:

@@ -86,10 +86,7 @@ class Snapshot:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        def here(entry: tuple[ExitStack, list[using_engine]]) -> bool:
-            return not entry[1] or entry[1][0]._open_here() is not None
-
-        take_entry(self._stacks, here, self)[0].close()
+        take_entry(self._stacks, lambda e: not e[1] or e[1][0]._open_here(), self)[0].close()
 
     def wrap(self, fn: Callable[..., T]) -> Callable[..., T]:
         """Return a callable that runs ``fn`` inside this snapshot's scopes.
@@ -131,4 +128,4 @@ def snapshot() -> Snapshot:
     engines = {domain.name: engine for domain, engine in chosen}
     env_vars = {d.name: d.env_var for d, _ in chosen if d.env_var is not None}
     verification = sys.modules.get("coheriq._tools.verification")  # none if never imported
-    return Snapshot(engines, env_vars, verification.carried() if verification else ())
+    return Snapshot(engines, env_vars, verification.covering.get() if verification else ())

@@ -56,8 +56,8 @@ if TYPE_CHECKING:
     R = TypeVar("R")
     OnMismatch = Literal["warn", "record", "raise"]
 
-# The verifications open in this context, outermost first.
-_active: ContextVar[tuple[Verification, ...]] = ContextVar("coheriq verifications", default=())
+# The verifications that cover this context, outermost first (snapshots carry them).
+covering: ContextVar[tuple[Verification, ...]] = ContextVar("coheriq verifications", default=())
 # The domains whose verified call runs its engine's side in this context: its calls are part of it.
 _inside: ContextVar[frozenset[str]] = ContextVar("coheriq verified calls", default=frozenset())
 _ORDER = 1  # outside the profiler: comparing is not the engine's time
@@ -105,8 +105,7 @@ class Verification:
         self._blocks: list[using_engine] = []  # the using_engine blocks entered, innermost last
 
     def __repr__(self) -> str:
-        engine = self._engine_name or self.engine
-        against = self._against_name or self.against
+        engine, against = self._engine_name or self.engine, self._against_name or self.against
         return f"<Verification of {self._name!r}: {engine!r} against {against!r}>"
 
     def __enter__(self) -> Verification:
@@ -127,12 +126,12 @@ class Verification:
 
     def carry_in(self) -> None:
         """Cover this context too (a :class:`~coheriq.Snapshot` entered elsewhere)."""
-        _active.set((*_active.get(), self))
+        covering.set((*covering.get(), self))
         observing.start(_ORDER, _verifying)
 
     def carry_out(self) -> None:
         """Stop covering this context: the end of :meth:`carry_in`."""
-        leave_chain(_active, self)
+        leave_chain(covering, self)
         observing.stop(_ORDER)
 
     @property
@@ -157,10 +156,9 @@ class Verification:
         other = self._other
         if other is not None and other[0] is found:
             return other
-        engine_cls = resolve_engine(found, self.engine)
-        other_cls = resolve_engine(found, self.against)
-        engine, against = engine_cls.__coheriq_name__, other_cls.__coheriq_name__
-        self._engine_name, self._against_name = engine or REFERENCE, against or REFERENCE
+        engine_cls, other_cls = (resolve_engine(found, e) for e in (self.engine, self.against))
+        self._engine_name = engine_cls.__coheriq_name__ or REFERENCE
+        self._against_name = other_cls.__coheriq_name__ or REFERENCE
         if engine_cls is other_cls:
             raise CoheriqTypeError(
                 f"A verification of domain {found.name!r} compares an engine with another "
@@ -231,13 +229,9 @@ class Verification:
         chain: declines.Chain | None = None,
         awaited: bool = False,
     ) -> Any:
-        """Run ``member`` (the engine's) for the program, then, unless the call is skipped,
-        the other side on a copy of the arguments, to compare.
-
-        ``chain``: the :class:`~coheriq._engines.declines.Chain` that ``member``
-        runs, where its implementation may decline. ``awaited``: for an ``async
-        def`` candidate, return an awaitable that awaits each side in turn.
-        """
+        """Run ``member`` (the engine's) for the program and, unless the call is skipped, the
+        other side on a copy of the arguments, to compare. ``chain``: the declines chain that
+        ``member`` runs, if any; ``awaited``: return an awaitable of both sides in turn."""
         with self._lock:
             if (row := self._rows.get(name)) is None:
                 engine, against = self._engine_name or "?", self._against_name or "?"
@@ -276,7 +270,7 @@ class Verification:
             else:
                 with self._lock:
                     self._spent_ns += perf_counter_ns() - started
-                call = _Call(self, domain, name, chain, row, number, (args, kwargs), theirs)
+                call = _Call(self, domain, chain, row, number, (args, kwargs), theirs)
                 if awaited:
                     return call.awaiting(member)
                 with call:
@@ -290,8 +284,7 @@ class Verification:
         self, domain: AccelerationDomain, *, guarded: bool
     ) -> Iterator[tuple[Mapping[str, Any], _Run]]:
         """A block of the other implementation that no watcher sees; gives its members.
-        ``guarded``: a call in it of a candidate with side effects stops the run (:class:`_Run`).
-        """
+        ``guarded``: calling a candidate with side effects in it stops the run (:class:`_Run`)."""
         found, _, other_cls = self._resolve(domain)
         run = _Run()
         quiet = observing.quiet.set(run if guarded else True)
@@ -410,8 +403,7 @@ class Verification:
         not ``compared``: the call it explains ran on the engine alone."""
         kind = note.split(":")[0]
         with self._lock:
-            if not compared:
-                row.not_compared += 1
+            row.not_compared += not compared
             if all(kept.split(":")[0] != kind for kept in row.notes):
                 row.notes.append(note)
 
@@ -551,14 +543,9 @@ def register_comparison(domain: AccelerationDomain | str, *args: Any, **kwargs: 
     lookup_domain(domain).register_comparison(*args, **kwargs)
 
 
-def carried() -> tuple[Verification, ...]:
-    """The verifications that cover this context, outermost first (for snapshots)."""
-    return _active.get()
-
-
 def active_verification(domain: Any) -> Verification | None:
     """The verification of ``domain`` that covers calls in this context, if any."""
-    for verification in reversed(_active.get()):
+    for verification in reversed(covering.get()):
         if verification._name == domain.name:
             return verification
     return _environment[domain.name][0] if domain.name in _environment else None
@@ -574,15 +561,14 @@ class _Call:
         self,
         verification: Verification,
         domain: AccelerationDomain,
-        name: str,
         chain: declines.Chain | None,
         row: VerificationRow,
         number: int,
         mine: tuple[tuple[Any, ...], dict[str, Any]],
         theirs: tuple[Any, Any],
     ) -> None:
-        self.verification, self.domain, self.name, self.chain = verification, domain, name, chain
-        self.row, self.number, self.mine, self.theirs = row, number, mine, theirs
+        self.verification, self.domain, self.name = verification, domain, row.candidate
+        self.row, self.number, self.mine, self.theirs, self.chain = row, number, mine, theirs, chain
         self.arguments = summarize(*mine)  # before either side ran
         self.result: Any = None  # the engine's
         self.engine_ns = 0  # how long the engine's run took, once it ended
@@ -667,11 +653,10 @@ class _Guarded(observing.View):
         self.run = run
 
     def __getitem__(self, name: str) -> Any:
-        domain = self.domain
+        domain, run = self.domain, self.run
         info = domain.state.candidates.get(name)
         if name not in domain.comparisons.side_effects or info is None or info.is_class:
             return self.member(name)
-        run = self.run
 
         def stop(*args: Any, **kwargs: Any) -> Any:
             run.reached = f"{domain.name}.{name}"
@@ -690,9 +675,8 @@ class _Checked(observing.View):
         self.verification = verification
 
     def __getitem__(self, name: str) -> Callable[..., Any]:
-        domain = self.domain
+        domain, verification = self.domain, self.verification
         member: Callable[..., Any] = self.member(name)
-        verification = self.verification
         info = domain.state.candidates.get(name)
         if (
             info is None
@@ -742,11 +726,10 @@ class _Nested(observing.View):
 def _running_engine(domain: AccelerationDomain, found: Any) -> str | None:
     """The engine whose member a call takes from ``found`` (not always the block's: a copy
     of a reloaded library that cannot run that block's engine runs its own choice)."""
-    scope = found
-    while scope is not None and not hasattr(scope, "live"):  # a watcher's view, Unsettled
-        scope = getattr(scope, "found", None)
-    if scope is not None:
-        return scope.engine if scope.live else domain.scopes.active_engine()
+    while found is not None and not hasattr(found, "live"):  # a watcher's view, Unsettled
+        found = getattr(found, "found", None)
+    if found is not None:  # a scope
+        return found.engine if found.live else domain.scopes.active_engine()
     settled = domain.choice.settled
     return None if settled is None else settled.engine
 
@@ -820,21 +803,17 @@ def from_environment(domain: AccelerationDomain) -> None:
     _environment[domain.name] = (Verification(domain, engine, against), variable)
     observing.start(_ORDER, _verifying)
     if len(_environment) == 1:
-        _at_exit()
+        # _report prints the reports among the exit handlers; _finish runs before them
+        # (threading's hook registers it as the interpreter starts to shut down).
+        import atexit
+        import threading
+
+        atexit.register(_report)
+        with suppress(RuntimeError):  # shutting down already: _report ends it, in its turn
+            threading._register_atexit(atexit.register, _finish)  # type: ignore[attr-defined]
 
 
 _ending: list[bool] = []  # [True] once _finish runs the exit handlers before it ends
-
-
-def _at_exit() -> None:
-    """Have :func:`_report` print the reports among the exit handlers, and :func:`_finish`
-    run before them (threading's hook registers it as the interpreter starts to shut down)."""
-    import atexit
-    import threading
-
-    atexit.register(_report)
-    with suppress(RuntimeError):  # shutting down already: _report ends it, in its turn
-        threading._register_atexit(atexit.register, _finish)  # type: ignore[attr-defined]
 
 
 def _finish() -> None:
@@ -898,7 +877,7 @@ def _describe(domain: AccelerationDomain) -> str | None:
         return None
     how = (
         "coheriq.verify"
-        if verification in _active.get()
+        if verification in covering.get()
         else f"the environment variable {domain.env_prefix}_VERIFY"
     )
     return (
