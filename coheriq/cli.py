@@ -72,16 +72,10 @@ def _say(*lines: str) -> None:
 
 
 def _json(**data: Any) -> None:
-    """Print ``data`` with two-space indentation, keys in the order given."""
     print(json.dumps(data, indent=2))
 
 
-def _sorted(engines: dict[str, Any]) -> dict[str, Any]:
-    return dict(sorted(engines.items()))
-
-
 def _count(number: int, noun: str) -> str:
-    """``"1 engine"``, ``"2 engines"``, ``"0 engines"``."""
     return f"{number} {noun}{'s' * (number != 1)}"
 
 
@@ -110,7 +104,7 @@ def _installed() -> dict[str, dict[str, Any]]:
     for domain, engines in discovery.engine_groups().items():
         entry = domains.setdefault(domain, {"module": None, **_distribution(None), "engines": {}})
         stated = engine_statements(domain) if engines else {}
-        for ep in engines:
+        for ep in sorted(engines, key=lambda ep: ep.name):  # stable: the first of a name wins
             said, state = stated.get(ep.name), None
             if said is not None:
                 more = {} if said.problem else {k: getattr(said, k) for k in _STATED}
@@ -118,7 +112,7 @@ def _installed() -> dict[str, dict[str, Any]]:
             entry["engines"].setdefault(
                 ep.name, {"module": ep.value, **_distribution(ep), "statement": state}
             )
-    return {name: {**e, "engines": _sorted(e["engines"])} for name, e in sorted(domains.items())}
+    return dict(sorted(domains.items()))
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -236,7 +230,7 @@ def _load_each(
 
 
 def _with_columns(
-    table: Coverage, broken: list[str], stated: dict[str, EngineStatement]
+    table: Coverage, broken: dict[str, str], stated: dict[str, EngineStatement]
 ) -> Coverage:
     """``table`` with a column for each broken engine, and each that its statement stands for."""
     engines = [REFERENCE, *sorted({*table.engines[1:], *broken, *stated})]
@@ -268,7 +262,7 @@ def _show(args: argparse.Namespace) -> int:
     # As coverage(advertised=True): an engine not materialized yet has no class.
     names = [n for n in advertised if n not in engines.reserved and n not in stated]
     failures = {n: e and " ".join(e.split()) for n, e in _load_each(domain, names).items()}
-    broken = [name for name, error in failures.items() if error is not None]
+    broken = {name: error for name, error in failures.items() if error is not None}
     table = _with_columns(coverage(domain), broken, stated)
     kinds = domain.candidate_kinds
     if args.json:
@@ -281,7 +275,7 @@ def _show(args: argparse.Namespace) -> int:
             env_var=domain.env_var,
             candidates={c: "class" if k else "function" for c, k in kinds.items()},
             not_imported=dict(domain.not_imported),
-            engines=_sorted(states),
+            engines=dict(sorted(states.items())),
             coverage=table.rows,
             problems=len(broken),
         )
@@ -290,13 +284,9 @@ def _show(args: argparse.Namespace) -> int:
     variable = f"environment variable {env}" if env else "no environment variable"
     _say(f"domain {domain.name}: {_count(len(kinds), 'candidate')}, {variable}")
     later = domain.not_imported
-    _say(
-        *(
-            f"  {'class' if is_class else 'function'} {c}"
-            + (f" ({not_imported_note(later[c])})" if c in later else "")
-            for c, is_class in kinds.items()
-        )
-    )
+    for c, is_class in kinds.items():
+        note = f" ({not_imported_note(later[c])})" if c in later else ""
+        _say(f"  {'class' if is_class else 'function'} {c}{note}")
     print()
     print(table)  # a table: never wrapped
     if stated:
@@ -305,16 +295,14 @@ def _show(args: argparse.Namespace) -> int:
             f"{STATED}: implemented, as the engine's statement says (the engine is not "
             "imported; coheriq check imports it and compares)."
         )
-        for name, statement in _sorted(stated).items():
+        for name, statement in sorted(stated.items()):
             needs = f" Needs {statement.needs}." if statement.needs else ""
             said = f" {statement.description}" if statement.description else ""
             _say(f"{name}: {STATED}.{said}{needs}")
-    if ignored:
-        print()
-        _say(*(f"{name}: {IMPORTED}: {problem}" for name, problem in _sorted(ignored).items()))
-    if broken:
-        print()
-        _say(*(f"{name}: {BROKEN}: {failures[name]}" for name in sorted(broken)))
+    for word, problems in ((IMPORTED, ignored), (BROKEN, broken)):
+        if problems:
+            print()
+            _say(*(f"{name}: {word}: {problem}" for name, problem in sorted(problems.items())))
     return 1 if broken else 0
 
 
@@ -407,7 +395,7 @@ def _check(args: argparse.Namespace) -> int:
             _add_problem(results, warning.message.engine, str(warning.message))
         elif isinstance(warning.message, CoheriqDeclarationWarning):
             declared.append(str(warning.message))
-    results = _sorted(results)
+    results = dict(sorted(results.items()))
     problems = {info.module: None for info in domain.state.candidates.values()} | imported
     modules = {module: _state(problem) for module, problem in sorted(problems.items())}
     checked = {
@@ -445,13 +433,9 @@ def _check(args: argparse.Namespace) -> int:
         return 1 if count else 0
     ok = "ok, started" if args.start else "ok"
     agrees = " (its statement agrees)"
-    _say(
-        *(
-            f"{n}: {ok + agrees * (n in stated) if e is None else 'error: ' + e}"
-            for n, e in results.items()
-        )
-    )
-    _say(*(f"{n}: warning: {note}" for n, said in _sorted(notes).items() for note in said))
+    for n, e in results.items():
+        _say(f"{n}: {ok + agrees * (n in stated) if e is None else 'error: ' + e}")
+    _say(*(f"{n}: warning: {note}" for n, said in sorted(notes.items()) for note in said))
     _say(*(f"module {m}: error: {s['error']}" for m, s in modules.items() if not s["ok"]))
     _say(*(f"statement {n}: error: {e}" for n, e in orphans.items()))
     _say(*(f"declaration: {problem}" for problem in declared))
@@ -888,26 +872,21 @@ class _ReaderMayLeave:
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
-        self._gone = False
 
     def write(self, text: str) -> int:
-        written = self._unless_gone(self._stream.write, text)
-        return len(text) if written is None else int(written)
+        self._unless_gone(self._stream.write, text)
+        return len(text)
 
     def flush(self) -> None:
         self._unless_gone(self._stream.flush)
 
-    def _unless_gone(self, method: Any, *args: Any) -> Any:
-        if self._gone:
-            return None
+    def _unless_gone(self, method: Any, *args: Any) -> None:
         try:
-            return method(*args)
-        except BrokenPipeError:
-            self._gone = True
+            method(*args)
+        except BrokenPipeError:  # the rest, and the interpreter's last flush, go to devnull
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())  # so that the interpreter's flush is silent
+            os.dup2(devnull, self._stream.fileno())
             os.close(devnull)
-            return None
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, ...
         return getattr(self._stream, name)

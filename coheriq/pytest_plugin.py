@@ -26,6 +26,7 @@ after "collected", or at the end of the run.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from contextlib import ExitStack, nullcontext
 
@@ -178,14 +179,9 @@ def _refuse_two_engines_for_one_domain(specs: list[tuple[str, str, str]]) -> Non
 
 
 def _env_specs(value: str) -> list[str]:
-    """``"a:gpu,compiled,b:y"`` -> ``["a:gpu,compiled", "b:y"]``."""
-    specs: list[str] = []
-    for item in value.split(","):
-        if ":" in item or not specs:
-            specs.append(item)
-        else:
-            specs[-1] += "," + item
-    return [spec for spec in specs if spec.strip()]
+    """``"a:gpu,compiled,b:y"`` -> ``["a:gpu,compiled", "b:y"]``: an item with a colon starts
+    a spec, one without continues the one before."""
+    return [spec for spec in re.split(r",(?=[^,]*:)", value) if spec.strip()]
 
 
 def _marked_only(text: str) -> bool:
@@ -366,20 +362,16 @@ def _case(item: pytest.Item) -> tuple[str, str] | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the coheriq_engines cases of engines other than the one the run chose."""
     chosen = config.stash.get(_chosen, {})
-    if not chosen:
-        return
-    keep, drop, counts = [], [], dict.fromkeys(chosen, 0)
+    drop: dict[pytest.Item, str] = {}  # a case of another engine -> its domain
     for item in items:
         case = _case(item)
         if case is not None and case[0] in chosen and case[1] != chosen[case[0]][0]:
-            drop.append(item)
-            counts[case[0]] += 1
-        else:
-            keep.append(item)
+            drop[item] = case[0]
     if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
-    config.stash[_deselected] = {domain: n for domain, n in counts.items() if n}
+        config.hook.pytest_deselected(items=list(drop))
+        items[:] = [item for item in items if item not in drop]
+    counts = Counter(drop.values())
+    config.stash[_deselected] = {domain: counts[domain] for domain in chosen if counts[domain]}
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
@@ -408,20 +400,17 @@ def _engine_scope(item: pytest.Item) -> Any:
 # their objects with that engine too.
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> object:
-    scope = _engine_scope(item)
-    try:
-        scope.__enter__()
-    except CoheriqError as error:
-        item.stash[_failed_to_start] = True  # reported here once, not again at teardown
-        if isinstance(error, CoheriqEngineStartError):
-            # Installed but not startable here (a GPU engine on a laptop): not a failure
-            # of the test, and the reason shows in the summary.
-            pytest.skip(str(error))
-        raise
-    try:
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(_engine_scope(item))
+        except CoheriqError as error:
+            item.stash[_failed_to_start] = True  # reported here once, not again at teardown
+            if isinstance(error, CoheriqEngineStartError):
+                # Installed but not startable here (a GPU engine on a laptop): not a failure
+                # of the test, and the reason shows in the summary.
+                pytest.skip(str(error))
+            raise
         return (yield)
-    finally:
-        scope.__exit__(None, None, None)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -435,11 +424,9 @@ def pytest_runtest_call(item: pytest.Item) -> object:
             outcome = yield
     lines: list[str] = []
     for verification, (count, shown) in zip(verifications, before, strict=True):
-        new_count, _ = _mismatch_state(verification)
         new = [str(m) for m in verification.mismatches if id(m) not in shown]
-        lines += new
-        if new_count - count > len(new):
-            lines.append(f"and {new_count - count - len(new)} more (counted in the report)")
+        more = _mismatch_state(verification)[0] - count - len(new)  # not kept as examples
+        lines += new + [f"and {more} more (counted in the report)"] * (more > 0)
     if lines:
         pytest.fail(
             f"{VERIFY_OPTION}: the engine and the implementation it is verified against "
@@ -466,10 +453,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     declined = config.stash.get(_declined, {})
     if declined:
         terminalreporter.write_sep("-", "coheriq declines")
-        for (domain, candidate, engine, reason), count in sorted(declined.items()):
-            calls = "call" if count == 1 else "calls"
+        for (domain, candidate, engine, reason), n in sorted(declined.items()):
             terminalreporter.write_line(
-                f"{domain}.{candidate}: {engine} declined {count} {calls} ({reason})"
+                f"{domain}.{candidate}: {engine} declined {n} call{'s' * (n != 1)} ({reason})"
             )
 
 
