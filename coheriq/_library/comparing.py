@@ -1,10 +1,9 @@
 """How a verification compares two implementations' values: a domain's rules, and the default.
 
-:class:`Comparisons` holds what ``register_comparison`` registered (per type, or per
-candidate's results); :meth:`Comparisons.difference` applies it, else compares
-numbers within a tolerance, containers item by item, and anything else with ``==``.
-Imported only where a library or a verification asks.
-"""
+:class:`Comparisons` holds what ``register_comparison`` registered (per type, or per candidate's
+results); :meth:`Comparisons.difference` applies it, else compares numbers within a tolerance,
+containers item by item, and anything else with ``==``. Imported only where a library or a
+verification asks."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ _SCALARS = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 class SharedSource(Exception):  # noqa: N818 - a reason not to copy, not a failure
     """An argument is an iterator (of type name ``kind``) whose copy may read the program's source
-    (``copy.deepcopy`` shares what it cannot copy: the other side would take the program's items).
-    """
+    (``deepcopy`` shares what it cannot copy: the other side would take the program's items)."""
 
     def __init__(self, kind: str) -> None:
         super().__init__(kind)
@@ -41,10 +39,8 @@ class SharedSource(Exception):  # noqa: N818 - a reason not to copy, not a failu
 
 
 class ComparisonRule:
-    """How values of one type, or the results of one candidate (``target``, its name), compare.
-
-    The options are those of :meth:`~coheriq.AccelerationDomain.register_comparison`.
-    """
+    """How values of one type, or the results of one candidate (``target``, its name), compare:
+    the options of :meth:`~coheriq.AccelerationDomain.register_comparison`."""
 
     __slots__ = ("atol", "compare", "convert", "copy", "rtol", "target")
 
@@ -174,10 +170,8 @@ class Comparisons:
         rtol: float | None = None,
         atol: float | None = None,
     ) -> str | None:
-        """Where two sides' arguments differ after the call (a function that works in place).
-
-        As :meth:`difference` compares results.
-        """
+        """Where two sides' arguments differ after the call (a function that works in place),
+        compared as :meth:`difference` compares results."""
         tolerances = (_first(rtol, DEFAULT_RTOL), _first(atol, 0.0))
         pairs = [
             (f"argument {i} after the call", a, b)
@@ -234,11 +228,8 @@ class Comparisons:
         skipped: list[str] | None,
     ) -> str | None:
         """The first difference among ``(where, mine, other)`` pairs, or None."""
-        for where, a, b in pairs:
-            found = self._differ(a, b, where, tolerances, depth, skipped)
-            if found:
-                return found
-        return None
+        found = (self._differ(a, b, where, tolerances, depth, skipped) for where, a, b in pairs)
+        return next(filter(None, found), None)
 
 
 _APART: dict[type, bool] = {}  # type -> whether its copy reads apart (a cache of what follows)
@@ -300,13 +291,11 @@ def _numbers_differ(mine: Any, other: Any, where: str, rtol: float, atol: float)
     except (TypeError, ValueError, OverflowError):
         return _equality(mine, other, where)
     nan_a, nan_b = math.isnan(abs(a)), math.isnan(abs(b))
-    if nan_a or nan_b:
-        return None if nan_a and nan_b else f"{where}: {mine!r} against {other!r}"
-    if a == b:  # infinities of one sign, exact equality
+    if (nan_a and nan_b) or a == b:  # two NaNs, infinities of one sign, exact equality
         return None
-    if math.isinf(abs(a)) or math.isinf(abs(b)):
-        # An infinity equals only itself: within a tolerance of it, everything
-        # is (the gap and the allowance are both infinite).
+    if nan_a or nan_b or math.isinf(abs(a)) or math.isinf(abs(b)):
+        # A NaN equals only a NaN; an infinity only itself: within a tolerance of
+        # it, everything is (the gap and the allowance are both infinite).
         return f"{where}: {mine!r} against {other!r}"
     gap = abs(a - b)
     if gap <= max(rtol * max(abs(a), abs(b)), atol):

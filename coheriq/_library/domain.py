@@ -1,10 +1,9 @@
 """AccelerationDomain: a library's candidates, and the parts that dispatch them.
 
-A library creates its domain once, marks its candidates, then calls
-``materialize()``. The domain owns ``engines``, ``choice`` and ``scopes``, each
-made with its :class:`~coheriq._choice.state.DomainState`; its lock guards
-setup only, and is never held while an engine is imported or started.
-"""
+A library creates its domain once, marks its candidates, then calls ``materialize()``. The
+domain owns ``engines``, ``choice`` and ``scopes``, each made with its
+:class:`~coheriq._choice.state.DomainState`; its lock guards setup only, and is never held while
+an engine is imported or started."""
 
 from __future__ import annotations
 
@@ -43,20 +42,16 @@ else:
     from .._stdlib import overload
 
 
-def all_domains() -> list[AccelerationDomain]:
-    """Every domain created in this process, in creation order (for a name, its copy now)."""
-    return registry.named_domains()
+if TYPE_CHECKING:  # the registry's functions, typed here where the domain class is
 
-
-if TYPE_CHECKING:  # the registry's lookup, typed here where the domain class is
-
+    def all_domains() -> list[AccelerationDomain]: ...
     def lookup_domain(
         domain: AccelerationDomain | str,
         missing: type[CoheriqDomainNotFoundError] = CoheriqDomainNotFoundError,
     ) -> AccelerationDomain: ...
 
 else:
-    lookup_domain = registry.lookup_domain
+    all_domains, lookup_domain = registry.named_domains, registry.lookup_domain
 
 
 class AccelerationDomain:
@@ -94,8 +89,7 @@ class AccelerationDomain:
     def __new__(
         cls, name: str, *, env_prefix: str | None = None, strict: bool = False
     ) -> AccelerationDomain:
-        # A package's module that runs again (a reload) carries on the domain
-        # whose candidates live in its other modules: see registry.continuing.
+        # A package's module that runs again may carry on its domain: see registry.continuing.
         if isinstance(name, str):
             continued: AccelerationDomain | None = registry.continuing(name, sys._getframe(1))
             if continued is not None:
@@ -179,9 +173,8 @@ class AccelerationDomain:
             raise CoheriqTypeError(
                 f"The strict option of domain {self.name!r} is True or False, not {strict!r}."
             )
-        self.state.env_prefix = env_prefix
+        self.state.env_prefix, self.state.strict = env_prefix, strict
         self.state.env_var = None if env_prefix is None else f"{env_prefix}_ENGINE"
-        self.state.strict = strict
 
     def __repr__(self) -> str:
         made = "materialized" if self.materialized else "collecting candidates"
@@ -446,9 +439,7 @@ class AccelerationDomain:
                     f"{self.name!r}; register its comparison with that domain."
                 )
             return info.name
-        if isinstance(target, type):
-            return target
-        if isinstance(target, str) and target in self._kinds:
+        if isinstance(target, type) or (isinstance(target, str) and target in self._kinds):
             return target
         known = sorted(self._kinds)
         raise CoheriqTypeError(

@@ -1,10 +1,9 @@
 """Candidates marked after a domain is materialized: by a module that runs again, or lazily.
 
-A module that runs again (a reload) *redefines* the candidates it marked; a
-lazily imported module marks those its library declared (:class:`Declared`
-stands for them until then). Either way the candidate is then *published*: the
-reference class, the engines, the settled choice and the open blocks see it.
-"""
+A module that runs again (a reload) *redefines* the candidates it marked; a lazily imported module
+marks those its library declared (:class:`Declared` stands for them until then). Either way the
+candidate is then *published*: the reference class, the engines, the settled choice and the open
+blocks see it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 """The hook through which profiles and verifications watch every domain's calls.
 
-While a watcher kind is on anywhere (:func:`start`, :func:`stop`), every domain's
-proxies find what a call runs through :func:`finder_for`, which lets each kind
-wrap it, the lower ``order`` innermost (a profile, 0, times the engine alone; a
-verification, 1, wraps that). No watcher sees calls where :data:`quiet` is set.
-"""
+While a watcher kind is on anywhere (:func:`start`, :func:`stop`), every domain's proxies find
+what a call runs through :func:`finder_for`, which lets each kind wrap it, the lower ``order``
+innermost (a profile, 0, times the engine alone; a verification, 1, wraps that). No watcher sees
+calls where :data:`quiet` is set."""
 
 from __future__ import annotations
 
@@ -64,10 +63,8 @@ def stop(order: int) -> None:
 
 
 def finder_for(domain: Any) -> Callable[[Any], Any] | None:
-    """The function ``domain``'s proxies find their scope with while watchers are on.
-
-    ``None`` when no watcher is on: the proxies use the domain's own finder.
-    """
+    """The function ``domain``'s proxies find their scope with while watchers are on; ``None``
+    when no watcher is on: the proxies use the domain's own finder."""
     wraps = [wrap(domain) for _, (wrap, _count) in sorted(_on.items())]
     if not wraps:
         return None
@@ -88,10 +85,9 @@ def finder_for(domain: Any) -> Callable[[Any], Any] | None:
 class View:
     """What a call finds while a watcher wraps it: a view over what it found otherwise.
 
-    ``found`` is a scope, the view before the global choice, another watcher's
-    view, or ``None`` for the settled choice. A subclass's ``__getitem__`` wraps
-    :meth:`member`; proxies read ``view.members[name]``.
-    """
+    ``found`` is a scope, the view before the global choice, another watcher's view, or ``None``
+    for the settled choice. A subclass's ``__getitem__`` wraps :meth:`member`; proxies read
+    ``view.members[name]``."""
 
     __slots__ = ("domain", "found")
 

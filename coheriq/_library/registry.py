@@ -1,11 +1,9 @@
 """Domains by name, and the copies of one library's domain.
 
-Each run of the module that creates a domain (a reload, a fresh import) makes a
-new copy of it; the copies share one :class:`Copies`: the global choice, the
-``using_engine`` blocks, and which copy the name stands for. A package's module
-that runs again while its other modules hold candidates continues the domain
-instead (:func:`continuing`). An older copy lives while something holds it.
-"""
+Each run of the module that creates a domain (a reload, a fresh import) makes a new copy of it; the
+copies share one :class:`Copies`: the global choice, the ``using_engine`` blocks, and which copy the
+name stands for. A package's module that runs again while its other modules hold candidates
+continues the domain instead (:func:`continuing`). An older copy lives while something holds it."""
 
 from __future__ import annotations
 
@@ -34,11 +32,10 @@ if TYPE_CHECKING:
 class Copies:
     """The copies of one library module's domain, one made each time the module runs.
 
-    ``current`` is the newest, ``made`` counts them all. They share ``namespace`` (their
-    proxies' globals), ``scope`` (the context variable of their blocks: a block entered
-    through one copy covers them all), ``open_scopes`` (guarded by ``lock``) and ``choice``
-    (the first copy's settled :class:`~coheriq._choice.global_choice.Settlement`, or None).
-    """
+    ``current`` is the newest, ``made`` counts them all. They share ``namespace`` (their proxies'
+    globals), ``scope`` (the context variable of their blocks: a block entered through one copy
+    covers them all), ``open_scopes`` (guarded by ``lock``) and ``choice`` (the first copy's settled
+    :class:`~coheriq._choice.global_choice.Settlement`, or None)."""
 
     def __init__(self, name: str, module: str, first: Any) -> None:
         self.name, self.module, self.current, self.made = name, module, first, 1
@@ -76,10 +73,7 @@ class Copies:
         namespace = getattr(sys.modules.get(self.module), "__dict__", None)
         if self.current._globals is namespace:  # the usual case, without a walk
             return self.current
-        for copy in reversed(self.alive()):
-            if copy._globals is namespace:
-                return copy
-        return self.current
+        return next((c for c in reversed(self.alive()) if c._globals is namespace), self.current)
 
 
 _by_name: dict[str, Copies] = {}
@@ -89,10 +83,9 @@ _lock = _thread.allocate_lock()
 def register(domain: Any) -> tuple[Copies, int] | None:
     """Record a new domain; return its copies and its copy's number (1 for the first).
 
-    A domain whose name exists already is its newest copy where a module of the
-    same name runs its body again after its earlier run (:func:`run_of`) ended,
-    however it ended; otherwise the name is taken, and this returns None.
-    """
+    A domain whose name exists already is its newest copy where a module of the same name runs its
+    body again after its earlier run (:func:`run_of`) ended, however it ended; otherwise the name is
+    taken, and this returns None."""
     with _lock:
         copies = _by_name.get(domain.name)
         if copies is None:
@@ -120,10 +113,9 @@ def run_of(frame: Any) -> Any:
 def continuing(name: str, creator: Any) -> Any:
     """The domain that a new ``AccelerationDomain(name)`` made by ``creator`` continues, or None.
 
-    That is the newest copy of ``name`` when the module that made it runs again
-    (a reload, or a retry of a failed import) and other modules, which do not run
-    again, mark some of its candidates: a new, empty copy would lose them.
-    """
+    That is the newest copy of ``name`` when the module that made it runs again (a reload, or a
+    retry of a failed import) and other modules, which do not run again, mark some of its
+    candidates: a new, empty copy would lose them."""
     with _lock:
         copies = _by_name.get(name)
         if copies is None:
@@ -188,9 +180,8 @@ def lookup_domain(
 ) -> Any:
     """Return the domain given by object or name: for a name, the copy it stands for here.
 
-    Raises ``missing`` where no domain has that name, CoheriqTypeError where
-    ``domain`` is neither a domain nor a string.
-    """
+    Raises ``missing`` where no domain has that name, CoheriqTypeError where ``domain`` is neither a
+    domain nor a string."""
     if isinstance(domain, str):
         copies = _by_name.get(domain)
         if copies is None:
