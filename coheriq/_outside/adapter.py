@@ -282,13 +282,10 @@ class Adapter:
 
 def _names_in(code: CodeType) -> set[str]:
     """Every name the code could bind: its names and strings (``globals()["f"]``), nested too."""
-    found: set[str] = set()
-    pending = [code]
-    while pending:
-        current = pending.pop()
-        found.update(current.co_names)
-        found.update(constant for constant in current.co_consts if isinstance(constant, str))
-        pending.extend(constant for constant in current.co_consts if hasattr(constant, "co_names"))
+    found = {*code.co_names, *(name for name in code.co_consts if isinstance(name, str))}
+    for nested in code.co_consts:
+        if hasattr(nested, "co_names"):
+            found |= _names_in(nested)
     return found
 
 
@@ -542,10 +539,9 @@ def _hook(function: str, *arguments: Any, line: int = -1) -> ast.Expr:
 
     here: list[ast.expr] = [*map(ast.Constant, (__name__, None, None, function))]
     adapter = ast.Call(ast.Name("__import__", ast.Load()), here, [])
-    call = ast.Call(
-        ast.Attribute(adapter, function, ast.Load()), [*map(ast.Constant, arguments)], []
+    hook = ast.Expr(
+        ast.Call(ast.Attribute(adapter, function, ast.Load()), [*map(ast.Constant, arguments)], [])
     )
-    hook = ast.Expr(call)
     node: Any
     for node in ast.walk(hook):
         node.lineno = node.end_lineno = line

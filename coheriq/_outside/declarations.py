@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-__all__ = ["FORMAT", "LibraryDeclaration", "VersionRange", "declaration_of", "parse_declaration"]
-
 FORMAT = 1
 """The version of the declaration's file format (its ``coheriq_declaration`` field)."""
 
