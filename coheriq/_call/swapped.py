@@ -183,7 +183,6 @@ class SwappedProxy:
     """
 
     __slots__ = (
-        "_board",
         "_defaults",
         "_direct",
         "_direct_for",
@@ -206,7 +205,6 @@ class SwappedProxy:
     ) -> None:
         self.name = name
         self.cell = Cell()
-        self._board = board
         self._dispatcher = dispatcher
         # What a looking trampoline asks: on 3.11 (no set_dispatcher) the compiled proxy,
         # so that the call of what it finds is one the interpreter inlines.
