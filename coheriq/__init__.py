@@ -32,6 +32,8 @@ from ._stdlib import TYPE_CHECKING
 from .exceptions import *  # noqa: F403  (the error tree: its __all__)
 
 if TYPE_CHECKING:
+    from ._api.data import conversion_engine, mutated, to_engine, to_library
+    from ._engines.conversions import Conversion
     from ._engines.declines import Decline, may_decline
     from ._outside.activation import accelerate
     from ._tools.introspection import Coverage, Explanation, coverage, explain
@@ -51,6 +53,8 @@ _ON_FIRST_USE = {
     name: module
     for module, names in {
         "_outside.activation": "accelerate",
+        "_api.data": "conversion_engine mutated to_engine to_library",
+        "_engines.conversions": "Conversion",
         "_engines.declines": "Decline may_decline",
         "_tools.introspection": "Coverage Explanation coverage explain",
         "_tools.profiling": "DeclineRow Profile ProfileRow profile",
@@ -69,6 +73,7 @@ __all__ = [
     "AccelerationEngine",
     "CoheriqVerificationError",
     "CoheriqVerificationWarning",
+    "Conversion",
     "Coverage",
     "Decline",
     "DeclineRow",
@@ -84,6 +89,7 @@ __all__ = [
     "accelerate",
     "active_implementation",
     "available_engines",
+    "conversion_engine",
     "coverage",
     "enable_engine",
     "engine_class",
@@ -92,11 +98,14 @@ __all__ = [
     "explain",
     "import_domain",
     "may_decline",
+    "mutated",
     "profile",
     "proxy_implementation",
     "register_comparison",
     "resolve_impl",
     "snapshot",
+    "to_engine",
+    "to_library",
     "using_engine",
     "verify",
 ]

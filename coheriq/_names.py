@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from os import environ as _environ
+
 from .exceptions import CoheriqTypeError
 
 REFERENCE = "reference"
@@ -70,3 +72,18 @@ def name_given_once(obj: str | None, name: str | None, twice: str) -> str | None
     if obj is not None and name is not None:
         raise CoheriqTypeError(twice)
     return obj if obj is not None else name
+
+
+def environment_flag(variable: str, meaning: tuple[str, str]) -> bool:
+    """Whether environment variable ``variable`` says yes (``1``, ``true``, ``yes``, ``on``,
+    any case) or no (``0``, ``false``, ``no``, ``off``, empty, unset); else CoheriqTypeError,
+    whose message says what yes and no do (``meaning``)."""
+    value = _environ.get(variable, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise CoheriqTypeError(
+        f"The environment variable {variable} is {value!r}; set it to 1, true, yes or on "
+        f"{meaning[0]}, or to 0, false, no, off or nothing {meaning[1]}."
+    )

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
+    "CoheriqConversionError",
     "CoheriqDeclarationError",
     "CoheriqDeclarationWarning",
     "CoheriqDeclineError",
@@ -68,6 +69,12 @@ class CoheriqEngineStartError(CoheriqEngineError):
 
 class CoheriqDeclineError(CoheriqEngineError):
     """An engine declined a call where declines are errors (``COHERIQ_FAIL_ON_DECLINE=1``)."""
+
+
+class CoheriqConversionError(CoheriqEngineError):
+    """Data could not cross between implementations: an engine's declared conversion failed or
+    cannot be imported, or a call fell back where that is an error
+    (``COHERIQ_FAIL_ON_CONVERT=1``)."""
 
 
 class CoheriqDeclarationError(CoheriqLibraryError):

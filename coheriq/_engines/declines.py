@@ -13,7 +13,7 @@ from _weakref import ref as _weak
 from functools import partial
 from os import environ as _environ
 
-from .._names import REFERENCE
+from .._names import REFERENCE, environment_flag
 from .._stdlib import (
     CO_ASYNC_GENERATOR,
     CO_COROUTINE,
@@ -27,6 +27,7 @@ from .._stdlib import (
     log,
 )
 from ..exceptions import CoheriqDeclineError, CoheriqTypeError, ended
+from .conversions import crossing, table_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -199,7 +200,7 @@ class Step:
     """Class ``owner``'s implementation of candidate ``name``, bound to an engine's instance;
     ``run`` runs it on a call's arguments and returns its result, or a ``_Declined``."""
 
-    __slots__ = ("ask", "call", "check", "final", "name", "owner", "run")
+    __slots__ = ("ask", "call", "check", "chosen", "final", "name", "owner", "run")
 
     def __init__(
         self,
@@ -215,6 +216,7 @@ class Step:
         if check is None:
             check = check_of(implementation)
         self.owner, self.name, self.check = owner, name, check  # when=, True, or False
+        self.chosen = engine_class
         self.final = check is False  # it cannot decline: nothing after it runs
         kind = type(implementation)
         if isinstance(implementation, type):  # a class: constructed as it is
@@ -262,14 +264,15 @@ class Chain:
         reference: Any,
         later: Callable[[], Iterator[Step]] | None = None,
     ) -> None:
-        self.state, self.name, self.steps = state, name, steps
-        self.reference, self.later = reference, later
+        self.state, self.name, self.steps, self.later = state, name, steps, later
         first = steps[0]
+        self.reference = reference and self.crossing(None, reference)
 
         def declined(reason: Any, args: Any, kwargs: Any) -> Any:
             return self.after_decline(first.checked(reason), args, kwargs)
 
-        self.function = _trying(first.ask, first.call, first.final, declined)
+        call = self.crossing(first.owner, first.call)
+        self.function = _trying(first.ask, call, first.final, declined)
         _read_as(self.function, first.call, ("__name__", "__qualname__", "__doc__", "__self__"))
         self.function.__coheriq_chain__ = self  # type: ignore[attr-defined]
 
@@ -279,7 +282,7 @@ class Chain:
         """Record that the first step declined for ``reason``; run the rest of the chain."""
         record(self.state, self.name, self.steps[0].engine, reason or "")
         for step in self.all_steps(after_first=True):
-            value = step.run(*args, **kwargs)
+            value = self.crossing(step.owner, step.run)(*args, **kwargs)
             if type(value) is not _Declined:
                 answered.set((self, step.engine))
                 return value
@@ -287,6 +290,14 @@ class Chain:
         result = self.reference(*args, **kwargs)
         answered.set((self, REFERENCE))
         return result
+
+    def crossing(self, owner: Any, call: Callable[..., Any]) -> Callable[..., Any]:
+        """``call``, ``owner``'s (None: the reference), converting what crosses to it
+        from this chain's engine (:func:`~coheriq._engines.conversions.crossing`)."""
+        chosen = self.steps[0].chosen
+        if table_of(chosen) is None:
+            return call
+        return crossing(self.state, self.name, chosen, owner, call)  # type: ignore[no-any-return]
 
     def all_steps(self, after_first: bool = False) -> Iterator[Step]:
         """The steps in order, those of the engines later in the list included."""
@@ -539,21 +550,6 @@ _DECLINES_ARE_ERRORS = (
     "to make every decline an error",
     "to let the next implementation run a declined call",
 )
-
-
-def environment_flag(variable: str, meaning: tuple[str, str]) -> bool:
-    """Whether environment variable ``variable`` says yes (``1``, ``true``, ``yes``, ``on``,
-    any case) or no (``0``, ``false``, ``no``, ``off``, empty, unset); else CoheriqTypeError,
-    whose message says what yes and no do (``meaning``)."""
-    value = _environ.get(variable, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("", "0", "false", "no", "off"):
-        return False
-    raise CoheriqTypeError(
-        f"The environment variable {variable} is {value!r}; set it to 1, true, yes or on "
-        f"{meaning[0]}, or to 0, false, no, off or nothing {meaning[1]}."
-    )
 
 
 @after_fork_in_child

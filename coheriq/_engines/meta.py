@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         __coheriq_name__: str | None
         __coheriq_overrides__: frozenset[str]
         __coheriq_declining__: frozenset[str]
+        __coheriq_conversions__: Any  # a conversions.Table, or None
 
 else:
     _EngineClassAttributes = object
@@ -87,6 +88,9 @@ class EngineMeta(type, _EngineClassAttributes):
         /,
         *,
         name: str | None = None,
+        conversions: Any = None,
+        results: str | None = None,
+        accepts_library_types: Any = None,
         **kwargs: Any,
     ) -> EngineMeta:
         reference_of = namespace.pop("__coheriq_reference_of__", None)
@@ -115,6 +119,9 @@ class EngineMeta(type, _EngineClassAttributes):
         namespace["__coheriq_domain__"] = domain
         namespace["__coheriq_name__"] = name
         namespace["__coheriq_overrides__"] = overrides
+        namespace["__coheriq_conversions__"] = _conversions(
+            cls_name, bases, conversions, results, accepts_library_types
+        )
         cls = super().__new__(mcls, cls_name, bases, namespace, **kwargs)
         if reference_of is None:
             _wrap_declining(cls, overrides)
@@ -132,6 +139,19 @@ class EngineMeta(type, _EngineClassAttributes):
         if cls.__coheriq_name__ is None:
             return f"<engine mixin {where} of coheriq domain {domain!r}>"
         return f"<engine {cls.__coheriq_name__!r} of coheriq domain {domain!r}: {where}>"
+
+
+def _conversions(
+    cls_name: str, bases: tuple[type, ...], conversions: Any, results: Any, accepts: Any
+) -> Any:
+    """The conversions table of a new engine class, or None: its class keywords (the
+    module that reads them imported only where an engine declares some) and its bases'."""
+    given = conversions is not None or results is not None or accepts is not None
+    if not given and all(getattr(b, "__coheriq_conversions__", None) is None for b in bases):
+        return None
+    from .conversions import declare
+
+    return declare(cls_name, bases, conversions, results, accepts)
 
 
 def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
@@ -225,9 +245,13 @@ def _check_class_keywords(cls_name: str, bases: tuple[type, ...], kwargs: dict[s
     if kwargs and not any("__init_subclass__" in vars(k) for b in bases for k in b.__mro__[:-1]):
         key = next(iter(kwargs))
         raise CoheriqTypeError(
-            f"Engine class {cls_name!r} got the unknown class keyword {key!r}; the only one "
-            f"coheriq takes is name=.{did_you_mean(key, ['name'])}"
+            f"Engine class {cls_name!r} got the unknown class keyword {key!r}; coheriq takes "
+            "name=, conversions=, results= and accepts_library_types="
+            f".{did_you_mean(key, ['name', *_CONVERSION_KEYWORDS])}"
         )
+
+
+_CONVERSION_KEYWORDS = ("conversions", "results", "accepts_library_types")
 
 
 def _check_body(

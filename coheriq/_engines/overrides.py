@@ -14,6 +14,7 @@ from functools import partial, partialmethod
 from .. import _stdlib
 from .._call.marked import alternate_constructors, raw_attribute
 from .._call.proxy import candidate_of
+from .._names import environment_flag
 from .._stdlib import (
     CO_COROUTINE,
     CO_VARARGS,
@@ -29,7 +30,7 @@ from ..exceptions import (
     did_you_mean,
     listing,
 )
-from .declines import DecliningMethod, environment_flag, function_of
+from .declines import DecliningMethod, function_of
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping

@@ -22,7 +22,7 @@ from ..exceptions import (
     did_you_mean,
     listing,
 )
-from .meta import EngineMeta
+from .meta import EngineMeta, supplier
 from .start import EngineStart, instantiate, runs_no_code
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ class Engines:
         # Class candidate -> {implementation: the engine class whose body defines it, None for
         # the reference}, for isinstance.
         self.implementations: dict[str, dict[type, EngineMeta | None]] = {}
+        self.converting = False  # whether an engine declares conversions
         self._instances: dict[EngineMeta, dict[str, Any]] = {}  # the members of each
         # (engine class, the engines after it in an ordered list) -> members.
         self._then: dict[tuple[EngineMeta, tuple[Any, ...]], dict[str, Any]] = {}
@@ -136,12 +137,26 @@ class Engines:
                 self.by_name[name] = cls
                 self.reserved.pop(name, None)
             self.classes.append(cls)
+            if cls.__coheriq_conversions__ is not None and not self.converting:
+                self._convert_at_reference()
             for candidate in cls.__coheriq_overrides__:
                 if candidate in self.implementations:
                     self.implementations[candidate].setdefault(getattr(cls, candidate), cls)
                     self._refresh_isinstance(candidate)
         if (loaded := _loading.get()) is not None:
             loaded.append((self, cls))
+
+    def _convert_at_reference(self) -> None:
+        """From the first engine that declares conversions: the reference class's function
+        candidates convert what reaches them from an engine (``super()``, a fallback)."""
+        from .conversions import ReferenceReached  # imported when cls was defined
+
+        self.converting = True
+        reference = self.reference
+        for name, info in self.state.candidates.items():
+            if reference is not None and not info.is_class:
+                reached = ReferenceReached(self.state, name, info.reference)
+                type.__setattr__(reference, name, reached)
 
     def _forget(self, cls: EngineMeta | str) -> None:
         """Drop the engine class ``cls`` (or reserved name), from an import that failed."""
@@ -417,7 +432,11 @@ class Engines:
                 from .declines import bound_chain  # imported when cls was defined
 
                 return bound_chain(member)  # its Chain, which a list may extend
-            return member
+            if cls.__coheriq_conversions__ is None:
+                return member
+            from .conversions import crossing  # imported when cls was defined
+
+            return crossing(self.state, name, cls, supplier(cls, name), member)
         from .own_class import LibraryClass  # imported with the class
 
         if member is info.reference or (isinstance(member, LibraryClass) and member.info is info):

@@ -25,6 +25,10 @@ def attribute(domain: Any, name: str) -> Any:
     if info is None:
         return Declared(domain, name, domain.not_imported[name], domain.candidate_kinds[name])
     if not info.is_class:
+        if domain.engines.converting:  # imported with the engine that converts
+            from .._engines.conversions import ReferenceReached
+
+            return ReferenceReached(domain.state, name, info.reference)
         return staticmethod(info.reference)
     from .._engines.own_class import ClassCandidate  # imported with the first class
 

@@ -17,7 +17,7 @@ from time import perf_counter_ns
 
 from .._api.verbs import resolve_engine, using_engine
 from .._call.proxy import code_flags_behind
-from .._engines import declines
+from .._engines import conversions, declines
 from .._engines.meta import supplier
 from .._library import observing, registry
 from .._library.comparing import SharedSource, summarize
@@ -254,6 +254,7 @@ class Verification:
             try:
                 with self._other_side(domain, guarded=False):
                     theirs = domain.comparisons.copy_arguments(args, kwargs)
+                theirs = self._in_library_form(domain, name, theirs, depth=3)
             except SharedSource as shared:
                 skip = (
                     f"an argument is an iterator that may share its source with a copy "
@@ -294,6 +295,16 @@ class Verification:
         finally:
             found.scopes.exit(scope)
             observing.quiet.reset(quiet)
+
+    def _in_library_form(
+        self, domain: AccelerationDomain, name: str, value: Any, depth: int = 1
+    ) -> Any:
+        """``value`` with the verified engine's objects converted to the library's form,
+        as the other side reads them and as they are compared (its declared conversions)."""
+        table = conversions.table_of(self._resolve(domain)[1])
+        if table is None:
+            return value
+        return conversions.library_form(value, table, domain.state, name, depth)
 
     def _judge(self, call: _Call, other: _Run, error: BaseException | None) -> None:
         """Compare the two outcomes of ``call`` (``error``: what the engine raised), record
@@ -371,8 +382,9 @@ class Verification:
         comparisons, rtol, atol = call.domain.comparisons, self.rtol, self.atol
         skipped: list[str] = []
         try:
+            mine = self._in_library_form(call.domain, call.name, call.result)
             found = comparisons.difference(
-                call.name, call.result, other.result, rtol=rtol, atol=atol, skipped=skipped
+                call.name, mine, other.result, rtol=rtol, atol=atol, skipped=skipped
             )
         except CoheriqTypeError:
             raise  # a library's compare that answered neither a bool nor a sentence
@@ -389,8 +401,9 @@ class Verification:
         if found is None:
             # The program's arguments as the engine left them, against the other side's copies.
             try:
+                arguments = self._in_library_form(call.domain, call.name, call.mine, depth=3)
                 found = comparisons.arguments_difference(
-                    call.mine, call.theirs, rtol=rtol, atol=atol
+                    arguments, call.theirs, rtol=rtol, atol=atol
                 )
             except CoheriqTypeError:
                 raise
