@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ._engines.declines import Decline, may_decline
     from ._outside.activation import accelerate
     from ._tools.introspection import Coverage, Explanation, coverage, explain
-    from ._tools.profiling import DeclineRow, Profile, ProfileRow, profile
+    from ._tools.profiling import ConversionRow, DeclineRow, Profile, ProfileRow, profile
     from ._tools.snapshot import Snapshot, snapshot
     from ._tools.verdicts import (
         CoheriqVerificationError,
@@ -57,7 +57,7 @@ _ON_FIRST_USE = {
         "_engines.conversions": "Conversion",
         "_engines.declines": "Decline may_decline",
         "_tools.introspection": "Coverage Explanation coverage explain",
-        "_tools.profiling": "DeclineRow Profile ProfileRow profile",
+        "_tools.profiling": "ConversionRow DeclineRow Profile ProfileRow profile",
         "_tools.snapshot": "Snapshot snapshot",
         "statements": "EngineStatement engine_statements",
         "_tools.verdicts": "CoheriqVerificationError CoheriqVerificationWarning Mismatch "
@@ -74,6 +74,7 @@ __all__ = [
     "CoheriqVerificationError",
     "CoheriqVerificationWarning",
     "Conversion",
+    "ConversionRow",
     "Coverage",
     "Decline",
     "DeclineRow",

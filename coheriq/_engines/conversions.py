@@ -69,6 +69,8 @@ class Conversion:
         self._given = given
         self._resolved: tuple[Any, ...] | None = None
         self.cache, self.pickle_as_library = bool(cache), bool(pickle_as_library)
+        if self.pickle_as_library and isinstance(engine_type, type):
+            self._pickle_as_library(engine_type)
 
     def resolved(self) -> tuple[Any, ...]:
         """``(library_type, engine_type, to_engine, to_library)``, the strings imported."""
@@ -76,10 +78,13 @@ class Conversion:
         if found is None:
             found = self._resolved = tuple(map(_imported, self._given))
             if self.pickle_as_library:
-                import copyreg  # only an engine whose objects pickle as the library's needs it
-
-                copyreg.pickle(found[1], self._reduce)
+                self._pickle_as_library(found[1])
         return found
+
+    def _pickle_as_library(self, engine_type: type) -> None:
+        import copyreg  # only an engine whose objects pickle as the library's needs it
+
+        copyreg.pickle(engine_type, self._reduce)
 
     @property
     def library_type(self) -> type:
@@ -99,12 +104,10 @@ class Conversion:
         import copyreg
 
         cls, *args = reduced[1]
-        make = (
-            (copyreg._reconstructor, (cls, object, None))
-            if not args
-            else (cls.__new__, (cls, *args))
-        )  # type: ignore[attr-defined]
-        return (*make, *reduced[2:])
+        if args:
+            return (cls.__new__, (cls, *args), *reduced[2:])
+        rebuild = copyreg._reconstructor  # type: ignore[attr-defined]
+        return (rebuild, (cls, object, None), *reduced[2:])
 
     def label(self, direction: str) -> str:
         """``'ndarray -> Array'``: the pair in ``direction``'s order, by the types' names."""
@@ -448,13 +451,25 @@ class ReferenceReached:
         return found
 
 
-def conversions_of(objects: Iterable[Any], table: Table | None) -> list[tuple[Conversion, str]]:
-    """The conversions ``objects`` would need to go to the library's form under ``table``."""
-    found = []
-    for obj in objects:
-        conversion = None if table is None else table.find(type(obj), TO_LIBRARY)
-        if conversion is not None:
-            found.append((conversion, TO_LIBRARY))
+def would_convert(name: str, chosen: Any, owner: Any, values: Iterable[Any]) -> list[str]:
+    """What a call of candidate ``name`` on engine class ``chosen`` answered by ``owner``'s
+    implementation (None: the reference) would convert of ``values``, its arguments, as
+    sentences (``"ndarray -> Array by to_engine"``); converts nothing."""
+    table, own = table_of(chosen), table_of(owner)
+    if table is None:
+        return []
+    inward = own if own is not None and not own.takes_library_types(name) else None
+    found: list[str] = []
+    for value in values:
+        items = list(value) if type(value) in (tuple, list) else [value]
+        for item in items:
+            outward = table.find(type(item), TO_LIBRARY)
+            if outward is not None and (own is None or outward not in own.conversions):
+                found.append(f"{outward.label(TO_LIBRARY)} by to_library (a fallback)")
+            elif inward is not None and (conversion := inward.find(type(item), TO_ENGINE)):
+                found.append(f"{conversion.label(TO_ENGINE)} by to_engine")
+    if found and inward is not None and table.results == "input":
+        found.append("results of the engine's types back by to_library (results='input')")
     return found
 
 

@@ -27,7 +27,6 @@ from .._stdlib import (
     log,
 )
 from ..exceptions import CoheriqDeclineError, CoheriqTypeError, ended
-from .conversions import crossing, table_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -295,8 +294,10 @@ class Chain:
         """``call``, ``owner``'s (None: the reference), converting what crosses to it
         from this chain's engine (:func:`~coheriq._engines.conversions.crossing`)."""
         chosen = self.steps[0].chosen
-        if table_of(chosen) is None:
+        if getattr(chosen, "__coheriq_conversions__", None) is None:
             return call
+        from .conversions import crossing  # imported when chosen was defined
+
         return crossing(self.state, self.name, chosen, owner, call)  # type: ignore[no-any-return]
 
     def all_steps(self, after_first: bool = False) -> Iterator[Step]:

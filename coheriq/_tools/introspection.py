@@ -5,6 +5,7 @@ from __future__ import annotations
 from .._call.proxy import candidate_of
 from .._call.swapped import not_swappable
 from .._choice.ordered import after_chosen, describe_tried, parse_engine_list
+from .._engines.conversions import would_convert
 from .._engines.declines import chain_of
 from .._engines.meta import EngineMeta, supplier
 from .._library import observing
@@ -49,6 +50,9 @@ class Explanation:
         declines: Asked with arguments: what the implementations before it
             would do, in order (``"gpu declines: 10 rows, below 512"``, or, for
             one that declines by raising, ``"gpu: may decline when it runs"``).
+        conversions: Asked with arguments: what the call would convert where it
+            crosses to the implementation that answers (``"ndarray -> Array by
+            to_engine"``; see :class:`coheriq.Conversion`); else empty.
         bound_before: For a library accelerated from the outside after it was
             imported: candidate name -> the names (``"app.mean"``) bound to its
             unmarked function or class before, which run the library's own code
@@ -80,6 +84,7 @@ class Explanation:
         self.answers, self.declines = answers, declines or []
         self.bound_before: dict[str, list[str]] = {}
         self.proxies: dict[str, str] = {}
+        self.conversions: list[str] = []
         # The candidates on a dispatcher because of what they are, not because
         # COHERIQ_SWAP_CODE=0 puts every candidate there: what str() names.
         self._set_aside: list[str] = []
@@ -129,6 +134,7 @@ class Explanation:
         if self.answers is not None:
             lines.append(f"  with these arguments: {self.answers} answers")
             lines += [f"    {step}" for step in self.declines]
+            lines += [f"    converts {conversion}" for conversion in self.conversions]
         return "\n".join(lines)
 
 
@@ -191,6 +197,10 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
         explained.answers, explained.declines = _answering(
             domain, cls, candidate, tried, args, kwargs
         )
+        answering = domain.engines.by_name.get(explained.answers)
+        owner = None if answering is None else supplier(answering, candidate)
+        values = [*args, *kwargs.values()]
+        explained.conversions = would_convert(candidate, cls, owner, values)
     return explained
 
 

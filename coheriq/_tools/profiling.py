@@ -11,7 +11,7 @@ import weakref
 from contextvars import ContextVar
 from time import perf_counter_ns
 
-from .._engines import declines
+from .._engines import conversions, declines
 from .._library import observing
 from .._library.domain import AccelerationDomain
 from .._stdlib import TYPE_CHECKING, after_fork_in_child, leave_chain
@@ -85,12 +85,40 @@ class DeclineRow:
         )
 
 
+class ConversionRow:
+    """The objects converted for one candidate's calls by one declared conversion.
+
+    Attributes:
+        domain: The domain's name.
+        candidate: The candidate's name (``coheriq.to_library`` for an explicit request).
+        pair: The types, from and to (``'ndarray -> Array'``).
+        direction: ``'to_engine'`` or ``'to_library'``.
+        count: Objects converted (a cached conversion reused is not counted).
+        total: Seconds spent converting them.
+    """
+
+    __slots__ = ("candidate", "count", "direction", "domain", "pair", "total")
+
+    def __init__(
+        self, domain: str, candidate: str, pair: str, direction: str, count: int, total: float
+    ):
+        self.domain, self.candidate, self.pair = domain, candidate, pair
+        self.direction, self.count, self.total = direction, count, total
+
+    def __repr__(self) -> str:
+        return (
+            f"ConversionRow({self.domain}.{self.candidate}: {self.pair} by {self.direction}, "
+            f"{self.count} objects, {self.total:.6f} s)"
+        )
+
+
 class Profile:
     """The calls recorded by one :func:`profile` block (and the blocks nested in it)."""
 
     def __init__(self) -> None:
         self._stats: dict[tuple[str, str, str], tuple[int, int]] = {}  # key -> (calls, ns)
         self._declines: dict[tuple[str, str, str, str], int] = {}
+        self._conversions: dict[tuple[str, str, str, str], tuple[int, float]] = {}
         # Re-entrant: a signal handler or a __del__ may call a candidate while its
         # thread records.
         self._lock = _thread.RLock()
@@ -110,6 +138,13 @@ class Profile:
         with self._lock:
             rows = [DeclineRow(*key, count) for key, count in self._declines.items()]
         return sorted(rows, key=lambda r: (-r.count, r.domain, r.candidate, r.engine, r.reason))
+
+    @property
+    def conversions(self) -> list[ConversionRow]:
+        """The objects converted where calls crossed implementations, most time first."""
+        with self._lock:
+            rows = [ConversionRow(*key, *value) for key, value in self._conversions.items()]
+        return sorted(rows, key=lambda r: (-r.total, r.domain, r.candidate, r.pair))
 
     def _record(self, key: tuple[str, str, str], nanoseconds: int) -> None:
         with self._lock:
@@ -149,9 +184,17 @@ class Profile:
             ]
             for r in rows
         ]
-        return columns(table, 2) + "".join(
-            f"\n{r.domain}.{r.candidate}: {r.engine} declined {_calls(r.count)} ({r.reason})"
-            for r in self.declines
+        return (
+            columns(table, 2)
+            + "".join(
+                f"\n{r.domain}.{r.candidate}: {r.engine} declined {_calls(r.count)} ({r.reason})"
+                for r in self.declines
+            )
+            + "".join(
+                f"\n{r.domain}.{r.candidate}: converted {r.count} ({r.pair}) in "
+                f"{r.total * 1e3:.3f} ms"
+                for r in self.conversions
+            )
         )
 
 
@@ -172,9 +215,10 @@ def profile() -> Profile:
     candidate calling another counts in both). ``print(prof)`` renders a table;
     ``prof.rows`` is the data. The calls an engine declined (see
     :func:`coheriq.may_decline`) are counted per candidate, engine and reason in
-    ``prof.declines``, and listed under the table. Like :class:`using_engine`, a
-    block covers its own thread or task (and tasks created inside it); it never
-    chooses an engine.
+    ``prof.declines``, and listed under the table; so are the objects converted
+    where calls crossed implementations (``prof.conversions``, see
+    :class:`coheriq.Conversion`). Like :class:`using_engine`, a block covers its
+    own thread or task (and tasks created inside it); it never chooses an engine.
     """
     return Profile()
 
@@ -228,6 +272,20 @@ def _count_decline(state: Any, candidate: str, engine: str, reason: str) -> None
 
 
 declines.watchers.append(_count_decline)
+
+
+def _count_conversion(
+    state: Any, candidate: str, conversion: Any, direction: str, seconds: float
+) -> None:
+    """A conversions watcher: count one conversion in the profiles open in this context."""
+    key = (state.name, candidate, conversion.label(direction), direction)
+    for profile in dict.fromkeys(_active.get()):
+        with profile._lock:
+            count, total = profile._conversions.get(key, (0, 0.0))
+            profile._conversions[key] = (count + 1, total + seconds)
+
+
+conversions.watchers.append(_count_conversion)
 
 
 @after_fork_in_child
