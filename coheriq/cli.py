@@ -220,7 +220,9 @@ def _load_each(
                 domain.engines.members_of(cls)
             if notes is not None:
                 notes[name] = bypassed_classes(domain, cls)
-            results[name] = None
+            table = cls.__coheriq_conversions__
+            results[name] = " ".join(table.problems(name)) if table is not None else None
+            results[name] = results[name] or None
         except CoheriqError as error:
             results[name] = str(error)
     return results

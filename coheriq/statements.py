@@ -10,7 +10,11 @@ The file says::
 
     {"coheriq_statement": 1, "domain": "mylib", "engine": "fast",
      "description": "one line", "needs": "an NVIDIA GPU",
-     "implements": ["normalize", "Histogram"]}
+     "implements": ["normalize", "Histogram"],
+     "conversions": [{"library": "numpy:ndarray", "engine": "jax:Array"}],
+     "results": "engine"}
+
+(``conversions`` and ``results``, what the engine declares of its data, may be left out.)
 
 A statement that cannot be read is reported as a problem, and its engine states nothing.
 """
@@ -55,6 +59,9 @@ class EngineStatement:
         description: One line that says what the engine is (``""`` if unstated).
         needs: What it needs to start (``"an NVIDIA GPU"``), or ``None``.
         implements: The candidates it states it implements, as names.
+        conversions: The pairs of types it converts between, ``(library, engine)``,
+            each as ``"module:qualname"`` (see :class:`coheriq.Conversion`).
+        results: ``"engine"`` or ``"input"``: the form its results come back in.
         source: Where the statement came from: the entry point's value
             (``"mylib_fast:mylib_fast.coheriq.json"``), or what gave it otherwise.
         problem: Why the statement could not be used, as a sentence; ``None``
@@ -62,13 +69,25 @@ class EngineStatement:
             nothing (its ``implements`` is empty).
     """
 
-    __slots__ = ("description", "domain", "engine", "implements", "needs", "problem", "source")
+    __slots__ = (
+        "conversions",
+        "description",
+        "domain",
+        "engine",
+        "implements",
+        "needs",
+        "problem",
+        "results",
+        "source",
+    )
 
     domain: str
     engine: str
     description: str
     needs: str | None
     implements: tuple[str, ...]
+    conversions: tuple[tuple[str, str], ...]
+    results: str
     source: str
     problem: str | None
 
@@ -80,12 +99,24 @@ class EngineStatement:
         description: str = "",
         needs: str | None = None,
         implements: Iterable[str] = (),
+        conversions: Iterable[tuple[str, str]] = (),
+        results: str = "engine",
         source: str = "",
         problem: str | None = None,
     ) -> None:
-        names = ("domain", "engine", "description", "needs", "implements", "source", "problem")
-        values = (domain, engine, description, needs, tuple(implements), source, problem)
-        for name, value in zip(names, values, strict=True):
+        pairs = tuple(map(tuple, conversions))
+        values = {
+            "domain": domain,
+            "engine": engine,
+            "description": description,
+            "needs": needs,
+            "implements": tuple(implements),
+            "conversions": pairs,
+            "results": results,
+            "source": source,
+            "problem": problem,
+        }
+        for name, value in values.items():
             object.__setattr__(self, name, value)  # frozen: __setattr__ refuses
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -112,6 +143,12 @@ class EngineStatement:
             "description": self.description,
             "needs": self.needs,
             "implements": list(self.implements),
+            **(
+                {"conversions": [{"library": lib, "engine": eng} for lib, eng in self.conversions]}
+                if self.conversions
+                else {}
+            ),
+            **({"results": self.results} if self.results != "engine" else {}),
         }
 
 
@@ -232,7 +269,29 @@ def _fields(data: object, domain: str, engine: str) -> dict[str, Any]:
         "description": " ".join(description.split()),
         "needs": _one_line(needs),
         "implements": tuple(names),
+        "conversions": _pairs(data.get("conversions", [])),
+        "results": _results(data.get("results", "engine")),
     }
+
+
+def _pairs(stated: object) -> tuple[tuple[str, str], ...]:
+    """A statement's ``"conversions"``: ``(library, engine)`` pairs of ``module:qualname``."""
+    pairs = []
+    for pair in stated if isinstance(stated, list) else [stated]:
+        named = [pair.get(k) if isinstance(pair, dict) else None for k in ("library", "engine")]
+        if not all(isinstance(n, str) and ":" in n for n in named):
+            raise UnusableFileError(
+                f'its "conversions" holds {pair!r}, not {{"library": "module:qualname", '
+                '"engine": "module:qualname"}'
+            )
+        pairs.append((named[0], named[1]))
+    return tuple(pairs)  # type: ignore[arg-type]
+
+
+def _results(stated: object) -> str:
+    if stated not in ("engine", "input"):
+        raise UnusableFileError(f'its "results" is {stated!r}, not "engine" or "input"')
+    return str(stated)
 
 
 def _one_line(text: str | None) -> str | None:
@@ -251,14 +310,24 @@ def implemented_by(cls: Any) -> tuple[str, ...]:
     return tuple(c for c in kinds if supplier(cls, c) is not reference)
 
 
+def converted_by(cls: Any) -> tuple[tuple[str, str], ...]:
+    """The pairs of types engine class ``cls`` declares conversions for, ``(library, engine)``
+    as ``"module:qualname"`` (a class given as one is not imported)."""
+    table = cls.__coheriq_conversions__
+    return () if table is None else tuple(c.names() for c in table.conversions)
+
+
 def statement_of(cls: Any, *, description: str, needs: str | None) -> EngineStatement:
     """The statement that engine class ``cls`` makes true, with ``description`` and ``needs``."""
+    table = cls.__coheriq_conversions__
     return EngineStatement(
         cls.__coheriq_domain__.name,
         cls.__coheriq_name__,
         description=" ".join(description.split()),
         needs=_one_line(needs),
         implements=implemented_by(cls),
+        conversions=converted_by(cls),
+        results="engine" if table is None else table.results,
     )
 
 
@@ -276,18 +345,27 @@ class Disagreement:
         not_implemented: Candidates stated, which the class takes from the reference.
         not_stated: Candidates the class implements, which the statement leaves out.
         unknown: Stated names that are no candidate of the domain.
+        conversions: How the stated conversions and result policy differ from the
+            class's, as sentences (empty where they agree).
         message: All of it as sentences, with what to do.
     """
 
     def __init__(
-        self, not_implemented: list[str], not_stated: list[str], unknown: list[str], message: str
+        self,
+        not_implemented: list[str],
+        not_stated: list[str],
+        unknown: list[str],
+        message: str,
+        conversions: list[str] | None = None,
     ) -> None:
         self.not_implemented, self.not_stated, self.unknown = not_implemented, not_stated, unknown
+        self.conversions = conversions or []
         self.message = message
 
     def as_dict(self) -> dict[str, list[str]]:
-        """The three lists, for JSON."""
-        return {n: getattr(self, n) for n in ("not_implemented", "not_stated", "unknown")}
+        """The lists, for JSON (``conversions`` only where they differ)."""
+        names = ("not_implemented", "not_stated", "unknown", "conversions")
+        return {n: getattr(self, n) for n in names if n != "conversions" or self.conversions}
 
 
 def compare(statement: EngineStatement, cls: Any) -> Disagreement | None:
@@ -298,13 +376,18 @@ def compare(statement: EngineStatement, cls: Any) -> Disagreement | None:
     unknown = [n for n in stated if n not in candidates]
     missing = [n for n in stated if n in candidates and n not in implemented]
     unstated = [n for n in implemented if n not in stated]
-    if not (unknown or missing or unstated):
+    table = cls.__coheriq_conversions__
+    converts = _conversions_differ(
+        statement, converted_by(cls), "engine" if table is None else table.results
+    )
+    if not (unknown or missing or unstated or converts):
         return None
     said = []
     if missing:
         said.append(f"it states {listing(missing)}, which the class takes from the reference")
     if unstated:
         said.append(f"the class implements {listing(unstated)}, which it does not state")
+    said += converts
     domain = statement.domain
     # A misspelled name gets a sentence of its own, with the closest candidates.
     typos = "".join(
@@ -319,4 +402,21 @@ def compare(statement: EngineStatement, cls: Any) -> Disagreement | None:
         + f" Write it again from the class with `coheriq statement {domain} "
         f"{statement.engine} -o FILE`, or fix the engine."
     )
-    return Disagreement(missing, unstated, unknown, message)
+    return Disagreement(missing, unstated, unknown, message, converts)
+
+
+def _conversions_differ(
+    statement: EngineStatement, declared: tuple[tuple[str, str], ...], results: str
+) -> list[str]:
+    """How a statement's conversions and result policy differ from a class's, as clauses."""
+    said = []
+    stated = statement.conversions
+    if set(stated) != set(declared):
+        shown = [f"{lib} <-> {eng}" for lib, eng in declared] or ["none"]
+        said.append(
+            f"it states conversions {listing(f'{a} <-> {b}' for a, b in stated) or 'none'}, "
+            f"the class declares {listing(shown)}"
+        )
+    if statement.results != results:
+        said.append(f"it states results={statement.results!r}, the class has {results!r}")
+    return said

@@ -586,3 +586,58 @@ def test_writing_a_statement_to_a_pipe_or_a_device_reads_nothing_back(installed)
         "written to '/dev/full': No space left on device. Give -o a file that can be "
         "written, in a directory that exists.\n"
     )
+
+
+CONVERTING = """
+import coheriq
+
+class Cells:
+    def __init__(self, cells):
+        self.cells = cells
+
+class Conv(coheriq.engine_class("stdom"), name="conv", results="input", conversions=[
+    coheriq.Conversion("stdom_lib:Grid", Cells, to_engine=lambda g: Cells(g.cells),
+                       to_library="stdom_lib:Grid"),
+    coheriq.Conversion(list, "nosuch_module:Array", to_engine=list, to_library=list),
+]):
+    def shift(self, xs, by=1.0):
+        return xs
+"""
+
+
+def test_a_statement_states_the_conversions_and_check_resolves_them(make_dist, tmp_path):
+    site = make_dist(
+        "stdom_conv_dist",
+        {"stdom_lib": LIBRARY, "stdom_conv": CONVERTING},
+        {
+            "coheriq.domains": {"stdom": "stdom_lib"},
+            "coheriq.engines.stdom": {"conv": "stdom_conv"},
+            "coheriq.statements.stdom": {"conv": "stdom_conv:stdom_conv.coheriq.json"},
+        },
+    )
+    target = site / "stdom_conv.coheriq.json"
+    made = coheriq_cli(site, "statement", "stdom", "conv", "--description", "c", "-o", str(target))
+    assert made.returncode == 0, made.stderr
+    written = json.loads(target.read_text())
+    assert written["conversions"] == [
+        {"library": "stdom_lib:Grid", "engine": "stdom_conv:Cells"},
+        {"library": "builtins:list", "engine": "nosuch_module:Array"},
+    ]
+    assert written["results"] == "input"
+    assert coheriq.statements.parse_statement(written, domain="stdom").conversions == (
+        ("stdom_lib:Grid", "stdom_conv:Cells"),
+        ("builtins:list", "nosuch_module:Array"),
+    )
+    checked = coheriq_cli(site, "check", "stdom", "conv")
+    assert checked.returncode == 1
+    text = " ".join(checked.stdout.split())
+    assert "A conversion names 'nosuch_module:Array', which cannot be imported" in text
+    written["conversions"] = written["conversions"][:1]
+    written["results"] = "engine"
+    write(site, "stdom_conv", written)
+    drifted = " ".join(coheriq_cli(site, "check", "stdom", "conv").stdout.split())
+    assert "the class declares" in drifted and "builtins:list <-> nosuch_module:Array" in drifted
+    assert "it states results='engine', the class has 'input'" in drifted
+    write(site, "stdom_conv", {**written, "conversions": [{"library": "x"}]})
+    broken = coheriq.engine_statements("stdom")["conv"]
+    assert broken.problem and '"conversions" holds' in broken.problem

@@ -109,6 +109,11 @@ class Conversion:
         rebuild = copyreg._reconstructor  # type: ignore[attr-defined]
         return (rebuild, (cls, object, None), *reduced[2:])
 
+    def names(self) -> tuple[str, str]:
+        """The two types as ``"module:qualname"``, the library's first (none imported)."""
+        given = self._given[:2]
+        return tuple(g if isinstance(g, str) else f"{g.__module__}:{g.__qualname__}" for g in given)  # type: ignore[return-value]
+
     def label(self, direction: str) -> str:
         """``'ndarray -> Array'``: the pair in ``direction``'s order, by the types' names."""
         names = [g if isinstance(g, str) else g.__qualname__ for g in self._given[:2]]
@@ -147,6 +152,26 @@ class Table:
     ) -> None:
         self.conversions, self.results, self.accepts = conversions, results, accepts
         self._by_type: dict[tuple[type, str], Conversion | None] = {}
+
+    def problems(self, engine: str) -> list[str]:
+        """What is wrong with these conversions of ``engine``, as sentences: a name that
+        cannot be imported, or a library type that two of them convert."""
+        found: list[str] = []
+        seen: dict[type, type] = {}
+        for conversion in self.conversions:
+            try:
+                library = conversion.resolved()[0]
+            except CoheriqConversionError as error:
+                found.append(f"Engine {engine!r}: {error}")
+                continue
+            if library in seen and seen[library] != conversion.engine_type:
+                found.append(
+                    f"Engine {engine!r} converts {library.__qualname__} in two ways "
+                    f"({seen[library].__qualname__} and {conversion.engine_type.__qualname__}): "
+                    "the first one declared is used; declare one conversion per library type."
+                )
+            seen.setdefault(library, conversion.engine_type)
+        return found
 
     def takes_library_types(self, candidate: str) -> bool:
         return self.accepts is True or (self.accepts is not False and candidate in self.accepts)
