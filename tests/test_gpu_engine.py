@@ -205,3 +205,49 @@ def test_the_crossover_benchmark_runs_small():
                "--platform", "cpu")  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "the gpu engine (uploading each batch) is faster than the" in done.stdout
+
+
+CROSSING = """
+import pickle, sys, coheriq, ragbatch
+cpu = "compiled" if "compiled" in coheriq.available_engines("ragbatch") else "numpy"
+host = ragbatch.RaggedBatch([[float(i), 2.0, 3.0] for i in range(400)])
+with coheriq.profile() as prof, coheriq.using_engine("ragbatch", ["gpu", cpu]):
+    first = ragbatch.softmax(host)  # uploaded as it enters the engine
+    again = ragbatch.softmax(host)  # the upload reused
+    indices, best = ragbatch.topk(first, 2)  # stays on the device: no conversion
+    small = ragbatch.softmax(best)  # 800 values on the device: declined, downloaded once
+    smaller = ragbatch.row_sum(best)  # declined too: the download reused
+    explained = coheriq.explain(ragbatch.softmax, best)
+print(type(first).__name__, type(again).__name__, type(best).__name__, coheriq.engine_of(small))
+print(sorted((r.candidate, r.pair, r.count) for r in prof.conversions))
+print(explained.conversions)
+with coheriq.verify("ragbatch", "gpu", on_mismatch="raise") as checked:
+    ragbatch.softmax(ragbatch.topk(ragbatch.softmax(host), 2)[1])
+print(checked.ok, [(r.candidate, r.compared) for r in checked.rows])
+sys.stdout.flush()
+open(sys.argv[1], "wb").write(pickle.dumps(first))
+"""
+
+LOAD = """
+import pickle, sys
+loaded = pickle.load(open(sys.argv[1], "rb"))
+print(type(loaded).__module__, type(loaded).__name__, len(loaded), "jax" in sys.modules)
+"""
+
+
+def test_device_batches_cross_implementations_by_the_engines_declared_conversions(tmp_path):
+    pickled = str(tmp_path / "batch.pickle")
+    done = run("-c", CROSSING, pickled, RAGBATCH_GPU_PLATFORM="cpu", RAGBATCH_GPU_MIN_VALUES="0",
+               RAGBATCH_GPU_MIN_DEVICE_VALUES="1000")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    kinds, converted, explained, verified = done.stdout.strip().splitlines()
+    cpu = "compiled" if importlib.util.find_spec("ragbatch_compiled") else "numpy"
+    assert kinds == f"GpuBatch GpuBatch GpuBatch {cpu}"
+    assert converted == (
+        "[('softmax', 'GpuBatch -> RaggedBatch', 1), ('softmax', 'RaggedBatch -> GpuBatch', 1)]"
+    )
+    assert explained == "['GpuBatch -> RaggedBatch by to_library (a fallback)']"
+    assert verified == "True [('softmax', 2), ('topk', 1)]"
+    loaded = run("-c", LOAD, pickled)  # a plain interpreter: the library's batch, no JAX
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert loaded.stdout.split() == ["ragbatch", "RaggedBatch", "400", "False"]

@@ -58,7 +58,7 @@ def to_engine(obj: Any, domain: AccelerationDomain | str, engine: object) -> Any
     found = lookup_domain(domain)
     table = table_of(resolve_engine(found, engine))
     conversion = None if table is None else table.find(type(obj), TO_ENGINE)
-    if conversion is None:
+    if conversion is None or table.find(type(obj), TO_LIBRARY) is not None:  # type: ignore[union-attr]
         return obj
     return convert(obj, conversion, TO_ENGINE, found.state, "coheriq.to_engine")
 

@@ -368,7 +368,7 @@ def crossing(state: Any, name: str, chosen: Any, owner: Any, call: Callable[...,
                 if strict:
                     _refuse(state, name, chosen, owner, conversion, strict)
                 return convert(value, conversion, TO_LIBRARY, state, name)
-        if inward is not None:
+        if inward is not None and inward.find(kind, TO_LIBRARY) is None:  # not its own yet
             found = inward.find(kind, TO_ENGINE)
             if found is not None:
                 into.append(True)
@@ -491,8 +491,9 @@ def would_convert(name: str, chosen: Any, owner: Any, values: Iterable[Any]) -> 
             outward = table.find(type(item), TO_LIBRARY)
             if outward is not None and (own is None or outward not in own.conversions):
                 found.append(f"{outward.label(TO_LIBRARY)} by to_library (a fallback)")
-            elif inward is not None and (conversion := inward.find(type(item), TO_ENGINE)):
-                found.append(f"{conversion.label(TO_ENGINE)} by to_engine")
+            elif inward is not None and inward.find(type(item), TO_LIBRARY) is None:
+                if conversion := inward.find(type(item), TO_ENGINE):
+                    found.append(f"{conversion.label(TO_ENGINE)} by to_engine")
     if found and inward is not None and table.results == "input":
         found.append("results of the engine's types back by to_library (results='input')")
     return found

@@ -26,8 +26,18 @@ A batch still on the host with fewer values than ``RAGBATCH_GPU_MIN_VALUES``
 (default :data:`MIN_VALUES`) is declined (``coheriq.may_decline``): uploading it
 costs more than the work, and the next implementation runs it (the compiled
 engine under ``RAGBATCH_ENGINE=gpu,compiled``, else the reference). A batch on
-the device already is never declined. ``python -m ragbatch_gpu.benchmark
---crossover`` measures where the engine starts to win.
+the device is declined only below ``RAGBATCH_GPU_MIN_DEVICE_VALUES`` (default 0:
+never), where one program's launch costs more than the CPU's loop.
+``python -m ragbatch_gpu.benchmark --crossover`` measures where the engine starts
+to win on host batches.
+
+The engine declares its data (:data:`CONVERSIONS`): any engine's batch becomes a
+:class:`GpuBatch` by one upload, and a :class:`GpuBatch` the library's
+``RaggedBatch`` by one download. coheriq uploads a host batch as it enters the
+engine, once per batch (cached), keeps results on the device from call to call,
+downloads a device batch where a call falls back to another implementation
+(a decline, ``verify``), and pickles a device batch as the library's batch, which
+loads where JAX is not installed.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ Numpy = coheriq.engine_class("ragbatch", "numpy")
 
 PLATFORM_ENV = "RAGBATCH_GPU_PLATFORM"
 MIN_VALUES_ENV = "RAGBATCH_GPU_MIN_VALUES"
+MIN_DEVICE_VALUES_ENV = "RAGBATCH_GPU_MIN_DEVICE_VALUES"
 MIN_VALUES = 1 << 16
 """Below this many values, a batch on the host is declined (not measured on a GPU yet:
 ``gpu_check.sh`` measures the crossover; set ``RAGBATCH_GPU_MIN_VALUES`` to it)."""
@@ -78,14 +89,15 @@ def find_device(platform: str = "gpu") -> Any:
     return device
 
 
-def min_values() -> int:
-    """``RAGBATCH_GPU_MIN_VALUES``, else :data:`MIN_VALUES` (0 declines nothing)."""
-    text = os.environ.get(MIN_VALUES_ENV, "").strip()
+def min_values(variable: str = MIN_VALUES_ENV, default: int = MIN_VALUES) -> int:
+    """Environment ``variable`` (``RAGBATCH_GPU_MIN_VALUES``), else ``default`` (0 declines
+    nothing)."""
+    text = os.environ.get(variable, "").strip()
     if not text:
-        return MIN_VALUES
+        return default
     if not text.isdigit():
         raise RuntimeError(
-            f"{MIN_VALUES_ENV}={text!r} is not a number of values: set it to a whole "
+            f"{variable}={text!r} is not a number of values: set it to a whole "
             "number (0 to run every batch on the device), or unset it."
         )
     return int(text)
@@ -320,21 +332,52 @@ def _on_device(batch: Any, dtype: Any = np.float64) -> GpuBatch:
     return batch
 
 
+def _download(batch: GpuBatch) -> ragbatch.RaggedBatch:
+    """The library's batch of ``batch``'s rows, on the host (whatever engine is active)."""
+    host = ragbatch.RaggedBatch.__new__(ragbatch.RaggedBatch)
+    host.values, host.offsets = batch.values.tolist(), batch.offsets.tolist()
+    return host
+
+
+CONVERSIONS = [
+    coheriq.Conversion(
+        ragbatch.RaggedBatch,  # any engine's batch: isinstance says so of each
+        GpuBatch,
+        to_engine=_on_device,
+        to_library=_download,
+        cache=True,  # neither copy refers to the other
+        pickle_as_library=True,
+    )
+]
+"""What the engine's data is: a batch uploaded once, downloaded once, pickled on the host."""
+
+
 def _too_small(engine: GpuEngine, batch: Any, *args: Any) -> str | None:
-    """Why ``engine`` declines ``batch`` (one on the host, too small to upload), or None."""
-    if isinstance(batch, GpuBatch) or engine.min_values == 0:
-        return None  # on the device already: no upload to pay for
+    """Why ``engine`` declines ``batch`` (on the host, too small to upload; on the device,
+    too small for a program), or None."""
+    on_device = isinstance(batch, GpuBatch)
+    least = engine.min_device_values if on_device else engine.min_values
     offsets = batch.offsets
-    if len(offsets) and int(offsets[-1]) >= engine.min_values:
+    if least == 0 or (len(offsets) and int(offsets[-1]) >= least):
         return None
     # One reason for every size below the threshold: the log says it once.
+    if on_device:
+        return (
+            f"a batch on the device with fewer than {least} values: a program costs more "
+            f"than the work on the CPU ({MIN_DEVICE_VALUES_ENV})"
+        )
     return (
-        f"a batch on the host with fewer than {engine.min_values} values: uploading it "
+        f"a batch on the host with fewer than {least} values: uploading it "
         f"costs more than the work ({MIN_VALUES_ENV})"
     )
 
 
-class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
+class GpuEngine(
+    coheriq.engine_class("ragbatch"),
+    name="gpu",
+    conversions=CONVERSIONS,
+    accepts_library_types=["to_flat"],  # copies to the host: no upload first
+):
     """ragbatch's rows on a GPU, each function one compiled JAX program."""
 
     RaggedBatch = GpuBatch
@@ -342,6 +385,7 @@ class GpuEngine(coheriq.engine_class("ragbatch"), name="gpu"):
     def __init__(self) -> None:
         self.softmax_kernel = choose_softmax_kernel(device_platform())
         self.min_values = min_values()
+        self.min_device_values = min_values(MIN_DEVICE_VALUES_ENV, 0)
         self.device = device()  # no GPU: the error says so, and the engine is not chosen
 
     def from_flat(self, values: Sequence[float], offsets: Sequence[int]) -> GpuBatch:
