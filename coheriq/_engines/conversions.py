@@ -492,7 +492,8 @@ def would_convert(name: str, chosen: Any, owner: Any, values: Iterable[Any]) -> 
             if outward is not None and (own is None or outward not in own.conversions):
                 found.append(f"{outward.label(TO_LIBRARY)} by to_library (a fallback)")
             elif inward is not None and inward.find(type(item), TO_LIBRARY) is None:
-                if conversion := inward.find(type(item), TO_ENGINE):
+                conversion = inward.find(type(item), TO_ENGINE)
+                if conversion is not None:
                     found.append(f"{conversion.label(TO_ENGINE)} by to_engine")
     if found and inward is not None and table.results == "input":
         found.append("results of the engine's types back by to_library (results='input')")
