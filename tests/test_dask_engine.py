@@ -160,8 +160,13 @@ def main():
         and np.array_equal(ragbatch.to_flat(indices)[0], want_i.values)
         and np.allclose(sums, want_sums, rtol=1e-12)
     )
-    mixed = ragbatch.softmax(foreign)  # another engine's batch: scattered for the call
+    with coheriq.profile() as prof:
+        mixed = ragbatch.softmax(foreign)  # another engine's batch: scattered once
+        ragbatch.row_sum(foreign)  # the scattered copy reused
+        gathered = coheriq.to_library(top)  # the library's batch, gathered once
     report["mixed"] = [mixed.backend, bool(np.allclose(mixed.values, probabilities.values))]
+    report["converted"] = sorted((r.candidate, r.pair, r.count) for r in prof.conversions)
+    report["gathered"] = [type(gathered).__name__, gathered.backend, gathered == top]
     copy = pickle.loads(pickle.dumps(top))
     report["pickled"] = [copy.backend, copy == top, copy.distributed]
     report["row"] = [indices[7], [int(i) for i in want_i[7]]]
@@ -211,6 +216,11 @@ def test_data_stays_on_the_workers_between_steps(scheduler, tmp_path):
     assert report["to_flat"]["client"] < 0.5 * data
     assert report["same"] is True
     assert report["mixed"] == ["dask", True]
+    assert report["converted"] == [
+        ["coheriq.to_library", "DaskBatch -> RaggedBatch", 1],
+        ["softmax", "RaggedBatch -> DaskBatch", 1],
+    ]
+    assert report["gathered"] == ["RaggedBatch", "reference", True]
     assert report["pickled"] == ["dask", True, False]  # a local copy, equal
     assert [int(i) for i in report["row"][0]] == report["row"][1]
     chunk_counts, *same = report["in_pairs"]

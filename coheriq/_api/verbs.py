@@ -312,8 +312,9 @@ def resolve_impl(candidate: T) -> T:
 
     For a function candidate, the engine's function or bound method; for a class candidate,
     the implementing class. Where the implementation may decline a call
-    (:func:`coheriq.may_decline`), a function that tries it first: its ``__wrapped__`` is the
-    implementation (for a method, its ``__self__`` the engine's instance). Like a call, this
+    (:func:`coheriq.may_decline`), or the engine converts data (:class:`coheriq.Conversion`),
+    a function that tries it first: its ``__wrapped__`` is the implementation (for a method,
+    its ``__self__`` the engine's instance). Like a call, this
     makes the domain's global choice if it is not made yet.
 
     Raises:

@@ -395,7 +395,7 @@ def crossing(state: Any, name: str, chosen: Any, owner: Any, call: Callable[...,
 
     converting.__coheriq_crossing__ = True  # type: ignore[attr-defined]
     converting.__wrapped__ = call  # type: ignore[attr-defined]
-    for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
+    for attribute in ("__name__", "__qualname__", "__doc__", "__module__", "__self__"):
         if hasattr(call, attribute):
             setattr(converting, attribute, getattr(call, attribute))
     return converting

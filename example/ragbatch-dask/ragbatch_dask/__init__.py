@@ -13,9 +13,11 @@ installed there (compiled, else numpy), and returns a batch whose chunks stay
 there too; the client keeps only the offsets and a future per chunk. Values come
 back when asked for (``to_flat``, ``batch.values``, iterating; ``row_sum`` and
 ``row_mean`` return one number a row). After top-k, whose rows are shorter, the
-small chunks are merged back to the chunk size, worker to worker. A batch of
-another engine is scattered when a function receives it, on each call: convert
-it once with ``ragbatch.from_flat(*ragbatch.to_flat(batch))`` to keep it there.
+small chunks are merged back to the chunk size, worker to worker. The engine
+declares its data (:data:`CONVERSIONS`): a batch of another engine is scattered
+when a function first receives it, and the scattered copy reused while the batch
+lives (call ``coheriq.mutated(batch)`` after changing it in place); a dask batch
+is gathered once where a call falls back to another implementation.
 Rows lost with a worker that left the cluster cannot be made again there:
 reading such a batch raises a ``RuntimeError`` that says to make it again.
 
@@ -76,7 +78,29 @@ class _SameEngine(WorkerPlugin):
         self.snapshot.apply()  # imports ragbatch there, and enables "dask" (run locally)
 
 
-class DaskEngine(Numpy, name="dask"):
+def _to_workers(batch: Any) -> DaskBatch:
+    """Any engine's batch on the workers (kept here inside a worker)."""
+    return DaskBatch.from_flat(np.asarray(batch.values), np.asarray(batch.offsets, np.int64))
+
+
+def _gathered(batch: DaskBatch) -> ragbatch.RaggedBatch:
+    """The library's batch of ``batch``'s rows, gathered (whatever engine is active)."""
+    host = ragbatch.RaggedBatch.__new__(ragbatch.RaggedBatch)
+    host.values, host.offsets = batch.values.tolist(), batch.offsets.tolist()
+    return host
+
+
+# Not pickled as the library's: a dask batch sent to a worker travels as a local one,
+# which the worker's engine reads (DaskBatch.__reduce__).
+CONVERSIONS = [
+    coheriq.Conversion(
+        ragbatch.RaggedBatch, DaskBatch, to_engine=_to_workers, to_library=_gathered, cache=True
+    )
+]
+"""What the engine's data is: a batch scattered once, gathered once."""
+
+
+class DaskEngine(Numpy, name="dask", conversions=CONVERSIONS, accepts_library_types=["to_flat"]):
     """Rows on a dask.distributed cluster, every function run where they are."""
 
     RaggedBatch = DaskBatch
