@@ -405,6 +405,74 @@ def bench_declines(plan: Plan) -> list[Row]:
     return rows
 
 
+def bench_conversions(plan: Plan) -> list[Row]:
+    """What an engine's declared conversions cost once an object's conversion is cached:
+    the cache hit alone, a call on the engine whose argument it converts, and a declined
+    call whose argument goes back to the library's form; against a direct call."""
+    from coheriq._engines import conversions
+
+    class Vec:  # the library's type
+        def __init__(self, x: int) -> None:
+            self.x = x
+
+    class Dev:  # the engine's
+        def __init__(self, x: int) -> None:
+            self.x = x
+
+    domain = coheriq.AccelerationDomain("bench_conversions")
+
+    @domain.acceleration_candidate
+    def h(v):  # type: ignore[no-untyped-def]
+        return v
+
+    domain.materialize()
+    pair = coheriq.Conversion(
+        Vec, Dev, to_engine=lambda v: Dev(v.x), to_library=lambda d: Vec(d.x), cache=True
+    )
+
+    class Converts(coheriq.engine_class(domain), name="converts", conversions=[pair]):
+        def h(self, v):  # type: ignore[no-untyped-def]
+            return v
+
+    class Declines(coheriq.engine_class(domain), name="declines", conversions=[pair]):
+        @coheriq.may_decline(when=lambda self, v: "always")
+        def h(self, v):  # type: ignore[no-untyped-def]
+            return v
+
+    v, d = Vec(1), Dev(1)
+    names = {
+        "h": h,
+        "impl": h.__wrapped__,
+        "v": v,
+        "d": d,
+        "convert": conversions.convert,
+        "pair": pair,
+        "state": domain.state,
+    }
+    conversions.convert(v, pair, conversions.TO_ENGINE, domain.state, "h")
+    rows = [
+        micro_row(
+            "conversion cache hit",
+            "convert(v, pair, 'to_engine', state, 'h')",
+            names,
+            plan,
+        )
+    ]
+    with coheriq.using_engine(domain, "converts"):
+        h(v)
+        rows.append(
+            ratio_row("call that converts (cached)", paired("h(v)", "impl(v)", names, plan))
+        )
+    with coheriq.using_engine(domain, "declines"):
+        h(d)
+        rows.append(
+            ratio_row(
+                "declined call that converts (cached)", paired("h(d)", "impl(d)", names, plan)
+            )
+        )
+    return rows
+
+
 def bench_setup(plan: Plan) -> list[Row]:
     marking, engines = [], []
     for i in range(plan.setup_rounds):
@@ -554,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         ("reference", bench_reference),
         ("dispatch", bench_dispatch),
         ("declines", bench_declines),
+        ("conversions", bench_conversions),
         ("set-up", bench_setup),
     ]
     if args.only:

@@ -65,6 +65,7 @@ RULES: dict[str, float | tuple[str, float]] = {
     "construct inside using_engine": (CALL_FLOOR, 1.4),
     "call while another thread is scoped": (CALL_FLOOR, 1.4),
     "call after a verification ended": (CALL_FLOOR, 1.1),
+    "conversion cache hit": 1.0,
     "resolve_impl": 2.0,
     "active_implementation": 2.0,
     "mark 1000 candidates + materialize": 0.25,

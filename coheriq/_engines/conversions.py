@@ -360,36 +360,60 @@ def crossing(state: Any, name: str, chosen: Any, owner: Any, call: Callable[...,
     strict = _strict_variables(state)
     info = state.candidates.get(name)  # a candidate with side effects may change its arguments
     mutates = info is not None and name in info.domain.comparisons.side_effects
+    steps: dict[type, Any] = {}  # type of an argument -> what to do with it (None: nothing)
 
-    def one(value: Any, into: list[bool]) -> Any:
-        kind = type(value)
+    def step_for(kind: type, items: bool = True) -> Any:
+        """A function of an argument of type ``kind``: ``(converted, whether it came in)``."""
         for conversion in out:
-            if isinstance(value, conversion.engine_type):
-                if strict:
+            if issubclass(kind, conversion.engine_type):
+
+                def down(value: Any, conversion: Conversion = conversion) -> tuple[Any, bool]:
                     _refuse(state, name, chosen, owner, conversion, strict)
-                return convert(value, conversion, TO_LIBRARY, state, name)
+                    return convert(value, conversion, TO_LIBRARY, state, name), False
+
+                return down
         if inward is not None and inward.find(kind, TO_LIBRARY) is None:  # not its own yet
             found = inward.find(kind, TO_ENGINE)
             if found is not None:
-                into.append(True)
-                return convert(value, found, TO_ENGINE, state, name)
-        if kind is tuple or kind is list:
-            items = [one(item, into) for item in value]
-            if any(a is not b for a, b in zip(items, value, strict=True)):
-                return kind(items)
-        return value
+                return lambda value: (convert(value, found, TO_ENGINE, state, name), True)
+        if items and (kind is tuple or kind is list):
+            return each_item
+        return None
+
+    def each_item(value: Any) -> tuple[Any, bool]:  # a tuple's or list's, one level down
+        converted, came_in = list(value), False
+        for i, item in enumerate(converted):
+            step = step_for(type(item), items=False)
+            if step is not None:
+                converted[i], came = step(item)
+                came_in |= came
+        return type(value)(converted), came_in
 
     def converting(*args: Any, **kwargs: Any) -> Any:
-        into: list[bool] = []
-        given = (args, kwargs)
-        args = tuple([one(a, into) for a in args])
-        kwargs = {k: one(v, into) for k, v in kwargs.items()}
+        came_in = False
+        given = args, kwargs
+        for i, value in enumerate(args):
+            step = steps.get(type(value), False)
+            if step is False:
+                step = steps[type(value)] = step_for(type(value))
+            if step is not None:
+                if args is given[0]:
+                    args = list(args)  # type: ignore[assignment]
+                args[i], came = step(value)  # type: ignore[index]
+                came_in |= came
+        if kwargs:
+            kwargs = dict(kwargs)
+            for key, value in kwargs.items():
+                step = step_for(type(value))
+                if step is not None:
+                    kwargs[key], came = step(value)
+                    came_in |= came
         try:
             result = call(*args, **kwargs)
         finally:
             if mutates:
                 _forget_received(*given[0], *given[1].values(), *args, *kwargs.values())
-        if back and into:
+        if back and came_in:
             result = library_form(result, inward, state, name)  # type: ignore[arg-type]
         return result
 
@@ -440,7 +464,7 @@ def _refuse(
     state: Any, name: str, chosen: Any, owner: Any, conversion: Conversion, variables: list[str]
 ) -> None:
     """Raise CoheriqConversionError where a variable of ``variables`` says conversions at a
-    fallback are errors."""
+    fallback are errors (read at each: a test may set it while the engine runs)."""
     strict = [v for v in variables if environment_flag(v, _CONVERSIONS_ARE_ERRORS)]
     if strict:
         engine = chosen.__coheriq_name__ or chosen.__qualname__

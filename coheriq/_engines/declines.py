@@ -253,7 +253,7 @@ class Chain:
     call its ``function`` (cheaper to call than an object), read as the first step's.
     """
 
-    __slots__ = ("function", "later", "name", "reference", "state", "steps")
+    __slots__ = ("_crossed", "function", "later", "name", "reference", "state", "steps")
 
     def __init__(
         self,
@@ -264,6 +264,7 @@ class Chain:
         later: Callable[[], Iterator[Step]] | None = None,
     ) -> None:
         self.state, self.name, self.steps, self.later = state, name, steps, later
+        self._crossed: dict[Step, Callable[..., Any]] = {}  # a step's run, converting
         first = steps[0]
         self.reference = reference and self.crossing(None, reference)
 
@@ -281,7 +282,12 @@ class Chain:
         """Record that the first step declined for ``reason``; run the rest of the chain."""
         record(self.state, self.name, self.steps[0].engine, reason or "")
         for step in self.all_steps(after_first=True):
-            value = self.crossing(step.owner, step.run)(*args, **kwargs)
+            run = self._crossed.get(step)
+            if run is None:
+                run = self.crossing(step.owner, step.run)
+                if step in self.steps:  # a later engine's steps are made anew each call
+                    self._crossed[step] = run
+            value = run(*args, **kwargs)
             if type(value) is not _Declined:
                 answered.set((self, step.engine))
                 return value
@@ -382,6 +388,9 @@ class DecliningMethod:
 
         def reference(*args: Any, **kwargs: Any) -> Any:  # the next along the MRO
             return getattr(super(last.owner, instance), name)(*args, **kwargs)
+
+        # Read through super(), the reference converts what reaches it: not twice.
+        reference.__coheriq_crossing__ = True  # type: ignore[attr-defined]
 
         state = engine_class.__coheriq_domain__.state
         return Chain(state, name, steps, None if last.final else reference)
