@@ -14,6 +14,7 @@ import logging
 import pickle
 import textwrap
 import threading
+import weakref
 
 import pytest
 
@@ -282,11 +283,16 @@ def test_a_failed_conversion_is_remembered_and_says_what_failed(world, unique):
     with world.using("full"):
         with pytest.raises(coheriq.CoheriqConversionError, match="no room on the device") as e:
             world.double(v)
-        with pytest.raises(coheriq.CoheriqConversionError):
+        with pytest.raises(coheriq.CoheriqConversionError, match="not tried again"):
             world.double(v)
     assert len(calls) == 1
     assert "'double'" in str(e.value) and world.name in str(e.value)
     assert isinstance(e.value.__cause__, ValueError)
+    calls.clear()
+    held = weakref.ref(v)
+    del e, v
+    gc.collect()
+    assert held() is None  # what remembers the failure does not keep the object
 
 
 def test_uncached_pairs_convert_every_time(world):

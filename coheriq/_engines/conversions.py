@@ -242,7 +242,8 @@ def table_of(cls: Any) -> Table | None:
 # -- the cache: id(object) -> {(conversion, direction): converted}, held while it lives ------
 
 _cache: dict[int, dict[tuple[Conversion, str], Any]] = {}
-_failed: dict[int, dict[tuple[Conversion, str], BaseException]] = {}
+# Why each failed: a message, not the error, whose traceback would hold the object.
+_failed: dict[int, dict[tuple[Conversion, str], str]] = {}
 _derived: dict[int, int] = {}  # id(converted) -> id(the object it was converted from)
 _watched: dict[int, Any] = {}  # id(object) -> the weak reference that forgets it
 
@@ -294,23 +295,22 @@ def convert(
         entries = _cache.get(key)
         if entries is not None and pair in entries:
             return entries[pair]
-        failure = _failed.get(key, {}).get(pair)
-        if failure is not None:
-            raise failure
+        failed = _failed.get(key, {}).get(pair)
+        if failed is not None:
+            raise CoheriqConversionError(f"{failed} (It failed before: not tried again.)")
     function = conversion.resolved()[2 if direction == TO_ENGINE else 3]
     start = _now()
     try:
         converted = function(obj)
     except Exception as error:
-        failure = CoheriqConversionError(
+        failed = (
             f"Converting {type(obj).__name__} ({conversion.label(direction)}) by {direction} "
             f"for {_where(state, candidate)} failed: {ended(str(error) or type(error).__name__)} "
             "Fix the engine's conversion, or pass the call an object it converts."
         )
-        failure.__cause__ = error
         if cached and _watch(obj):
-            _failed.setdefault(key, {})[pair] = failure
-        raise failure from error
+            _failed.setdefault(key, {})[pair] = failed
+        raise CoheriqConversionError(failed) from error
     seconds = _now() - start
     if cached and _watch(obj):
         with _lock:
