@@ -25,10 +25,11 @@ fallback):
 * ``cov``: NumPy warns "Degrees of freedom <= 0" (the suite checks it); JAX does not.
 * ``diag_indices``, ``tril_indices``, ``triu_indices``: a NumPy device (``"cpu"``)
   passed as ``device=`` means nothing to JAX.
+* ``lazy_apply``: it calls the caller's function, which expects the caller's arrays
+  (the suite checks that they are NumPy's).
 
-The declaration (``array_api_extra_jax.declaration.json``) names the library's public
-functions but ``lazy_apply``, which computes nothing itself: it calls the caller's
-function, on the caller's arrays (the suite checks that they are NumPy's).
+The declaration (``array_api_extra_jax.declaration.json``) names every public function
+of the library, in the module that defines it.
 """
 
 from __future__ import annotations
