@@ -530,3 +530,45 @@ def test_the_library_form_is_not_imported_by_a_program_that_declares_none():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_a_fallback_into_another_converting_engine_gives_it_its_own_form(world):
+    class Box:
+        def __init__(self, xs):
+            self.items = list(xs)
+
+    into_box = coheriq.Conversion(
+        Vec, Box, to_engine=lambda v: Box(v.xs), to_library=lambda b: Vec(b.items)
+    )
+    seen = world.seen
+
+    class Boxes(coheriq.engine_class(world.name), name="boxes", conversions=[into_box]):
+        def scale(self, v, k):
+            seen.append(("boxes scale", type(v)))
+            return Box([k * x for x in v.items])
+
+    with world.using(["fast", "boxes"]):
+        assert world.scale(Dev([1, 2]), 20).items == [20, 40]
+    assert seen == [("boxes scale", Box)]
+
+
+def test_copies_of_an_engines_objects_stay_the_engines(world):
+    import copy
+
+    d = Dev([1, 2])
+    assert copy.copy(d) == d and copy.deepcopy(d) == d
+    assert pickle.loads(pickle.dumps(d)) == Vec([1, 2])
+
+
+def test_the_decorator_form_declares_conversions_too(world):
+    engine = coheriq.AccelerationEngine(
+        world.name, "decorated", conversions=[world.conversion()], results="input"
+    )
+
+    @engine.override
+    def double(v):
+        return Dev([2 * x for x in v.data])
+
+    engine.materialize()
+    with world.using("decorated"):
+        assert world.double(Vec([1])) == Vec([2])

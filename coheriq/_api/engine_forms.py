@@ -75,6 +75,8 @@ class AccelerationEngine:
         name: The engine's name; not :data:`~coheriq.REFERENCE`, not taken.
         bases: Engines to inherit from, in MRO order: names, AccelerationEngine
             objects or engine classes. Empty means the reference class.
+        conversions, results, accepts_library_types: What the engine's data is, as
+            the class form's keywords of the same names say (:class:`coheriq.Conversion`).
 
     Overrides are static: they receive the call's arguments only, no engine instance (use the
     class form for engines with state). As in coheriq 0.0.x, constructing the engine reserves
@@ -96,6 +98,10 @@ class AccelerationEngine:
         domain: AccelerationDomain | str,
         name: str,
         bases: Iterable[str | AccelerationEngine | EngineMeta] = (),
+        *,
+        conversions: Iterable[Any] | None = None,
+        results: str | None = None,
+        accepts_library_types: Iterable[str] | bool | None = None,
     ) -> None:
         self.domain = lookup_domain(domain, CoheriqEngineDomainNotFoundError)
         self.name = check_name(name, "engine name", CoheriqEngineNameError)
@@ -113,6 +119,9 @@ class AccelerationEngine:
                 f"AccelerationEngine objects or engine classes), not {bases!r}."
             )
         self.bases = tuple(bases)
+        given = (conversions, results, accepts_library_types)
+        keywords = zip(("conversions", "results", "accepts_library_types"), given, strict=True)
+        self._data = {key: value for key, value in keywords if value is not None}
         self._overrides: dict[str, Any] = {}
         self._class: EngineMeta | None = None
         # The module that created the engine: the engine class's __module__.
@@ -217,7 +226,7 @@ class AccelerationEngine:
         token = building.set(self)  # the class may take the name this engine reserved
         try:
             self._class = types.new_class(  # type: ignore[assignment]
-                self.name, bases, {"name": self.name}, lambda ns: ns.update(body)
+                self.name, bases, {"name": self.name, **self._data}, lambda ns: ns.update(body)
             )
         finally:
             building.reset(token)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import _thread
 from _weakref import ref as _weak
+from sys import _getframe
 from time import perf_counter as _now
 
 from .._names import REFERENCE, environment_flag
@@ -38,7 +39,8 @@ class Conversion:
     call first needs them. A round trip must give back an object equal to the one given.
     ``cache=True``: an object's conversion is kept while the object lives and reused
     (its result must not refer back to it); ``pickle_as_library=True``: the engine's
-    objects pickle as the library's (they load where the engine is not installed).
+    objects pickle as the library's (they load where the engine is not installed;
+    ``copy.copy`` and ``copy.deepcopy`` still give the engine's objects).
     """
 
     __slots__ = ("_given", "_resolved", "cache", "pickle_as_library")
@@ -96,7 +98,10 @@ class Conversion:
 
     def _reduce(self, obj: Any) -> Any:
         """Pickle ``obj``, an engine's object, as its library form does: loaded, it is the
-        library's object, wherever the engine (or coheriq) is not installed."""
+        library's object, wherever the engine (or coheriq) is not installed. ``copy``, which
+        reads the same table, gets the engine's own reduction: a copy stays the engine's."""
+        if _getframe(1).f_globals.get("__name__") == "copy":
+            return object.__reduce_ex__(obj, 4)
         reduced = self.resolved()[3](obj).__reduce_ex__(2)
         if getattr(reduced[0], "__name__", "") != "__newobj__":
             return reduced
@@ -362,14 +367,16 @@ def crossing(state: Any, name: str, chosen: Any, owner: Any, call: Callable[...,
     mutates = info is not None and name in info.domain.comparisons.side_effects
     steps: dict[type, Any] = {}  # type of an argument -> what to do with it (None: nothing)
 
-    def step_for(kind: type, items: bool = True) -> Any:
+    def step_for(kind: type, items: bool = True, out_too: bool = True) -> Any:
         """A function of an argument of type ``kind``: ``(converted, whether it came in)``."""
-        for conversion in out:
+        for conversion in out if out_too else ():
             if issubclass(kind, conversion.engine_type):
 
                 def down(value: Any, conversion: Conversion = conversion) -> tuple[Any, bool]:
                     _refuse(state, name, chosen, owner, conversion, strict)
-                    return convert(value, conversion, TO_LIBRARY, state, name), False
+                    library = convert(value, conversion, TO_LIBRARY, state, name)
+                    into = step_for(type(library), items=False, out_too=False)
+                    return (into(library)[0] if into else library), False  # not the caller's
 
                 return down
         if inward is not None and inward.find(kind, TO_LIBRARY) is None:  # not its own yet

@@ -90,7 +90,8 @@ class ConversionRow:
 
     Attributes:
         domain: The domain's name.
-        candidate: The candidate's name (``coheriq.to_library`` for an explicit request).
+        candidate: The candidate's name (``coheriq.to_library`` or ``coheriq.to_engine``
+            for an explicit request).
         pair: The types, from and to (``'ndarray -> Array'``).
         direction: ``'to_engine'`` or ``'to_library'``.
         count: Objects converted (a cached conversion reused is not counted).
