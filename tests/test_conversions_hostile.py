@@ -1,7 +1,7 @@
 """Conversions under stress: threads, tasks, fork, signals, GC, odd objects, odd exceptions.
 
 Each test asserts what a user sees (results, exceptions, objects freed), with a timeout
-wherever a lock could hang it. Strict xfails are bugs found and not fixed here.
+wherever a lock could hang it.
 """
 
 from __future__ import annotations
@@ -546,13 +546,6 @@ def test_engine_objects_pickle_as_the_librarys_at_every_protocol_and_copy_as_the
     assert copy.deepcopy({"k": [d]}) == {"k": [d]} and type(copy.deepcopy([d])[0]) is Dev
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Conversion._reduce rewrites copyreg.__newobj__ but not __newobj_ex__: where the "
-    "library type is built from keyword arguments (__getnewargs_ex__), the pure-Python "
-    "pickler (pickle._Pickler, which dill uses) refuses an engine object at protocols 2 to 5: "
-    "PicklingError 'args[0] from __newobj_ex__ args has the wrong class'",
-)
 def test_an_engine_object_whose_library_type_takes_keywords_pickles(world):
     coheriq.Conversion(
         KwVec,
@@ -596,13 +589,6 @@ def test_a_converting_engine_that_fails_to_start_leaves_no_half_state(unique, mo
         fresh.total(d)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="conversions.convert checks _watch(obj) and then stores the entry under the lock: "
-    "a mutated(obj) from another thread in between drops the weak reference, and the stored "
-    "entry is never forgotten, so the converted object outlives its original (and a later "
-    "object given the same id gets the stale conversion). Fix: watch and store under one lock",
-)
 def test_mutated_between_watching_and_storing_still_frees_the_conversion(world):
     v = Vec([1])
     racing = [v]
@@ -621,13 +607,6 @@ def test_mutated_between_watching_and_storing_still_frees_the_conversion(world):
     assert held() is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Table.find memoizes per argument type in a dict that holds the class strongly: "
-    "coheriq.to_library (or a converting engine's call) on an instance of a class made at "
-    "run time keeps that class alive for ever (functools.singledispatch keeps such a cache "
-    "in a WeakKeyDictionary for this reason)",
-)
 def test_argument_classes_made_at_run_time_are_freed(world):
     def made_and_passed():
         kind = type("Made", (), {})

@@ -102,17 +102,19 @@ class Conversion:
         reads the same table, gets the engine's own reduction: a copy stays the engine's."""
         if _getframe(1).f_globals.get("__name__") == "copy":
             return object.__reduce_ex__(obj, 4)
-        reduced = self.resolved()[3](obj).__reduce_ex__(2)
-        if getattr(reduced[0], "__name__", "") != "__newobj__":
+        reduced = self.resolved()[3](obj).__reduce_ex__(4)
+        made_by = getattr(reduced[0], "__name__", "")
+        if made_by not in ("__newobj__", "__newobj_ex__"):
             return reduced
-        # The pickler takes __newobj__ only for an object of the class it makes.
-        import copyreg
+        # The pickler takes __newobj__ only for an object of the class it makes: the same
+        # call, by a name of the standard library's (it loads without coheriq).
+        from functools import partial
 
-        cls, *args = reduced[1]
-        if args:
-            return (cls.__new__, (cls, *args), *reduced[2:])
-        rebuild = copyreg._reconstructor  # type: ignore[attr-defined]
-        return (rebuild, (cls, object, None), *reduced[2:])
+        if made_by == "__newobj__":
+            cls, *args = reduced[1]
+            return (partial(cls.__new__, cls, *args), (), *reduced[2:])
+        cls, args, kwargs = reduced[1]
+        return (partial(cls.__new__, cls, *args, **kwargs), (), *reduced[2:])
 
     def names(self) -> tuple[str, str]:
         """The two types as ``"module:qualname"``, the library's first (none imported)."""
@@ -146,6 +148,28 @@ def _imported(value: Any) -> Any:
     return found
 
 
+class ByType:
+    """What was found for each class, held without keeping the class alive (a class made
+    at run time is freed as it would be without coheriq)."""
+
+    __slots__ = ("_found",)
+
+    def __init__(self) -> None:
+        self._found: dict[int, tuple[Any, Any]] = {}
+
+    def get(self, kind: type, default: Any = None) -> Any:
+        entry = self._found.get(id(kind))
+        return entry[1] if entry is not None and entry[0]() is kind else default
+
+    def set(self, kind: type, value: Any) -> None:
+        key, found = id(kind), self._found
+
+        def forget(_: object) -> None:  # as the class is freed, before its id is reused
+            found.pop(key, None)
+
+        found[key] = (_weak(kind, forget), value)
+
+
 class Table:
     """The conversions an engine class declares and inherits, its result policy, and the
     candidates whose implementations in it take the library's types as they are."""
@@ -156,7 +180,7 @@ class Table:
         self, conversions: tuple[Conversion, ...], results: str, accepts: frozenset[str] | bool
     ) -> None:
         self.conversions, self.results, self.accepts = conversions, results, accepts
-        self._by_type: dict[tuple[type, str], Conversion | None] = {}
+        self._by_type = {TO_ENGINE: ByType(), TO_LIBRARY: ByType()}
 
     def problems(self, engine: str) -> list[str]:
         """What is wrong with these conversions of ``engine``, as sentences: a name that
@@ -183,15 +207,15 @@ class Table:
 
     def find(self, kind: type, direction: str) -> Conversion | None:
         """The conversion of an object of type ``kind`` in ``direction``, or None."""
-        key = (kind, direction)
-        try:
-            return self._by_type[key]
-        except KeyError:
-            pass
-        source = 0 if direction == TO_ENGINE else 1
-        found = next((c for c in self.conversions if issubclass(kind, c.resolved()[source])), None)
-        self._by_type[key] = found
-        return found
+        memo = self._by_type[direction]
+        found = memo.get(kind, False)
+        if found is False:
+            source = 0 if direction == TO_ENGINE else 1
+            found = next(
+                (c for c in self.conversions if issubclass(kind, c.resolved()[source])), None
+            )
+            memo.set(kind, found)
+        return found  # type: ignore[no-any-return]
 
 
 def declare(
@@ -313,16 +337,30 @@ def convert(
             f"for {_where(state, candidate)} failed: {ended(str(error) or type(error).__name__)} "
             "Fix the engine's conversion, or pass the call an object it converts."
         )
-        if cached and _watch(obj):
-            _failed.setdefault(key, {})[pair] = failed
+        if cached:
+            with _lock:
+                _failed.setdefault(key, {})[pair] = failed
+                _keep_while_alive(obj)
         raise CoheriqConversionError(failed) from error
     seconds = _now() - start
-    if cached and _watch(obj):
+    if cached:
         with _lock:
-            _cache.setdefault(key, {})[pair] = converted
+            entries = _cache.setdefault(key, {})
+            if pair in entries:  # another thread's came first: every caller gets one
+                return entries[pair]
+            entries[pair] = converted
             _derived[id(converted)] = key
+            _keep_while_alive(obj)
     _counted(state, candidate, conversion, direction, seconds)
     return converted
+
+
+def _keep_while_alive(obj: Any) -> None:
+    """Watch ``obj``, whose entries were just stored (the lock held), to forget them as it
+    is freed: stored first, so that a mutated() meanwhile forgets them too; forgotten at
+    once where it cannot be referred to weakly (converted again each time)."""
+    if not _watch(obj):
+        _forget(id(obj))
 
 
 def _where(state: Any, candidate: str) -> str:
@@ -365,7 +403,7 @@ def crossing(state: Any, name: str, chosen: Any, owner: Any, call: Callable[...,
     strict = _strict_variables(state)
     info = state.candidates.get(name)  # a candidate with side effects may change its arguments
     mutates = info is not None and name in info.domain.comparisons.side_effects
-    steps: dict[type, Any] = {}  # type of an argument -> what to do with it (None: nothing)
+    steps = ByType()  # type of an argument -> what to do with it (None: nothing)
 
     def step_for(kind: type, items: bool = True, out_too: bool = True) -> Any:
         """A function of an argument of type ``kind``: ``(converted, whether it came in)``."""
@@ -402,7 +440,8 @@ def crossing(state: Any, name: str, chosen: Any, owner: Any, call: Callable[...,
         for i, value in enumerate(args):
             step = steps.get(type(value), False)
             if step is False:
-                step = steps[type(value)] = step_for(type(value))
+                step = step_for(type(value))
+                steps.set(type(value), step)
             if step is not None:
                 if args is given[0]:
                     args = list(args)  # type: ignore[assignment]
