@@ -608,11 +608,17 @@ def test_mutated_between_watching_and_storing_still_frees_the_conversion(world):
 
 
 def test_argument_classes_made_at_run_time_are_freed(world):
-    def made_and_passed():
+    def made(passed):
         kind = type("Made", (), {})
-        assert coheriq.to_library(kind(), world.name) is not None
+        obj = kind()
+        if passed:
+            assert coheriq.to_library(obj, world.name) is obj
         return weakref.ref(kind)
 
-    held = made_and_passed()
+    control, held = made(passed=False), made(passed=True)
     gc.collect()
+    if control() is not None:
+        # Seen on free-threaded 3.13 late in a run: "freed as without coheriq" is all the
+        # contract says, and there nothing is.
+        pytest.skip("this interpreter keeps even a class made at run time that coheriq never saw")
     assert held() is None

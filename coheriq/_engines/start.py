@@ -142,15 +142,13 @@ class EngineStart:
         for thread, frame in frames.items():
             if thread == self.thread:
                 continue
-            caller: FrameType | None = frame
-            while caller is not None:
+            for caller in _outwards(frame):
                 work_item = _work_item(caller)
                 if caller.f_code in self._engine_code or (
                     work_item is not None and any(obj is work_item.future for obj in waited)
                 ):
                     awaited.append(thread)
                     break
-                caller = caller.f_back
         return awaited
 
 
@@ -162,14 +160,25 @@ def _waited_for(frame: FrameType | None) -> list[Any]:
     of each innermost frame in the standard library, and the futures given to ``wait``."""
     waited: list[Any] = []
     stdlib = sys.stdlib_module_names
-    while frame is not None and (frame.f_globals.get("__name__") or "").partition(".")[0] in stdlib:
-        local = frame.f_locals
+    for caller in _outwards(frame):
+        if (caller.f_globals.get("__name__") or "").partition(".")[0] not in stdlib:
+            break
+        local = caller.f_locals
         waited.append(local.get("self"))
         futures = local.get("fs")
         if isinstance(futures, (set, frozenset, list, tuple)):
             waited.extend(futures)
-        frame = frame.f_back
     return waited
+
+
+def _outwards(frame: FrameType | None) -> Iterator[FrameType]:
+    """``frame`` and its callers, outwards, as far as they can be read."""
+    # Another thread's frames are read while that thread runs. Without a GIL (free-threaded
+    # builds) its calls may return meanwhile, and a caller read then can be any object:
+    # the walk ends there, and the next poll looks again.
+    while isinstance(frame, _FRAME):
+        yield frame
+        frame = frame.f_back
 
 
 def _threads_in(obj: Any) -> Iterator[Any]:
@@ -213,6 +222,7 @@ def _codes(value: Any) -> Iterator[CodeType]:
 
 
 _CODE = type(_codes.__code__)
+_FRAME = type(sys._getframe())
 
 
 def _nested(code: CodeType) -> Iterator[CodeType]:
