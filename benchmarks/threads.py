@@ -1,19 +1,20 @@
-"""Dispatch throughput with 1, 2 and 4 threads: calls through proxies beside direct calls.
+"""Dispatch throughput with 1, 2 and 4 threads: marked calls beside unmarked ones.
 
 On a free-threaded CPython (``python3.13t``) threads run Python code at once, so
-calls through coheriq's proxies should scale with threads as direct calls of the
-same function do; a reference count or lock that every call touches (on the
-proxy, its cells, the domain's state) would make the threads queue instead. Run
+marked calls should scale with threads as unmarked calls of a library's functions
+do; a reference count or lock that every call touches (on the proxy, the engine,
+the domain's state) would make the threads queue instead. Run
 ``python benchmarks/threads.py [--record DIR] [--quick]``; with the GIL, no case
 scales, which the table shows too.
 
-Each case: N threads each make the same number of calls after a barrier; the
-figure is the calls of all threads per second, the median of the rounds, and
-its ratio to one thread's. The cases are a direct call of a function that each
-thread has a copy of (what the machine allows, nothing shared), a direct call of
-the implementation that all threads share, a marked candidate on the reference
-and on an engine, and a call inside a ``using_engine`` block that each thread
-enters. Scaling is bounded by the machine's cores, which the table names.
+The library is ``threadlib``, laid out as real ones are (everything at module
+level: CPython treats nested functions differently). Each case: N threads each
+make the same number of calls after a barrier, all calling the same function or
+each its own; the figure is the calls of all threads per second, the median of
+the rounds, and its ratio to one thread's. The cases: unmarked functions,
+candidates on the reference, on an engine chosen globally (methods), and on the
+reference with each thread inside its own ``using_engine`` block. Scaling is
+bounded by the machine's cores, which the table names.
 """
 
 from __future__ import annotations
@@ -29,55 +30,29 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import FunctionType
+
+import threadlib
 
 import coheriq
 
 THREADS = (1, 2, 4)
 
 
-def make_domain(name: str, engine: str) -> tuple[Callable[[int], int], Callable[[int], int]]:
-    """A domain with one candidate and an engine ``fast`` for it, on ``engine``.
-
-    Returns the marked candidate and its reference implementation.
-    """
-    domain = coheriq.AccelerationDomain(name)
-
-    @domain.acceleration_candidate
-    def identity(x: int) -> int:
-        return x
-
-    domain.materialize()
-
-    class Fast(coheriq.engine_class(domain), name="fast"):  # type: ignore[misc]
-        def identity(self, x: int) -> int:
-            return x
-
-    coheriq.enable_engine(name, engine)
-    return identity, identity.__wrapped__
-
-
 def throughput(
-    threads: int,
-    calls: int,
-    callee: Callable[[], Callable[[int], int]],
-    block: Callable[[], object],
+    calls: int, callees: list[Callable[[int], int]], block: Callable[[], object]
 ) -> float:
-    """Calls per second of ``threads`` threads, each making ``calls`` calls in ``block()``.
+    """Calls per second of one thread per item of ``callees``, each making ``calls`` calls
+    of its item inside ``block()``."""
+    barrier = threading.Barrier(len(callees) + 1)
 
-    Each thread calls what ``callee()`` gives it.
-    """
-    barrier = threading.Barrier(threads + 1)
-
-    def work() -> None:
-        call = callee()
+    def work(call: Callable[[int], int]) -> None:
         with block():  # type: ignore[attr-defined]
             barrier.wait()
             for _ in range(calls):
                 call(1)
             barrier.wait()
 
-    workers = [threading.Thread(target=work) for _ in range(threads)]
+    workers = [threading.Thread(target=work, args=(call,)) for call in callees]
     for worker in workers:
         worker.start()
     barrier.wait()
@@ -86,7 +61,7 @@ def throughput(
     elapsed = time.perf_counter() - start
     for worker in workers:
         worker.join()
-    return threads * calls / elapsed
+    return len(callees) * calls / elapsed
 
 
 class _Nothing:
@@ -102,34 +77,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", type=Path, metavar="DIR", help="write threads-<python>.*")
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     args = parser.parse_args(argv)
-    calls, rounds = (2_000, 3) if args.quick else (300_000, 7)
+    calls, rounds = (2_000, 3) if args.quick else (2_000_000, 7)
+    coheriq.enable_engine("threadlib_engine", "fast")
 
-    on_reference, impl = make_domain("threads_reference", coheriq.REFERENCE)
-    on_engine, _ = make_domain("threads_engine", "fast")
-    nothing = _Nothing
+    def in_block() -> object:
+        return coheriq.using_engine("threadlib_reference", "fast")
 
-    def own_copy() -> Callable[[int], int]:  # what no other thread touches
-        return FunctionType(impl.__code__, impl.__globals__)  # type: ignore[attr-defined]
+    def functions(prefix: str) -> list[Callable[[int], int]]:
+        return [getattr(threadlib, f"{prefix}_{i}") for i in range(max(THREADS))]
 
-    cases: dict[str, tuple[Callable[[], Callable[[int], int]], Callable[[], object]]] = {
-        # What the machine allows: nothing shared between the threads.
-        "direct call, each thread its own function": (own_copy, nothing),
-        "direct call of the implementation": (lambda: impl, nothing),
-        "marked, on the reference": (lambda: on_reference, nothing),
-        "marked, on an engine": (lambda: on_engine, nothing),
-        "marked, inside using_engine": (
-            lambda: on_reference,
-            lambda: coheriq.using_engine("threads_reference", "fast"),
-        ),
+    cases: dict[str, tuple[list[Callable[[int], int]], Callable[[], object]]] = {
+        "unmarked": (functions("plain"), _Nothing),
+        "marked, on the reference": (functions("ref"), _Nothing),
+        "marked, on an engine (methods)": (functions("eng"), _Nothing),
+        "marked, each thread in a block": (functions("ref"), in_block),
     }
     rows = []
-    for case, (callee, block) in cases.items():
-        figures = {}
-        for threads in THREADS:
-            figures[threads] = statistics.median(
-                throughput(threads, calls, callee, block) for _ in range(rounds)
-            )
-        rows.append({"case": case, **{f"{n} threads": figures[n] for n in THREADS}})
+    for case, (callees, block) in cases.items():
+        for shared in (True, False):
+            figures = {}
+            for threads in THREADS:
+                called = [callees[0]] * threads if shared else callees[:threads]
+                figures[threads] = statistics.median(
+                    throughput(calls, called, block) for _ in range(rounds)
+                )
+            name = f"{case}, {'the same function' if shared else 'each its own'}"
+            rows.append({"case": name, **{f"{n} threads": figures[n] for n in THREADS}})
 
     free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()

@@ -134,7 +134,8 @@ def test_the_threads_benchmark_runs_in_quick_mode(tmp_path):
     )
     (table,) = tmp_path.glob("threads-*.txt")
     assert table.read_text(encoding="utf-8") == done.stdout
-    assert "marked, inside using_engine" in done.stdout and "4 threads" in done.stdout
+    assert "marked, each thread in a block, each its own" in done.stdout
+    assert "4 threads" in done.stdout
     (figures,) = tmp_path.glob("threads-*.json")
     rows = json.loads(figures.read_text(encoding="utf-8"))["rows"]
-    assert len(rows) == 5 and all(row["1 threads"] > 0 for row in rows)
+    assert len(rows) == 8 and all(row["1 threads"] > 0 for row in rows)
