@@ -2,12 +2,12 @@
 
 hatchling builds coheriq; this hook (``[tool.hatch.build.targets.wheel.hooks.custom]``
 in pyproject.toml) adds ``coheriq/_cproxy.c``, compiled by setuptools' compiler
-support for this Python. If compiling fails (no compiler: ``CC=false`` simulates
-it), or the Python is a free-threaded build, which the extension does not support,
-the wheel is built without it, as a pure-Python wheel, and coheriq runs on its
-Python proxy, the reference. ``COHERIQ_REQUIRE_COMPILED=1`` turns that fallback
-into an error (the release wheels are built with it, so a wheel that claims a
-platform always carries the extension).
+support for this Python (free-threaded builds too). If compiling fails (no
+compiler: ``CC=false`` simulates it), the wheel is built without it, as a
+pure-Python wheel, and coheriq runs on its Python proxy, the reference.
+``COHERIQ_REQUIRE_COMPILED=1`` turns that fallback into an error (the release
+wheels are built with it, so a wheel that claims a platform always carries the
+extension).
 
 Every wheel, editable ones too, also gets ``coheriq-accelerate.pth`` at the top
 of site-packages: at interpreter start-up it accelerates the libraries that the
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -54,8 +53,6 @@ class CompiledProxyHook(BuildHookInterface):  # type: ignore[type-arg]
         build_data.setdefault("force_include_editable", {})[startup] = PTH_NAME
         self._scratch = tempfile.mkdtemp(prefix="coheriq-build-")
         try:
-            if sysconfig.get_config_var("Py_GIL_DISABLED"):
-                raise RuntimeError("free-threaded CPython is not supported by the extension")
             built = _compile(root, Path(self._scratch), inplace=editable)
         except Exception as error:  # no compiler, no headers, an unsupported Python
             if required:

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import threadlib
 
@@ -72,12 +73,46 @@ class _Nothing:
         return None
 
 
+def against_unmarked(rows: list[dict[str, Any]]) -> list[str]:
+    """Lines: how each marked case scales from 1 to 2 threads against the unmarked calls
+    that share a function as it does (or not), and its single thread's cost."""
+    by_case = {row["case"]: row for row in rows}
+    lines = ["2 threads / 1, against unmarked calls' (and a single thread's cost):"]
+    for row in rows:
+        if row["case"].startswith("unmarked"):
+            continue
+        shared = row["case"].rpartition(", ")[2]
+        unmarked = by_case[f"unmarked, {shared}"]
+        scaling = (row["2 threads"] / row["1 threads"]) / (
+            unmarked["2 threads"] / unmarked["1 threads"]
+        )
+        cost = unmarked["1 threads"] / row["1 threads"]
+        lines.append(f"  {row['case']}: {scaling:.2f} of unmarked's; one thread {cost:.2f}x")
+    return lines
+
+
+def against_the_gil_build(rows: list[dict[str, Any]], gil: dict[str, Any]) -> list[str]:
+    """Lines: each case's single-thread cost here against the GIL build's record ``gil``."""
+    theirs = {row["case"]: row["1 threads"] for row in gil["rows"]}
+    lines = [f"One thread here against Python {gil['python']} with the GIL (time per call):"]
+    for row in rows:
+        if row["case"] in theirs:
+            lines.append(f"  {row['case']}: {theirs[row['case']] / row['1 threads']:.2f}x")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", type=Path, metavar="DIR", help="write threads-<python>.*")
     parser.add_argument("--quick", action="store_true", help="a smoke run")
+    parser.add_argument(
+        "--gil-build",
+        type=Path,
+        metavar="JSON",
+        help="a record of the same Python with the GIL, whose single thread to compare with",
+    )
     args = parser.parse_args(argv)
-    calls, rounds = (2_000, 3) if args.quick else (2_000_000, 7)
+    calls, rounds = (2_000, 3) if args.quick else (4_000_000, 9)
     coheriq.enable_engine("threadlib_engine", "fast")
 
     def in_block() -> object:
@@ -95,14 +130,17 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for case, (callees, block) in cases.items():
         for shared in (True, False):
-            figures = {}
-            for threads in THREADS:
-                called = [callees[0]] * threads if shared else callees[:threads]
-                figures[threads] = statistics.median(
-                    throughput(calls, called, block) for _ in range(rounds)
-                )
+            # Each round measures every thread count in turn, so that a slower spell of
+            # the machine falls on all of them rather than on one.
+            measured: dict[int, list[float]] = {n: [] for n in THREADS}
+            for _ in range(rounds):
+                for threads in THREADS:
+                    called = [callees[0]] * threads if shared else callees[:threads]
+                    measured[threads].append(throughput(calls, called, block))
             name = f"{case}, {'the same function' if shared else 'each its own'}"
-            rows.append({"case": name, **{f"{n} threads": figures[n] for n in THREADS}})
+            rows.append(
+                {"case": name, **{f"{n} threads": statistics.median(measured[n]) for n in THREADS}}
+            )
 
     free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
@@ -124,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
             for n in THREADS
         )
         lines.append(f"{row['case']:<{width}}{cells}")
+    lines += ["", *against_unmarked(rows)]
+    if args.gil_build is not None:
+        lines += against_the_gil_build(rows, json.loads(args.gil_build.read_text("utf-8")))
     table = "\n".join(lines)
     print(table)
     if args.record:

@@ -22,29 +22,92 @@
  * with the class first (Py_TPFLAGS_METHOD_DESCRIPTOR, so CPython does not bind a
  * method object for it) and do not pass it on.
  *
- * Free-threaded CPython is not supported: a steady-state call reads the Board and
- * the Cell without a lock, which is only safe under the GIL. The build leaves the
- * extension out there, and coheriq uses its Python proxy.
+ * Free-threaded CPython (built with Py_GIL_DISABLED) runs this module without the GIL
+ * (Py_MOD_GIL_NOT_USED). A steady-state call then reads what another thread may be
+ * replacing: the proxy's board and cell, the board's fields, the cell's value. Each is
+ * read with an atomic load, and an object replaced there is not released but kept by
+ * its holder (keep_replaced) until the holder is freed, so that a call uses what it
+ * read without a reference of its own: a reference count that every thread writes on
+ * every call would make threads queue on it. What a holder keeps is bounded by the
+ * implementations it ever held (an engine's members are made once per engine start).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 #include <stddef.h>
 
 #ifdef Py_GIL_DISABLED
-#error "coheriq._cproxy does not support free-threaded CPython; coheriq uses its Python proxy there."
+#  define LOAD(field) _Py_atomic_load_ptr_acquire(&(field))
+#  define STORE(field, value) _Py_atomic_store_ptr_release(&(field), (value))
+#  define LOAD_FLAG(field) _Py_atomic_load_int_relaxed(&(field))
+#  define STORE_FLAG(field, value) _Py_atomic_store_int_relaxed(&(field), (value))
+/* What a call reads through a proxy stays alive while its holder does (see above). */
+#  define BORROWED 1
+#else
+#  define LOAD(field) (field)
+#  define STORE(field, value) ((field) = (value))
+#  define LOAD_FLAG(field) (field)
+#  define STORE_FLAG(field, value) ((field) = (value))
+#  define BORROWED 0
 #endif
+
+/* Keep ``old``, replaced in a field its holder reads at call time, in the holder's list
+ * ``*kept`` (made when first needed; each object once), on a free-threaded build. */
+static void
+keep_replaced(PyObject **kept, PyObject *old)
+{
+#ifdef Py_GIL_DISABLED
+    if (old == NULL || old == Py_None) {
+        Py_XDECREF(old);
+        return;
+    }
+    if (*kept == NULL && (*kept = PyList_New(0)) == NULL) {
+        PyErr_Clear();
+        return;  /* not released: a call may still read it */
+    }
+    int found = 0;
+    Py_BEGIN_CRITICAL_SECTION(*kept);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(*kept); i++) {
+        if (PyList_GET_ITEM(*kept, i) == old) {
+            found = 1;
+            break;
+        }
+    }
+    Py_END_CRITICAL_SECTION();
+    if (found) {
+        Py_DECREF(old);
+    }
+    else if (PyList_Append(*kept, old) == 0) {
+        Py_DECREF(old);
+    }
+    else {
+        PyErr_Clear();  /* kept by leaking it: a call may still read it */
+    }
+#else
+    (void)kept;
+    Py_XDECREF(old);
+#endif
+}
+
+/* ``*field = value`` (a new reference is taken), for a field read at call time. */
+static void
+replace(PyObject **kept, PyObject **field, PyObject *value)
+{
+    PyObject *old = *field;
+    STORE(*field, Py_XNewRef(value));
+    keep_replaced(kept, old);
+}
 
 /* -- Board: what every proxy of one domain reads ---------------------------------- */
 
 typedef struct {
     PyObject_HEAD
-    char scoped;          /* look at the context before calling */
+    int scoped;           /* look at the context before calling */
     PyObject *current;    /* current(missing): this context's scope, or missing */
     PyObject *variable;   /* the context variable current() only reads, or None */
     PyObject *missing;    /* what a context without a block finds (None: the slot) */
     PyObject *scope_type; /* the class of a block (coheriq._choice.blocks.Scope), or None */
     PyObject *members;    /* scope_type's "members" descriptor, or None */
+    PyObject *kept;       /* what the fields held before (free-threaded: keep_replaced) */
 } BoardObject;
 
 static PyObject *
@@ -64,6 +127,7 @@ board_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->missing = Py_NewRef(Py_None);
     self->scope_type = Py_NewRef(Py_None);
     self->members = Py_NewRef(Py_None);
+    self->kept = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -76,6 +140,7 @@ board_traverse(BoardObject *self, visitproc visit, void *arg)
     Py_VISIT(self->missing);
     Py_VISIT(self->scope_type);
     Py_VISIT(self->members);
+    Py_VISIT(self->kept);
     return 0;
 }
 
@@ -87,6 +152,7 @@ board_clear(BoardObject *self)
     Py_CLEAR(self->missing);
     Py_CLEAR(self->scope_type);
     Py_CLEAR(self->members);
+    Py_CLEAR(self->kept);
     return 0;
 }
 
@@ -98,20 +164,53 @@ board_dealloc(BoardObject *self)
     PyObject_GC_Del(self);
 }
 
-static PyMemberDef board_members[] = {
-    {"scoped", T_BOOL, offsetof(BoardObject, scoped), 0,
-     "Whether proxies look at the context before calling."},
-    {"current", T_OBJECT, offsetof(BoardObject, current), 0,
-     "current(missing): the current context's scope, or missing."},
-    {"variable", T_OBJECT, offsetof(BoardObject, variable), 0,
-     "The context variable that current only reads, or None."},
-    {"missing", T_OBJECT, offsetof(BoardObject, missing), 0,
-     "What a context without a block finds; None for the slot."},
-    {"scope_type", T_OBJECT, offsetof(BoardObject, scope_type), 0,
-     "The class of a block, whose members descriptor is read directly, or None."},
-    {"members", T_OBJECT, offsetof(BoardObject, members), 0,
-     "scope_type's 'members' descriptor (a __slots__ member), or None."},
-    {NULL, 0, 0, 0, NULL},
+static PyObject *
+board_get_scoped(BoardObject *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(LOAD_FLAG(self->scoped));
+}
+
+static int
+board_set_scoped(BoardObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    int scoped = value != NULL ? PyObject_IsTrue(value) : 0;
+    if (scoped < 0) {
+        return -1;
+    }
+    STORE_FLAG(self->scoped, scoped);
+    return 0;
+}
+
+/* The board's object fields, by their offset: read as a member would be (NULL is None). */
+static PyObject *
+board_get_field(BoardObject *self, void *offset)
+{
+    PyObject *value = LOAD(*(PyObject **)((char *)self + (size_t)offset));
+    return Py_NewRef(value != NULL ? value : Py_None);
+}
+
+static int
+board_set_field(BoardObject *self, PyObject *value, void *offset)
+{
+    replace(&self->kept, (PyObject **)((char *)self + (size_t)offset),
+            value != NULL ? value : Py_None);
+    return 0;
+}
+
+#define BOARD_FIELD(name, doc) \
+    {#name, (getter)board_get_field, (setter)board_set_field, doc, \
+     (void *)offsetof(BoardObject, name)}
+
+static PyGetSetDef board_getset[] = {
+    {"scoped", (getter)board_get_scoped, (setter)board_set_scoped,
+     "Whether proxies look at the context before calling.", NULL},
+    BOARD_FIELD(current, "current(missing): the current context's scope, or missing."),
+    BOARD_FIELD(variable, "The context variable that current only reads, or None."),
+    BOARD_FIELD(missing, "What a context without a block finds; None for the slot."),
+    BOARD_FIELD(scope_type,
+                "The class of a block, whose members descriptor is read directly, or None."),
+    BOARD_FIELD(members, "scope_type's 'members' descriptor (a __slots__ member), or None."),
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject BoardType = {
@@ -124,7 +223,7 @@ static PyTypeObject BoardType = {
     .tp_dealloc = (destructor)board_dealloc,
     .tp_traverse = (traverseproc)board_traverse,
     .tp_clear = (inquiry)board_clear,
-    .tp_members = board_members,
+    .tp_getset = board_getset,
 };
 
 /* -- Cell: a candidate's settled implementation ------------------------------------ */
@@ -132,6 +231,7 @@ static PyTypeObject BoardType = {
 typedef struct {
     PyObject_HEAD
     PyObject *value;
+    PyObject *kept;  /* what value held before (free-threaded: keep_replaced) */
 } CellObject;
 
 static PyObject *
@@ -147,6 +247,7 @@ cell_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     self->value = Py_NewRef(value);
+    self->kept = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -155,6 +256,7 @@ static int
 cell_traverse(CellObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->value);
+    Py_VISIT(self->kept);
     return 0;
 }
 
@@ -162,6 +264,7 @@ static int
 cell_clear(CellObject *self)
 {
     Py_CLEAR(self->value);
+    Py_CLEAR(self->kept);
     return 0;
 }
 
@@ -173,10 +276,25 @@ cell_dealloc(CellObject *self)
     PyObject_GC_Del(self);
 }
 
-static PyMemberDef cell_members[] = {
-    {"value", T_OBJECT, offsetof(CellObject, value), 0,
-     "What a call of the candidate runs while its proxies need not look at the context."},
-    {NULL, 0, 0, 0, NULL},
+static PyObject *
+cell_get_value(CellObject *self, void *Py_UNUSED(closure))
+{
+    PyObject *value = LOAD(self->value);
+    return Py_NewRef(value != NULL ? value : Py_None);
+}
+
+static int
+cell_set_value(CellObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    replace(&self->kept, &self->value, value != NULL ? value : Py_None);
+    return 0;
+}
+
+static PyGetSetDef cell_getset[] = {
+    {"value", (getter)cell_get_value, (setter)cell_set_value,
+     "What a call of the candidate runs while its proxies need not look at the context.",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject CellType = {
@@ -189,7 +307,7 @@ static PyTypeObject CellType = {
     .tp_dealloc = (destructor)cell_dealloc,
     .tp_traverse = (traverseproc)cell_traverse,
     .tp_clear = (inquiry)cell_clear,
-    .tp_members = cell_members,
+    .tp_getset = cell_getset,
 };
 
 /* -- Proxy ------------------------------------------------------------------------- */
@@ -215,6 +333,7 @@ typedef struct {
      * set by _coheriq_expect_defaults. */
     PyObject *defaults;
     PyObject *kwdefaults;
+    PyObject *kept;  /* what the fields a call reads held before (keep_replaced) */
 } ProxyObject;
 
 static PyObject *str_members;   /* "members" */
@@ -223,8 +342,11 @@ static PyObject *str_members;   /* "members" */
 static PyObject *
 find_scope(BoardObject *board)
 {
-    PyObject *variable = board->variable;
-    PyObject *missing = board->missing != NULL ? board->missing : Py_None;
+    PyObject *variable = LOAD(board->variable);
+    PyObject *missing = LOAD(board->missing);
+    if (missing == NULL) {
+        missing = Py_None;
+    }
     if (variable != NULL && PyContextVar_CheckExact(variable)) {
         PyObject *scope = NULL;
         if (PyContextVar_Get(variable, missing, &scope) < 0) {
@@ -232,18 +354,22 @@ find_scope(BoardObject *board)
         }
         return scope != NULL ? scope : Py_NewRef(Py_None);
     }
-    PyObject *current = board->current;
+    PyObject *current = LOAD(board->current);
     if (current == NULL || current == Py_None) {
         PyErr_SetString(PyExc_RuntimeError,
                         "coheriq: a compiled proxy's domain has no finder; this is a bug "
                         "in coheriq, please report it.");
         return NULL;
     }
+#if !BORROWED
     Py_INCREF(current);  /* the finder may replace itself */
     Py_INCREF(missing);
+#endif
     PyObject *scope = PyObject_CallOneArg(current, missing);
+#if !BORROWED
     Py_DECREF(missing);
     Py_DECREF(current);
+#endif
     return scope;
 }
 
@@ -253,57 +379,74 @@ find_scope(BoardObject *board)
 static PyObject *
 members_of(BoardObject *board, PyObject *scope)
 {
-    PyObject *descriptor = board->members;
-    if ((PyObject *)Py_TYPE(scope) == board->scope_type && descriptor != NULL
+    PyObject *descriptor = LOAD(board->members);
+    if ((PyObject *)Py_TYPE(scope) == LOAD(board->scope_type) && descriptor != NULL
         && Py_TYPE(descriptor)->tp_descr_get != NULL) {
+#if !BORROWED
         Py_INCREF(descriptor);
+#endif
         PyObject *members = Py_TYPE(descriptor)->tp_descr_get(descriptor, scope,
                                                               (PyObject *)Py_TYPE(scope));
+#if !BORROWED
         Py_DECREF(descriptor);
+#endif
         return members;
     }
     return PyObject_GetAttr(scope, str_members);
 }
 
-/* What a call finds in this context: a new reference to the implementation. */
+/* What a call finds in this context: the implementation, a new reference where
+ * ``*owned`` is set, else one its cell keeps alive (a free-threaded build's). */
 static PyObject *
-implementation(ProxyObject *self)
+implementation(ProxyObject *self, int *owned)
 {
-    if (self->board->scoped) {
-        PyObject *scope = find_scope(self->board);
+    BoardObject *board = LOAD(self->board);
+    PyObject *candidate = LOAD(self->candidate);
+    *owned = 1;
+    if (LOAD_FLAG(board->scoped)) {
+        PyObject *scope = find_scope(board);
         if (scope == NULL) {
             return NULL;
         }
         if (scope != Py_None) {
-            PyObject *members = members_of(self->board, scope);
+            PyObject *members = members_of(board, scope);
             Py_DECREF(scope);
             if (members == NULL) {
                 return NULL;
             }
             PyObject *impl;
             if (PyDict_CheckExact(members)) {  /* an open block's table */
-                impl = PyDict_GetItemWithError(members, self->candidate);
+#ifdef Py_GIL_DISABLED
+                /* A strong reference: another thread may replace the entry. */
+                if (PyDict_GetItemRef(members, candidate, &impl) == 0) {
+                    PyErr_SetObject(PyExc_KeyError, candidate);
+                }
+#else
+                impl = PyDict_GetItemWithError(members, candidate);
                 if (impl == NULL && !PyErr_Occurred()) {
-                    PyErr_SetObject(PyExc_KeyError, self->candidate);
+                    PyErr_SetObject(PyExc_KeyError, candidate);
                 }
                 Py_XINCREF(impl);
+#endif
             }
             else {  /* a block that ended, a watcher's view */
-                impl = PyObject_GetItem(members, self->candidate);
+                impl = PyObject_GetItem(members, candidate);
             }
             Py_DECREF(members);
             return impl;
         }
         Py_DECREF(scope);
     }
-    PyObject *impl = self->cell->value;
+    CellObject *cell = LOAD(self->cell);
+    PyObject *impl = LOAD(cell->value);
     if (impl == NULL) {
         PyErr_Format(PyExc_RuntimeError,
                      "coheriq: candidate %R has no implementation; this is a bug in "
-                     "coheriq, please report it.", self->candidate);
+                     "coheriq, please report it.", candidate);
         return NULL;
     }
-    return Py_NewRef(impl);
+    *owned = !BORROWED;
+    return *owned ? Py_NewRef(impl) : impl;
 }
 
 /* CPython's own vectorcall of functions, read off a new function (cproxy_exec). */
@@ -335,7 +478,8 @@ proxy_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         args += 1;
         nargsf = (size_t)(nargs - 1);
     }
-    PyObject *impl = implementation(self);
+    int owned;
+    PyObject *impl = implementation(self, &owned);
     if (impl == NULL) {
         return NULL;
     }
@@ -352,13 +496,17 @@ proxy_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
          * no frame: a loop of them would overflow the C stack instead of raising
          * RecursionError, as the Python proxy's frames would. */
         if (Py_EnterRecursiveCall(" while calling a coheriq candidate")) {
-            Py_DECREF(impl);
+            if (owned) {
+                Py_DECREF(impl);
+            }
             return NULL;
         }
         result = PyObject_Vectorcall(impl, args, nargsf, kwnames);
         Py_LeaveRecursiveCall();
     }
-    Py_DECREF(impl);
+    if (owned) {
+        Py_DECREF(impl);
+    }
     return result;
 }
 
@@ -373,9 +521,9 @@ set_state(ProxyObject *self, PyObject *board, PyObject *cell, PyObject *candidat
                         "and the candidate's name.");
         return -1;
     }
-    Py_XSETREF(self->board, (BoardObject *)Py_NewRef(board));
-    Py_XSETREF(self->cell, (CellObject *)Py_NewRef(cell));
-    Py_XSETREF(self->candidate, Py_NewRef(candidate));
+    replace(&self->kept, (PyObject **)&self->board, board);
+    replace(&self->kept, (PyObject **)&self->cell, cell);
+    replace(&self->kept, &self->candidate, candidate);
     self->receiver = receiver;
     return 0;
 }
@@ -397,7 +545,7 @@ proxy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->vectorcall = proxy_vectorcall;
     self->board = NULL;
     self->cell = NULL;
-    self->candidate = self->dict = self->weakreflist = NULL;
+    self->candidate = self->dict = self->weakreflist = self->kept = NULL;
     self->receiver = 0;
     self->name = Py_NewRef(candidate);
     self->qualname = Py_NewRef(candidate);
@@ -425,6 +573,7 @@ proxy_traverse(ProxyObject *self, visitproc visit, void *arg)
     Py_VISIT(self->dict);
     Py_VISIT(self->defaults);
     Py_VISIT(self->kwdefaults);
+    Py_VISIT(self->kept);
     return 0;
 }
 
@@ -456,6 +605,7 @@ proxy_dealloc(ProxyObject *self)
     Py_CLEAR(self->candidate);
     Py_CLEAR(self->name);
     Py_CLEAR(self->qualname);
+    Py_CLEAR(self->kept);
     PyObject_GC_Del(self);
 }
 
@@ -632,8 +782,8 @@ proxy_take_over(ProxyObject *self, PyObject *other)
     Py_XSETREF(self->annotations,
                from->annotations != NULL ? PyDict_Copy(from->annotations) : NULL);
     Py_XSETREF(self->annotate, Py_XNewRef(from->annotate));
-    Py_XSETREF(self->defaults, Py_XNewRef(from->defaults));
-    Py_XSETREF(self->kwdefaults, Py_XNewRef(from->kwdefaults));
+    replace(&self->kept, &self->defaults, from->defaults);
+    replace(&self->kept, &self->kwdefaults, from->kwdefaults);
     Py_RETURN_NONE;
 }
 
@@ -652,8 +802,9 @@ proxy_expect_defaults(ProxyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (args[1] != Py_None && (kwdefaults = PyDict_Copy(args[1])) == NULL) {
         return NULL;
     }
-    Py_XSETREF(self->defaults, args[0] != Py_None ? Py_NewRef(args[0]) : NULL);
-    Py_XSETREF(self->kwdefaults, kwdefaults);
+    replace(&self->kept, &self->defaults, args[0] != Py_None ? args[0] : NULL);
+    replace(&self->kept, &self->kwdefaults, kwdefaults);
+    Py_XDECREF(kwdefaults);
     Py_RETURN_NONE;
 }
 
@@ -662,7 +813,9 @@ proxy_expect_defaults(ProxyObject *self, PyObject *const *args, Py_ssize_t nargs
 static PyObject *
 proxy_implementation(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
-    return implementation((ProxyObject *)self);
+    int owned;
+    PyObject *impl = implementation((ProxyObject *)self, &owned);
+    return impl != NULL && !owned ? Py_NewRef(impl) : impl;
 }
 
 static PyMethodDef proxy_methods[] = {
@@ -749,7 +902,9 @@ static PyTypeObject ProxyType = {
  * function whatever its vectorcall, so the module has no set_dispatcher there, and
  * swapped.py keeps its trampolines. */
 #define HAS_DISPATCHER (PY_VERSION_HEX >= 0x030C0000)
-#if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x03100000
+/* Free-threaded 3.13 specializes no call at all, so a version would give nothing. */
+#if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x03100000 \
+    && !(defined(Py_GIL_DISABLED) && PY_VERSION_HEX < 0x030E0000)
 #  define VERSION_BY_CODE 1
 #  if PY_VERSION_HEX >= 0x030E0000
 #    define FIRST_VALID_VERSION 2u  /* 0: never set, 1: cleared (pycore_function.h) */
@@ -785,7 +940,7 @@ dispatcher_of(PyObject *code)
 static int
 defaults_unchanged(PyFunctionObject *f, ProxyObject *proxy)
 {
-    PyObject *now = f->func_defaults, *was = proxy->defaults;
+    PyObject *now = f->func_defaults, *was = LOAD(proxy->defaults);
     if (now != was) {
         Py_ssize_t n = now != NULL ? PyTuple_GET_SIZE(now) : 0;
         if (n != (was != NULL ? PyTuple_GET_SIZE(was) : 0)) {
@@ -798,7 +953,7 @@ defaults_unchanged(PyFunctionObject *f, ProxyObject *proxy)
         }
     }
     now = f->func_kwdefaults;
-    was = proxy->kwdefaults;
+    was = LOAD(proxy->kwdefaults);
     Py_ssize_t n = now != NULL ? PyDict_GET_SIZE(now) : 0;
     if (n != (was != NULL ? PyDict_GET_SIZE(was) : 0)) {
         return 0;
@@ -819,7 +974,7 @@ defaults_unchanged(PyFunctionObject *f, ProxyObject *proxy)
 static PyObject *
 dispatching_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *proxy = dispatcher_of(PyFunction_GET_CODE(func));
+    PyObject *proxy = dispatcher_of(LOAD(((PyFunctionObject *)func)->func_code));
     /* Another code was assigned since, or the function's defaults are not its
      * candidate's (which the proxy passes calls on to without them): run the code, a
      * trampoline that fills them in, as CPython would. */
@@ -856,7 +1011,13 @@ set_code(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 #if VERSION_BY_CODE
     uint32_t version = ((PyCodeObject *)code)->co_version;
     if (f->func_version < FIRST_VALID_VERSION && version >= FIRST_VALID_VERSION) {
+#  ifdef Py_GIL_DISABLED
+        /* Read by other threads' calls as the interpreter writes it: atomically. The
+         * code was assigned first, so a call that finds the version runs the code. */
+        _Py_atomic_store_uint32_release(&f->func_version, version);
+#  else
         f->func_version = version;
+#  endif
     }
 #endif
     Py_RETURN_NONE;
@@ -886,6 +1047,50 @@ set_dispatcher(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
 }
 #endif
 
+#ifdef Py_GIL_DISABLED
+/* share(obj): let every thread use ``obj`` (an engine's instance or member, which the
+ * calling thread just made) without writing its reference count, which threads would
+ * otherwise queue on: the interpreter's deferred reference counting, after which the
+ * garbage collector alone frees obj. From 3.14 on, its API. Free-threaded 3.13 has
+ * none for extensions: this does what its _PyObject_SetDeferredRefcount does to a
+ * module's functions and classes. Until a second thread starts, the object is
+ * deferred (freed by the collector); the interpreter then makes every deferred
+ * object immortal, for good, and one shared after that is made immortal at once. Only
+ * an object this thread owns, tracked by the collector, whose reference no other
+ * thread has counted. Returns whether it did anything. */
+static PyObject *
+share(PyObject *module, PyObject *obj)
+{
+#  if PY_VERSION_HEX >= 0x030E0000
+    (void)module;
+    return PyBool_FromLong(PyUnstable_Object_EnableDeferredRefcount(obj));
+#  else
+    const uint8_t deferred = 64;  /* _PyGC_BITS_DEFERRED of 3.13's pycore_gc.h */
+    if (!PyObject_IS_GC(obj) || !PyObject_GC_IsTracked(obj) || _Py_IsImmortal(obj)
+        || !_Py_IsOwnedByCurrentThread(obj)
+        || _Py_atomic_load_ssize_relaxed(&obj->ob_ref_shared) != 0
+        || (_Py_atomic_load_uint8_relaxed(&obj->ob_gc_bits) & deferred)) {
+        Py_RETURN_FALSE;
+    }
+    /* A module is deferred when made: immortal once a second thread has started.
+     * (No thread can start meanwhile: that stops every thread, this one included.) */
+    if (_Py_IsImmortal(module)) {
+        PyObject_GC_UnTrack(obj);  /* as _Py_SetImmortal: the collector skips it */
+        _Py_atomic_store_uint32_relaxed(&obj->ob_ref_local, _Py_IMMORTAL_REFCNT_LOCAL);
+        _Py_atomic_store_uintptr_relaxed(&obj->ob_tid, 0);
+        _Py_atomic_store_ssize_relaxed(&obj->ob_ref_shared, 0);
+    }
+    else {
+        uint8_t bits = _Py_atomic_load_uint8_relaxed(&obj->ob_gc_bits);
+        _Py_atomic_store_uint8_relaxed(&obj->ob_gc_bits, bits | deferred);
+        obj->ob_ref_local += 1;  /* the reference the collector discounts */
+        _Py_atomic_store_ssize_relaxed(&obj->ob_ref_shared, _Py_REF_QUEUED);
+    }
+    Py_RETURN_TRUE;
+#  endif
+}
+#endif
+
 static PyMethodDef cproxy_functions[] = {
     {"set_code", (PyCFunction)(void (*)(void))set_code, METH_FASTCALL,
      "set_code(function, code): function.__code__ = code, and its calls specialize again."},
@@ -893,6 +1098,11 @@ static PyMethodDef cproxy_functions[] = {
     {"set_dispatcher", (PyCFunction)(void (*)(void))set_dispatcher, METH_FASTCALL,
      "set_dispatcher(function, code): function.__code__ = code, and its calls call the "
      "Proxy that is the code's last constant, from C."},
+#endif
+#ifdef Py_GIL_DISABLED
+    {"share", share, METH_O,
+     "share(obj): let every thread use obj without contending on its reference count "
+     "(a free-threaded build's; obj just made by this thread)."},
 #endif
     {NULL, NULL, 0, NULL},
 };
@@ -931,7 +1141,7 @@ cproxy_exec(PyObject *module)
     }
     /* proxy.py uses this module only if it is the version it was written for: an
      * editable install whose extension was built from older source falls back. */
-    if (PyModule_AddIntConstant(module, "VERSION", 8) < 0) {
+    if (PyModule_AddIntConstant(module, "VERSION", 9) < 0) {
         return -1;
     }
     PyTypeObject *types[] = {&BoardType, &CellType, &ProxyType};
@@ -951,6 +1161,9 @@ cproxy_exec(PyObject *module)
 
 static PyModuleDef_Slot cproxy_slots[] = {
     {Py_mod_exec, cproxy_exec},
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},  /* see the top of this file */
+#endif
     {0, NULL},
 };
 

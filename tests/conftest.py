@@ -237,6 +237,20 @@ def make_dist(tmp_path, monkeypatch) -> Callable[..., Path]:
     discovery.clear_cache()
 
 
+def memory_grown(work: Callable[[int], object], warm: int = 50, times: int = 1000) -> int:
+    """Bytes that ``work(times)`` leaves allocated (traced), once ``work(warm)`` has run."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        work(warm)
+        before = tracemalloc.get_traced_memory()[0]
+        work(times)
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
 def run_in_child(body, timeout=10.0):
     """Fork, run ``body()`` in the child, and return its exit code (fail the test on a hang)."""
     pid = os.fork()

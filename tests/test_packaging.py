@@ -92,13 +92,13 @@ def test_a_wheel_carries_the_compiled_proxy_only_where_it_compiles(tmp_path, com
     (wheel,) = tmp_path.glob("coheriq-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     compiled = [name for name in names if name.startswith("coheriq/_cproxy.")]
-    free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-    if compiler == "false" or free_threaded:  # a pure-Python wheel, for any platform
+    if compiler == "false":  # a pure-Python wheel, for any platform
         assert wheel.name.endswith("-py3-none-any.whl")
         assert compiled == ["coheriq/_cproxy.pyi"]
     else:  # this interpreter's ABI and platform
         tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-        assert f"-{tag}-{tag}-" in wheel.name
+        abi = tag + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")  # cp313t
+        assert f"-{tag}-{abi}-" in wheel.name
         assert len(compiled) == 2 and "coheriq/_cproxy.c" not in names
 
 

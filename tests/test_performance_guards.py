@@ -139,3 +139,16 @@ def test_the_threads_benchmark_runs_in_quick_mode(tmp_path):
     (figures,) = tmp_path.glob("threads-*.json")
     rows = json.loads(figures.read_text(encoding="utf-8"))["rows"]
     assert len(rows) == 8 and all(row["1 threads"] > 0 for row in rows)
+    # Each marked case against the unmarked calls, and against another record's single
+    # thread (here the run's own, which its noise keeps from being exactly 1.00x).
+    assert done.stdout.count(" of unmarked's; one thread ") == 6
+    script = str(ROOT / "benchmarks" / "threads.py")
+    again = subprocess.run(
+        [sys.executable, script, "--quick", "--gil-build", str(figures)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    compared = again.stdout.split("with the GIL (time per call):\n")[1].splitlines()
+    assert [line.rpartition(":")[0].strip() for line in compared] == [r["case"] for r in rows]

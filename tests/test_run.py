@@ -141,6 +141,10 @@ def test_an_uncaught_exception_prints_what_python_prints(where: Path) -> None:
     )
 
 
+def _signals_as_at_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def statuses_after(where: Path, sleeper: str, sent: int) -> list[int]:
     """The exit status of ``sleeper`` (prints "ready", then sleeps) sent signal ``sent``
     once ready: under python, then under the runner."""
@@ -152,6 +156,9 @@ def statuses_after(where: Path, sleeper: str, sent: int) -> list[int]:
             stderr=subprocess.PIPE,
             env=environment(where),
             cwd=where,
+            # As at a terminal: a test run started in the background inherits SIGINT
+            # ignored, and Python then keeps ignoring it.
+            preexec_fn=_signals_as_at_a_terminal,
         )
         assert process.stdout is not None
         try:

@@ -25,6 +25,7 @@ import threading
 import pytest
 
 import coheriq as cq
+from conftest import memory_grown
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("COHERIQ_SWAP_CODE") == "0",
@@ -164,8 +165,8 @@ def specialized_calls(fn):
 
 
 @pytest.mark.skipif(
-    not getattr(sys, "_is_gil_enabled", lambda: True)(),
-    reason="the free-threaded CPython specializes no call (3.13) or has no compiled part",
+    sys.version_info < (3, 14) and not getattr(sys, "_is_gil_enabled", lambda: True)(),
+    reason="the free-threaded CPython 3.13 specializes no call",
 )
 def test_calls_of_the_marked_function_are_specialized_on_the_reference(unique):
     """CPython specializes calls of the marked function on the reference as it does the
@@ -707,8 +708,6 @@ def test_swapping_for_ever_keeps_each_code_once(unique, monkeypatch):
     """On a free-threaded build a function keeps every code it ran (a thread may still
     read the old one): each distinct code once, so that memory stays flat however many
     times profiles swap the code. (The same bookkeeping, turned on here.)"""
-    import tracemalloc
-
     from coheriq._call import swapped
 
     monkeypatch.setattr(swapped, "_FREE_THREADED", True)
@@ -722,13 +721,6 @@ def test_swapping_for_ever_keeps_each_code_once(unique, monkeypatch):
             with cq.profile():  # each swaps every function to looking, and back
                 pass
 
-    tracemalloc.start()
-    try:
-        profiles(50)
-        before = tracemalloc.get_traced_memory()[0]
-        profiles(1000)
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert grown < 50_000  # 20 functions x 2 codes x 1000 profiles would be 320 kB
+    # 20 functions x 2 codes x 1000 profiles would be 320 kB.
+    assert memory_grown(profiles) < 50_000
     assert [f(2) for f in marked] == [1] * 20

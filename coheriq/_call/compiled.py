@@ -1,7 +1,8 @@
 """Whether this process runs coheriq's compiled part (``coheriq/_cproxy.c``), decided at import.
 
 ``compiled`` is its module, or None where the pure-Python reference does its work;
-``set_code`` and ``set_dispatcher`` its code swaps, or None.
+``set_code`` and ``set_dispatcher`` its code swaps, or None; ``share``, on a
+free-threaded build, what keeps threads from queuing on an object's reference count.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-COMPILED_VERSION = 8  # the VERSION of coheriq/_cproxy.c that this package drives
+COMPILED_VERSION = 9  # the VERSION of coheriq/_cproxy.c that this package drives
 
 
 def load() -> tuple[Any, str]:
@@ -41,7 +42,7 @@ def load() -> tuple[Any, str]:
     name = "coheriq._cproxy"
     try:
         __import__(name)  # not `from . import`: that says "circular import" when it is missing
-    except ModuleNotFoundError:  # an install without a compiler, a free-threaded CPython
+    except ModuleNotFoundError:  # an install without a compiler
         return None, "python (the compiled proxy is not built here)"
     except ImportError as error:  # built, but not loadable by this interpreter
         return None, f"python (the compiled proxy could not be loaded: {error})"
@@ -66,3 +67,9 @@ set_code: Callable[[FunctionType, CodeType], None] | None = getattr(compiled, "s
 set_dispatcher: Callable[[FunctionType, CodeType], None] | None = getattr(
     compiled, "set_dispatcher", None
 )
+
+# share(obj) lets every thread use obj, just made by this thread, without writing its
+# reference count: deferred reference counting (on free-threaded 3.13, as that
+# interpreter gives a module's functions: immortal once a second thread starts).
+# Free-threaded builds only.
+share: Callable[[object], bool] | None = getattr(compiled, "share", None)

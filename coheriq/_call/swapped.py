@@ -13,7 +13,7 @@ import sys
 from _weakref import ref as weak
 
 from .._stdlib import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, TYPE_CHECKING, FunctionType
-from .compiled import set_code, set_dispatcher
+from .compiled import set_code, set_dispatcher, share
 from .generated import RESERVED_PREFIX, parameter_lists
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ class _Guard:
 
 
 _guard = _Guard()
+if share is not None:  # read by every engine trampoline's call, on every thread
+    share(_guard)
 
 
 def _put(const: Any, objects: dict[str, Any]) -> Any:
@@ -65,7 +67,10 @@ def _put(const: Any, objects: dict[str, Any]) -> Any:
     if type(const) is str:
         return objects.get(const, const)
     if type(const) is tuple:
-        return tuple(objects.get(c, c) if type(c) is str else c for c in const)
+        made = tuple(objects.get(c, c) if type(c) is str else c for c in const)
+        if share is not None:  # as the code that holds it, read by every thread's calls
+            share(made)
+        return made
     return const
 
 
@@ -337,6 +342,8 @@ class SwappedProxy:
         if code is None:
             code = self._trampoline(_TARGET, self._dispatcher, generic=True)
             code = self._dispatching = code.replace(co_consts=(*code.co_consts, self._dispatcher))
+        if _FREE_THREADED:  # as in _install: a call may still read the code it replaces
+            self._kept.setdefault(id(code), code)
         set_dispatcher(self.function, code)
 
 

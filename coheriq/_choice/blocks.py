@@ -150,6 +150,10 @@ class Scopes:
         # before it goes off.
         self.looking = False
         self.blocks_seen = 0  # how many times a block made the proxies look (_SWAPS_BACK)
+        # The finders given to the proxies, made once: a free-threaded build's compiled
+        # proxies keep each finder they were given, for a call that may still read it.
+        self._find_here, self._get = self.here, variable.get
+        self.finders: dict[tuple[Any, ...], Callable[[Any], Any]] = {}  # observing's, by kinds
 
     def implementation_here(self, name: str) -> Any:
         """The implementation of candidate ``name`` a call here would use (for a class
@@ -246,9 +250,9 @@ class Scopes:
         """Give the proxies the finder of what a call runs in its context (see :meth:`here`)."""
         state, switchboard = self.state, self.state.switchboard
         if self._watching is not None or state.copies.made != 1:
-            switchboard.set_current(self._watching or self.here)
+            switchboard.set_current(self._watching or self._find_here)
         else:  # as here() finds it, with no frame of coheriq's
-            switchboard.set_current(self.variable.get, self.variable)
+            switchboard.set_current(self._get, self.variable)
         choice = state.choice
         switchboard.set_missing(choice.unsettled if choice.settled is None else None)
 

@@ -9,6 +9,7 @@ import _thread  # not threading: the same locks, one import fewer
 import sys
 from _contextvars import ContextVar
 
+from .._call.compiled import share
 from .._names import REFERENCE, check_name, is_engine_name
 from .._stdlib import TYPE_CHECKING, caller_outside_coheriq
 from ..exceptions import (
@@ -361,7 +362,11 @@ class Engines:
         try:
             instance = instantiate(self.state, cls)
             with lock:  # so that no candidate published meanwhile is missed
-                members = self._instances[cls] = self._members_from(cls, instance)
+                members = self._members_from(cls, instance)
+                if share is not None:  # free-threaded: what every call reads, uncounted
+                    for obj in (instance, members, *members.values()):
+                        share(obj)
+                self._instances[cls] = members
                 self._started[cls] = instance
         finally:
             with lock:

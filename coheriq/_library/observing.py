@@ -65,9 +65,19 @@ def stop(order: int) -> None:
 def finder_for(domain: Any) -> Callable[[Any], Any] | None:
     """The function ``domain``'s proxies find their scope with while watchers are on; ``None``
     when no watcher is on: the proxies use the domain's own finder."""
-    wraps = [wrap(domain) for _, (wrap, _count) in sorted(_on.items())]
-    if not wraps:
+    kinds = tuple(wrap for _, (wrap, _count) in sorted(_on.items()))
+    if not kinds:
         return None
+    finders: dict[tuple[Wrapper, ...], Callable[[Any], Any]] = domain.scopes.finders
+    finder = finders.get(kinds)  # one per set of kinds: see Scopes.finders
+    if finder is None:
+        finder = finders[kinds] = _finder(domain, kinds)
+    return finder
+
+
+def _finder(domain: Any, kinds: tuple[Wrapper, ...]) -> Callable[[Any], Any]:
+    """The finder of ``domain`` while the watcher ``kinds`` are on, innermost first."""
+    wraps = [wrap(domain) for wrap in kinds]
     scope_of = domain.scopes.here
 
     def current(_missing: Any = None) -> Any:  # finds "not chosen yet" itself
