@@ -2,7 +2,9 @@
 
 A declined call runs the next implementation along the engine's MRO, then (a proxy's call) the
 user's ordered list of engines, then the reference (:class:`Chain`); one reached through ``self``
-or ``super()`` stays on the MRO (:class:`DecliningMethod`). Each decline is :func:`record`\\ ed.
+or ``super()`` stays on the MRO (:class:`DecliningMethod`). An implementation that only *should
+not* run a call (a soft check) runs it after all, before the reference, where every engine
+implementation after it declines. Each decline is :func:`record`\\ ed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ if TYPE_CHECKING:
     from .._choice.state import DomainState
 
 _MARK = "__coheriq_may_decline__"  # on a marked implementation: True, or its check
+_SOFT = "__coheriq_soft_decline__"  # on one whose check says it should not run, not cannot
+
+
+class SoftReason(str):
+    """A soft check's reason: the implementation should not run the call, but could."""
+
+    __slots__ = ()
+
 
 # Called with (state, candidate, engine, reason) on every decline (a profile's).
 watchers: list[Callable[[DomainState, str, str, str], None]] = []
@@ -97,7 +107,10 @@ class Decline(Exception):  # noqa: N818 - it is a signal, not an error
 
 
 def may_decline(
-    implementation: Any = None, *, when: Callable[..., str | None] | None = None
+    implementation: Any = None,
+    *,
+    when: Callable[..., str | None] | None = None,
+    soft: bool = False,
 ) -> Any:
     """Mark an engine's implementation of a candidate that may decline a call; return it.
 
@@ -110,14 +123,28 @@ def may_decline(
     once, per reason. An ``async def`` or generator implementation, whose body runs after the call
     returned, declines by its check alone.
 
+    With ``soft=True`` the check says the implementation *should not* run the call (it would be
+    slower there: too small to pay for a transfer), not that it cannot: the call goes on to the
+    next implementation, and comes back to this one, which then runs it without asking, only
+    where every engine implementation after it declines, before the reference would run it.
+    A soft decline is counted and explained as any other, with its reason.
+
     Raises:
         CoheriqTypeError: ``when`` is not callable, the target is neither a function nor
-            a class, or it is an ``async def`` or generator function marked bare.
+            a class, it is an ``async def`` or generator function marked bare, or
+            ``soft=True`` comes without a check.
     """
     if when is not None and not callable(when):
         raise CoheriqTypeError(
             f"coheriq.may_decline(when=...) takes a function that returns a reason or None, "
             f"not {type(when).__name__} {when!r}."
+        )
+    if soft is not False and (soft is not True or when is None):
+        raise CoheriqTypeError(
+            "coheriq.may_decline(soft=True) needs a check, when=check, that returns why the "
+            "implementation should not run a call (or None): a soft decline is asked before "
+            f"the call, so that the implementation can run it later after all (soft={soft!r}, "
+            f"when={when!r})."
         )
 
     def mark(target: Any) -> Any:
@@ -138,6 +165,10 @@ def may_decline(
                     "instead, may_decline(when=check), which coheriq asks when the call is made."
                 )
         setattr(target, _MARK, when if when is not None else True)
+        if soft:
+            setattr(target, _SOFT, True)
+        elif _SOFT in getattr(target, "__dict__", {}):  # marked again, hard this time
+            delattr(target, _SOFT)
         return target
 
     return mark if implementation is None else mark(implementation)
@@ -165,15 +196,31 @@ def check_of(implementation: Any) -> Callable[..., str | None] | bool:
     return found if callable(found) else found is True
 
 
+def soft_of(implementation: Any) -> bool:
+    """Whether ``implementation``'s check is soft (``may_decline(when=..., soft=True)``)."""
+    if isinstance(implementation, DecliningMethod):
+        implementation = implementation.function
+    return bool(getattr(function_of(implementation), _SOFT, False)) or bool(
+        getattr(implementation, _SOFT, False)
+    )
+
+
 def _trying(
-    ask: Any, call: Any, final: bool, declined: Callable[[Any, Any, Any], Any]
+    ask: Any,
+    call: Any,
+    final: bool,
+    declined: Callable[[Any, Any, Any], Any],
+    soft: bool = False,
 ) -> Callable[..., Any]:
     """One implementation as a function of the call's arguments: ask the check (``ask``,
     or None), then ``call``; a reason, or a ``Decline`` that is a signal, goes to
-    ``declined(reason, args, kwargs)``. The one rule of a decline, written once."""
+    ``declined(reason, args, kwargs)``, a soft check's as a :class:`SoftReason`. The one
+    rule of a decline, written once."""
 
     def declining(*args: Any, **kwargs: Any) -> Any:
         reason = None if ask is None else ask(*args, **kwargs)
+        if reason is not None and soft and type(reason) is str:
+            reason = SoftReason(reason)
         if reason is None:
             try:
                 return call(*args, **kwargs)
@@ -199,7 +246,7 @@ class Step:
     """Class ``owner``'s implementation of candidate ``name``, bound to an engine's instance;
     ``run`` runs it on a call's arguments and returns its result, or a ``_Declined``."""
 
-    __slots__ = ("ask", "call", "check", "chosen", "final", "name", "owner", "run")
+    __slots__ = ("ask", "call", "check", "chosen", "final", "name", "owner", "run", "soft")
 
     def __init__(
         self,
@@ -227,7 +274,8 @@ class Step:
         self.ask: Any = None
         if callable(check):
             self.ask = check if kind is staticmethod else partial(check, first)
-        self.run = _trying(self.ask, self.call, self.final, _Declined)
+        self.soft = self.ask is not None and soft_of(implementation)
+        self.run = _trying(self.ask, self.call, self.final, _Declined, self.soft)
 
     @property
     def engine(self) -> str:
@@ -237,7 +285,7 @@ class Step:
     def checked(self, reason: Any) -> str | None:
         """``reason``, a check's answer: a non-blank string or None; else CoheriqTypeError."""
         if reason is None or (isinstance(reason, str) and reason.strip()):
-            return reason
+            return reason  # a SoftReason stays one
         raise CoheriqTypeError(
             f"The decline check of engine {self.engine!r} for candidate {self.name!r} "
             f"returned {reason!r}: it must return the reason to decline (a non-empty "
@@ -272,15 +320,19 @@ class Chain:
             return self.after_decline(first.checked(reason), args, kwargs)
 
         call = self.crossing(first.owner, first.call)
-        self.function = _trying(first.ask, call, first.final, declined)
+        self.function = _trying(first.ask, call, first.final, declined, first.soft)
         _read_as(self.function, first.call, ("__name__", "__qualname__", "__doc__", "__self__"))
         self.function.__coheriq_chain__ = self  # type: ignore[attr-defined]
 
     def after_decline(
         self, reason: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        """Record that the first step declined for ``reason``; run the rest of the chain."""
-        record(self.state, self.name, self.steps[0].engine, reason or "")
+        """Record that the first step declined for ``reason``; run the rest of the chain,
+        then, where every step declined, those that only should not run (soft), in order,
+        without asking them again; then the reference."""
+        first = self.steps[0]
+        record(self.state, self.name, first.engine, reason or "")
+        soft = [first] if type(reason) is SoftReason else []
         for step in self.all_steps(after_first=True):
             run = self._crossed.get(step)
             if run is None:
@@ -288,6 +340,17 @@ class Chain:
                 if step in self.steps:  # a later engine's steps are made anew each call
                     self._crossed[step] = run
             value = run(*args, **kwargs)
+            if type(value) is not _Declined:
+                answered.set((self, step.engine))
+                return value
+            reason = step.checked(value.reason)
+            record(self.state, self.name, step.engine, reason or "")
+            if type(reason) is SoftReason:
+                soft.append(step)
+        for step in soft:  # it can run the call: better than the reference
+            value = self.crossing(step.owner, _trying(None, step.call, step.final, _Declined))(
+                *args, **kwargs
+            )
             if type(value) is not _Declined:
                 answered.set((self, step.engine))
                 return value
@@ -316,13 +379,21 @@ class Chain:
         """Which engine a call with these arguments would run, and the declines on the way,
         asking the checks only (one that may raise ``Decline`` is noted, and taken to run)."""
         passed: list[str] = []
+        soft: list[str] = []
         for step in self.all_steps():
             reason = None if step.ask is None else step.checked(step.ask(*args, **kwargs))
             if reason is None:
                 if step.check is True:
                     passed.append(f"{step.engine}: may decline when it runs")
                 return step.engine, passed
-            passed.append(f"{step.engine} declines: {reason}")
+            if step.soft:
+                soft.append(step.engine)
+                passed.append(f"{step.engine} should not run it: {reason}")
+            else:
+                passed.append(f"{step.engine} declines: {reason}")
+        if soft:
+            passed.append(f"{soft[0]} runs it after all: every other engine declines")
+            return soft[0], passed
         return REFERENCE, passed
 
 
@@ -417,7 +488,10 @@ class DecliningMethod:
 
         # A plain function takes the instance first, as its check does: no binding per call.
         if type(function) is FunctionType:
-            method = _trying(check if callable(check) else None, function, False, declined)
+            asked = check if callable(check) else None
+            method = _trying(
+                asked, function, False, declined, asked is not None and soft_of(function)
+            )
         else:  # a classmethod's, or another descriptor's, Step binds it per call
             method = bound_per_call
         _read_as(

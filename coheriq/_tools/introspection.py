@@ -49,7 +49,8 @@ class Explanation:
             answer a call with them (after the declines in ``declines``); else ``None``.
         declines: Asked with arguments: what the implementations before it
             would do, in order (``"gpu declines: 10 rows, below 512"``, or, for
-            one that declines by raising, ``"gpu: may decline when it runs"``).
+            one that declines by raising, ``"gpu: may decline when it runs"``; for a
+            soft check, ``"gpu should not run it: ..."``).
         conversions: Asked with arguments: what the call would convert where it
             crosses to the implementation that answers (``"ndarray -> Array by
             to_engine"``; see :class:`coheriq.Conversion`); else empty.
