@@ -49,8 +49,8 @@ def proxy_implementation() -> str:
     ``"compiled"`` for the compiled proxy (a type written in C, with no Python
     frame of its own); otherwise ``"python (...)"``, with the reason: the
     extension was not built here (an install without a compiler), or
-    ``COHERIQ_PURE_PYTHON=1`` asked for the
-    pure-Python proxy. Decided once, when coheriq is imported.
+    ``COHERIQ_PURE_PYTHON=1`` asked for the pure-Python proxy. Decided once,
+    when coheriq is imported.
 
     >>> coheriq.proxy_implementation().split()[0] in ("compiled", "python")
     True

@@ -200,9 +200,11 @@ def soft_of(implementation: Any) -> bool:
     """Whether ``implementation``'s check is soft (``may_decline(when=..., soft=True)``)."""
     if isinstance(implementation, DecliningMethod):
         implementation = implementation.function
-    return bool(getattr(function_of(implementation), _SOFT, False)) or bool(
-        getattr(implementation, _SOFT, False)
+    # As check_of: a staticmethod or classmethod may be marked above or below its wrapper.
+    marked = getattr(implementation, _SOFT, False) or getattr(
+        function_of(implementation), _SOFT, False
     )
+    return marked is True
 
 
 def _trying(
@@ -219,7 +221,7 @@ def _trying(
 
     def declining(*args: Any, **kwargs: Any) -> Any:
         reason = None if ask is None else ask(*args, **kwargs)
-        if reason is not None and soft and type(reason) is str:
+        if soft and isinstance(reason, str):  # Step.checked refuses a blank one still
             reason = SoftReason(reason)
         if reason is None:
             try:
