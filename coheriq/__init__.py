@@ -34,6 +34,7 @@ from .exceptions import *  # noqa: F403  (the error tree: its __all__)
 if TYPE_CHECKING:
     from ._api.data import conversion_engine, mutated, to_engine, to_library
     from ._engines.conversions import Conversion
+    from ._engines.crossover import crossover
     from ._engines.declines import Decline, may_decline
     from ._outside.activation import accelerate
     from ._tools.introspection import Coverage, Explanation, coverage, explain
@@ -55,6 +56,7 @@ _ON_FIRST_USE = {
         "_outside.activation": "accelerate",
         "_api.data": "conversion_engine mutated to_engine to_library",
         "_engines.conversions": "Conversion",
+        "_engines.crossover": "crossover",
         "_engines.declines": "Decline may_decline",
         "_tools.introspection": "Coverage Explanation coverage explain",
         "_tools.profiling": "ConversionRow DeclineRow Profile ProfileRow profile",
@@ -92,6 +94,7 @@ __all__ = [
     "available_engines",
     "conversion_engine",
     "coverage",
+    "crossover",
     "enable_engine",
     "engine_class",
     "engine_of",

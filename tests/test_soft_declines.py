@@ -1,9 +1,9 @@
 """A soft decline: an implementation that should not run a call, rather than cannot.
 
-``may_decline(when=check, soft=True)``: the call goes on to the next implementation
-that takes it, along the engine's MRO and the user's list, and comes back to the
-soft-declining one (which then runs it without asking) only where every engine
-implementation after it declines, before the reference.
+``may_decline(when=check, soft=True)`` (NetworkX's ``should_run``): the call goes on
+to the next implementation that has no objection, along the engine's MRO and the
+user's list, the reference at the latest; ``coheriq.crossover`` declares such a check
+from the size of a call.
 """
 
 from __future__ import annotations
@@ -66,36 +66,34 @@ FEW, MANY = [1, 2, 3], [1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize("engines", ["hybrid", ["gpu", "compiled"]], ids=["hybrid", "list"])
-def test_a_soft_decline_goes_on_and_comes_back_only_where_every_other_engine_declines(
-    sized, engines
-):
+def test_a_soft_decline_goes_to_the_next_implementation_without_objection(sized, engines):
     with coheriq.using_engine(sized.name, engines):
         assert sized.topk(MANY) == ("gpu", [4, 5])  # no objection
         assert sized.topk(FEW) == ("compiled", [2, 3])  # gpu should not: compiled takes it
         assert sized.topk(MANY, k=5) == ("gpu", MANY)
-        # gpu should not, compiled cannot: gpu runs it after all, not the reference.
-        assert sized.topk(FEW, k=5) == ("gpu", FEW)
+        # gpu should not, compiled cannot: the reference, which takes every call.
+        assert sized.topk(FEW, k=5) == ("reference", FEW)
     assert dict(sized.state.declines) == {
         ("topk", "gpu", "3 rows: the transfer costs more"): 2,
         ("topk", "compiled", "k=5 is beyond the kernel's 3"): 1,
     }
 
 
-def test_a_soft_declines_engine_comes_back_before_the_reference_after_a_raised_decline(sized):
-    with coheriq.using_engine(sized.name, ["gpu", "checked"]):
-        assert sized.topk(FEW) == ("gpu", [2, 3])
-    with coheriq.using_engine(sized.name, ["gpu", "plain"]):
+def test_a_soft_decline_alone_or_before_a_raised_one_ends_on_the_reference(sized):
+    with coheriq.using_engine(sized.name, "gpu"):
+        assert sized.topk(FEW) == ("reference", [2, 3])
+    with coheriq.using_engine(sized.name, ["gpu", "checked", "plain"]):
         assert sized.topk(FEW) == ("plain", [2, 3])
     with coheriq.using_engine(sized.name, ["compiled", "gpu"]):  # the soft one later
-        assert sized.topk(FEW, k=5) == ("gpu", FEW)
+        assert sized.topk(FEW, k=5) == ("reference", FEW)
         assert sized.topk(MANY, k=5) == ("gpu", MANY)
 
 
-def test_a_soft_decline_through_self_comes_back_along_the_mro(sized):
+def test_a_soft_decline_through_self_goes_on_along_the_mro(sized):
     # The hybrid's own method, as its code reaches it (self.topk): along its MRO only.
     hybrid = coheriq.engine_class(sized.name, "hybrid")()
-    assert hybrid.topk(FEW, k=5) == ("gpu", FEW)
     assert hybrid.topk(FEW) == ("compiled", [2, 3])
+    assert hybrid.topk(FEW, k=5) == ("reference", FEW)
 
 
 def test_explain_and_profile_say_a_soft_decline_as_a_decline(sized):
@@ -109,11 +107,10 @@ def test_explain_and_profile_say_a_soft_decline_as_a_decline(sized):
         ["gpu should not run it: 3 rows: the transfer costs more"],
     )
     assert (stuck.answers, stuck.declines) == (
-        "gpu",
+        "reference",
         [
             "gpu should not run it: 3 rows: the transfer costs more",
             "compiled declines: k=5 is beyond the kernel's 3",
-            "gpu runs it after all: every other engine declines",
         ],
     )
     rows = {(r.candidate, r.engine, r.reason): r.count for r in prof.declines}
@@ -127,3 +124,39 @@ def test_a_soft_decline_needs_a_check():
         coheriq.may_decline(lambda self: None, soft=True)
     with pytest.raises(coheriq.CoheriqTypeError, match=r"soft=True\) needs a check"):
         coheriq.may_decline(when=lambda self: None, soft="yes")
+
+
+# -- a declared crossover: the size below which an engine should not run a call -----------
+
+
+def test_a_declared_crossover_declines_smaller_calls_softly_and_says_so(sized):
+    rows = coheriq.crossover(size=lambda self, xs, k=2: len(xs), default=4, unit="rows")
+
+    class Sized(coheriq.engine_class(sized.name), name="declared"):
+        @rows
+        def topk(self, xs, k=2):
+            return ("declared", sorted(xs)[-k:])
+
+    reason = "fewer than 4 rows: below the crossover declared by the engine, not measured here"
+    with coheriq.using_engine(sized.name, ["declared", "compiled"]):
+        assert sized.topk(MANY) == ("declared", [4, 5])
+        assert sized.topk(FEW) == ("compiled", [2, 3])
+        assert sized.topk(FEW, k=5) == ("reference", FEW)  # compiled cannot
+        assert coheriq.explain(sized.topk, FEW).declines == [
+            f"declared should not run it: {reason}"
+        ]
+    assert sized.state.declines[("topk", "declared", reason)] == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"size": 3, "default": 4}, r"crossover\(size=...\) takes a function"),
+        ({"size": len, "default": -1}, r"crossover\(default=...\) takes the size"),
+        ({"size": len, "default": True}, r"crossover\(default=...\) takes the size"),
+        ({"size": len, "default": 4, "unit": " "}, r"crossover\(unit=...\) takes what"),
+    ],
+)
+def test_a_crossover_is_declared_with_a_size_function_a_count_and_a_unit(options, message):
+    with pytest.raises(coheriq.CoheriqTypeError, match=message):
+        coheriq.crossover(**options)

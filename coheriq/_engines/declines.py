@@ -3,8 +3,7 @@
 A declined call runs the next implementation along the engine's MRO, then (a proxy's call) the
 user's ordered list of engines, then the reference (:class:`Chain`); one reached through ``self``
 or ``super()`` stays on the MRO (:class:`DecliningMethod`). An implementation that only *should
-not* run a call (a soft check) runs it after all, before the reference, where every engine
-implementation after it declines. Each decline is :func:`record`\\ ed.
+not* run a call (a soft check) passes it on alike. Each decline is :func:`record`\\ ed.
 """
 
 from __future__ import annotations
@@ -38,12 +37,6 @@ if TYPE_CHECKING:
 
 _MARK = "__coheriq_may_decline__"  # on a marked implementation: True, or its check
 _SOFT = "__coheriq_soft_decline__"  # on one whose check says it should not run, not cannot
-
-
-class SoftReason(str):
-    """A soft check's reason: the implementation should not run the call, but could."""
-
-    __slots__ = ()
 
 
 # Called with (state, candidate, engine, reason) on every decline (a profile's).
@@ -124,10 +117,10 @@ def may_decline(
     returned, declines by its check alone.
 
     With ``soft=True`` the check says the implementation *should not* run the call (it would be
-    slower there: too small to pay for a transfer), not that it cannot: the call goes on to the
-    next implementation, and comes back to this one, which then runs it without asking, only
-    where every engine implementation after it declines, before the reference would run it.
-    A soft decline is counted and explained as any other, with its reason.
+    slower there: too small to pay for a transfer), not that it cannot (NetworkX's
+    ``should_run``): the call goes on to the next implementation that has no objection, the
+    reference at the latest, which takes every call. It is counted and logged as any
+    decline, with its reason; :func:`coheriq.explain` says "should not run it".
 
     Raises:
         CoheriqTypeError: ``when`` is not callable, the target is neither a function nor
@@ -142,9 +135,8 @@ def may_decline(
     if soft is not False and (soft is not True or when is None):
         raise CoheriqTypeError(
             "coheriq.may_decline(soft=True) needs a check, when=check, that returns why the "
-            "implementation should not run a call (or None): a soft decline is asked before "
-            f"the call, so that the implementation can run it later after all (soft={soft!r}, "
-            f"when={when!r})."
+            "implementation should not run a call (or None), which coheriq and explain ask "
+            f"before the call (soft={soft!r}, when={when!r})."
         )
 
     def mark(target: Any) -> Any:
@@ -208,21 +200,14 @@ def soft_of(implementation: Any) -> bool:
 
 
 def _trying(
-    ask: Any,
-    call: Any,
-    final: bool,
-    declined: Callable[[Any, Any, Any], Any],
-    soft: bool = False,
+    ask: Any, call: Any, final: bool, declined: Callable[[Any, Any, Any], Any]
 ) -> Callable[..., Any]:
     """One implementation as a function of the call's arguments: ask the check (``ask``,
     or None), then ``call``; a reason, or a ``Decline`` that is a signal, goes to
-    ``declined(reason, args, kwargs)``, a soft check's as a :class:`SoftReason`. The one
-    rule of a decline, written once."""
+    ``declined(reason, args, kwargs)``. The one rule of a decline, written once."""
 
     def declining(*args: Any, **kwargs: Any) -> Any:
         reason = None if ask is None else ask(*args, **kwargs)
-        if soft and isinstance(reason, str):  # Step.checked refuses a blank one still
-            reason = SoftReason(reason)
         if reason is None:
             try:
                 return call(*args, **kwargs)
@@ -276,8 +261,8 @@ class Step:
         self.ask: Any = None
         if callable(check):
             self.ask = check if kind is staticmethod else partial(check, first)
-        self.soft = self.ask is not None and soft_of(implementation)
-        self.run = _trying(self.ask, self.call, self.final, _Declined, self.soft)
+        self.soft = self.ask is not None and soft_of(implementation)  # what explain says
+        self.run = _trying(self.ask, self.call, self.final, _Declined)
 
     @property
     def engine(self) -> str:
@@ -287,7 +272,7 @@ class Step:
     def checked(self, reason: Any) -> str | None:
         """``reason``, a check's answer: a non-blank string or None; else CoheriqTypeError."""
         if reason is None or (isinstance(reason, str) and reason.strip()):
-            return reason  # a SoftReason stays one
+            return reason
         raise CoheriqTypeError(
             f"The decline check of engine {self.engine!r} for candidate {self.name!r} "
             f"returned {reason!r}: it must return the reason to decline (a non-empty "
@@ -322,19 +307,15 @@ class Chain:
             return self.after_decline(first.checked(reason), args, kwargs)
 
         call = self.crossing(first.owner, first.call)
-        self.function = _trying(first.ask, call, first.final, declined, first.soft)
+        self.function = _trying(first.ask, call, first.final, declined)
         _read_as(self.function, first.call, ("__name__", "__qualname__", "__doc__", "__self__"))
         self.function.__coheriq_chain__ = self  # type: ignore[attr-defined]
 
     def after_decline(
         self, reason: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        """Record that the first step declined for ``reason``; run the rest of the chain,
-        then, where every step declined, those that only should not run (soft), in order,
-        without asking them again; then the reference."""
-        first = self.steps[0]
-        record(self.state, self.name, first.engine, reason or "")
-        soft = [first] if type(reason) is SoftReason else []
+        """Record that the first step declined for ``reason``; run the rest of the chain."""
+        record(self.state, self.name, self.steps[0].engine, reason or "")
         for step in self.all_steps(after_first=True):
             run = self._crossed.get(step)
             if run is None:
@@ -342,17 +323,6 @@ class Chain:
                 if step in self.steps:  # a later engine's steps are made anew each call
                     self._crossed[step] = run
             value = run(*args, **kwargs)
-            if type(value) is not _Declined:
-                answered.set((self, step.engine))
-                return value
-            reason = step.checked(value.reason)
-            record(self.state, self.name, step.engine, reason or "")
-            if type(reason) is SoftReason:
-                soft.append(step)
-        for step in soft:  # it can run the call: better than the reference
-            value = self.crossing(step.owner, _trying(None, step.call, step.final, _Declined))(
-                *args, **kwargs
-            )
             if type(value) is not _Declined:
                 answered.set((self, step.engine))
                 return value
@@ -381,21 +351,14 @@ class Chain:
         """Which engine a call with these arguments would run, and the declines on the way,
         asking the checks only (one that may raise ``Decline`` is noted, and taken to run)."""
         passed: list[str] = []
-        soft: list[str] = []
         for step in self.all_steps():
             reason = None if step.ask is None else step.checked(step.ask(*args, **kwargs))
             if reason is None:
                 if step.check is True:
                     passed.append(f"{step.engine}: may decline when it runs")
                 return step.engine, passed
-            if step.soft:
-                soft.append(step.engine)
-                passed.append(f"{step.engine} should not run it: {reason}")
-            else:
-                passed.append(f"{step.engine} declines: {reason}")
-        if soft:
-            passed.append(f"{soft[0]} runs it after all: every other engine declines")
-            return soft[0], passed
+            verdict = "should not run it" if step.soft else "declines"
+            passed.append(f"{step.engine} {verdict}: {reason}")
         return REFERENCE, passed
 
 
@@ -490,10 +453,7 @@ class DecliningMethod:
 
         # A plain function takes the instance first, as its check does: no binding per call.
         if type(function) is FunctionType:
-            asked = check if callable(check) else None
-            method = _trying(
-                asked, function, False, declined, asked is not None and soft_of(function)
-            )
+            method = _trying(check if callable(check) else None, function, False, declined)
         else:  # a classmethod's, or another descriptor's, Step binds it per call
             method = bound_per_call
         _read_as(
