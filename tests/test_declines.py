@@ -644,3 +644,129 @@ def test_an_engine_whose_methods_may_decline_pickles_and_copies_as_any_object():
     done = run_python(PICKLED, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == "{'scale': 3} {('double', 'picky', 'odd'): 3}"
+
+
+# -- a soft decline: an implementation that should not run a call, rather than cannot ------
+# may_decline(when=check, soft=True) (NetworkX's should_run): the call goes on to the next
+# implementation without objection, the reference at the latest; coheriq.crossover
+# declares such a check from the size of a call.
+
+
+@pytest.fixture
+def sized(ranked):
+    """``ranked``, and engines "soft" (should not run fewer than 4 rows), "kernel" (cannot
+    run k > 3: a check, which explain can ask) and "softhybrid" (Soft, Kernel)."""
+
+    def small(self, xs, k=2):
+        return f"{len(xs)} rows: the transfer costs more" if len(xs) < 4 else None
+
+    def beyond(self, xs, k=2):
+        return f"k={k} is beyond the kernel's 3" if k > 3 else None
+
+    reference = coheriq.engine_class(ranked.name)
+
+    class Soft(reference, name="soft"):
+        @coheriq.may_decline(when=small, soft=True)
+        def topk(self, xs, k=2):
+            return ("soft", sorted(xs)[-k:])
+
+    class Kernel(reference, name="kernel"):
+        @coheriq.may_decline(when=beyond)
+        def topk(self, xs, k=2):
+            return ("kernel", sorted(xs)[-k:])
+
+    class SoftHybrid(Soft, Kernel, name="softhybrid"):
+        pass
+
+    return ranked
+
+
+SMALL = "3 rows: the transfer costs more"
+
+
+@pytest.mark.parametrize("engines", ["softhybrid", ["soft", "kernel"]], ids=["hybrid", "list"])
+def test_a_soft_decline_goes_to_the_next_implementation_without_objection(sized, engines):
+    with coheriq.using_engine(sized.name, engines):
+        assert sized.topk(MANY) == ("soft", [4, 5])  # no objection
+        assert sized.topk(FEW) == ("kernel", [2, 3])  # soft should not: kernel takes it
+        assert sized.topk(MANY, k=5) == ("soft", MANY)
+        # soft should not, kernel cannot: the reference, which takes every call.
+        assert sized.topk(FEW, k=5) == ("reference", FEW)
+    assert dict(sized.state.declines) == {
+        ("topk", "soft", SMALL): 2,
+        ("topk", "kernel", "k=5 is beyond the kernel's 3"): 1,
+    }
+
+
+def test_a_soft_decline_alone_or_before_a_raised_one_ends_on_the_reference(sized):
+    with coheriq.using_engine(sized.name, "soft"):
+        assert sized.topk(FEW) == ("reference", [2, 3])
+    with coheriq.using_engine(sized.name, ["soft", "compiled", "plain"]):
+        assert sized.topk(FEW, k=5) == ("plain", FEW)  # compiled raised its decline
+    with coheriq.using_engine(sized.name, ["kernel", "soft"]):  # the soft one later
+        assert sized.topk(FEW, k=5) == ("reference", FEW)
+        assert sized.topk(MANY, k=5) == ("soft", MANY)
+
+
+def test_a_soft_decline_through_self_goes_on_along_the_mro(sized):
+    # The hybrid's own method, as its code reaches it (self.topk): along its MRO only.
+    hybrid = coheriq.engine_class(sized.name, "softhybrid")()
+    assert hybrid.topk(FEW) == ("kernel", [2, 3])
+    assert hybrid.topk(FEW, k=5) == ("reference", FEW)
+
+
+def test_explain_and_profile_say_a_soft_decline_as_a_decline(sized):
+    with coheriq.using_engine(sized.name, ["soft", "kernel"]):
+        few = coheriq.explain(sized.topk, FEW)
+        stuck = coheriq.explain(sized.topk, FEW, k=5)
+        with coheriq.profile() as prof:
+            sized.topk(FEW)
+    assert (few.answers, few.declines) == ("kernel", [f"soft should not run it: {SMALL}"])
+    assert (stuck.answers, stuck.declines) == (
+        "reference",
+        [f"soft should not run it: {SMALL}", "kernel declines: k=5 is beyond the kernel's 3"],
+    )
+    rows = {(r.candidate, r.engine, r.reason): r.count for r in prof.declines}
+    assert rows == {("topk", "soft", SMALL): 1}
+
+
+def test_a_soft_decline_needs_a_check():
+    with pytest.raises(coheriq.CoheriqTypeError, match=r"soft=True\) needs a check"):
+        coheriq.may_decline(soft=True)
+    with pytest.raises(coheriq.CoheriqTypeError, match=r"soft=True\) needs a check"):
+        coheriq.may_decline(lambda self: None, soft=True)
+    with pytest.raises(coheriq.CoheriqTypeError, match=r"soft=True\) needs a check"):
+        coheriq.may_decline(when=lambda self: None, soft="yes")
+
+
+def test_a_declared_crossover_declines_smaller_calls_softly_and_says_so(sized):
+    rows = coheriq.crossover(size=lambda self, xs, k=2: len(xs), default=4, unit="rows")
+
+    class Declared(coheriq.engine_class(sized.name), name="declared"):
+        @rows
+        def topk(self, xs, k=2):
+            return ("declared", sorted(xs)[-k:])
+
+    reason = "fewer than 4 rows: below the crossover declared by the engine, not measured here"
+    with coheriq.using_engine(sized.name, ["declared", "kernel"]):
+        assert sized.topk(MANY) == ("declared", [4, 5])
+        assert sized.topk(FEW) == ("kernel", [2, 3])
+        assert sized.topk(FEW, k=5) == ("reference", FEW)  # kernel cannot
+        assert coheriq.explain(sized.topk, FEW).declines == [
+            f"declared should not run it: {reason}"
+        ]
+    assert sized.state.declines[("topk", "declared", reason)] == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"size": 3, "default": 4}, r"crossover\(size=...\) takes a function"),
+        ({"size": len, "default": -1}, r"crossover\(default=...\) takes the size"),
+        ({"size": len, "default": True}, r"crossover\(default=...\) takes the size"),
+        ({"size": len, "default": 4, "unit": " "}, r"crossover\(unit=...\) takes what"),
+    ],
+)
+def test_a_crossover_is_declared_with_a_size_function_a_count_and_a_unit(options, message):
+    with pytest.raises(coheriq.CoheriqTypeError, match=message):
+        coheriq.crossover(**options)

@@ -20,22 +20,24 @@ if TYPE_CHECKING:
 
 class Crossover:
     """An implementation's declared crossover: ``size`` of a call (the implementation's
-    parameters, ``self`` first), its ``unit`` and the ``default`` below which it should not
-    run; ``threshold`` and ``origin``, the size in force and where it comes from."""
+    parameters, ``self`` first), in ``unit``, and the ``threshold`` below which it should
+    not run (the engine's declared default: nothing is measured yet)."""
 
-    __slots__ = ("default", "origin", "reason", "size", "threshold", "unit")
+    __slots__ = ("reason", "size", "threshold", "unit")
 
-    def __init__(self, size: Callable[..., int], unit: str, default: int) -> None:
-        self.size, self.unit, self.default = size, unit, default
-        self.threshold, self.origin = default, "declared by the engine, not measured here"
-        self.reason = f"fewer than {default:,} {unit}: below the crossover {self.origin}"
+    def __init__(self, size: Callable[..., int], unit: str, threshold: int) -> None:
+        self.size, self.unit, self.threshold = size, unit, threshold
+        self.reason = (
+            f"fewer than {threshold:,} {unit}: below the crossover declared by the engine, "
+            "not measured here"
+        )
 
     def check(self, *args: Any, **kwargs: Any) -> str | None:
         """The soft check: the reason where the call is smaller than the threshold."""
         return self.reason if self.size(*args, **kwargs) < self.threshold else None
 
     def __repr__(self) -> str:
-        return f"<crossover at {self.threshold:,} {self.unit}, {self.origin}>"
+        return f"<crossover at {self.threshold:,} {self.unit}, declared>"
 
 
 def crossover(*, size: Callable[..., int], default: int, unit: str = "values") -> Any:
