@@ -35,6 +35,7 @@ from typing import Any
 import targets
 
 import coheriq
+import coheriq.testing
 
 
 @dataclass
@@ -402,7 +403,51 @@ def bench_declines(plan: Plan) -> list[Row]:
     ):
         with coheriq.using_engine(domain, engine):
             rows.append(ratio_row(case, paired("g(1)", "impl(1)", names, plan)))
-    return rows
+    return rows + bench_crossover(plan)
+
+
+def bench_crossover(plan: Plan) -> list[Row]:
+    """A call whose engine declares a crossover (``coheriq.crossover``) and has no
+    calibration, against the same call on an engine whose ``when=`` check sizes the
+    call with the same function and compares it with the same threshold."""
+
+    def library(name: str) -> tuple[coheriq.AccelerationDomain, Any]:
+        domain = coheriq.AccelerationDomain(name)
+
+        @domain.acceleration_candidate
+        def h(x):
+            return x
+
+        domain.materialize()
+        return domain, h
+
+    declared, declared_h = library("bench_crossover")
+    checked, checked_h = library("bench_when_check")
+
+    def values(self, x):
+        return x
+
+    def below_threshold(self, x):
+        return "fewer than 0 values" if values(self, x) < 0 else None
+
+    class Declared(coheriq.engine_class(declared), name="declared"):
+        @coheriq.crossover(size=values, default=0)
+        def h(self, x):
+            return x
+
+    class Checked(coheriq.engine_class(checked), name="checked"):
+        @coheriq.may_decline(when=below_threshold)
+        def h(self, x):
+            return x
+
+    names = {"crossover": declared_h, "check": checked_h}
+    case = "crossover taken, against a when= check"
+    with (
+        coheriq.testing.frozen_crossovers("declared"),
+        coheriq.using_engine(declared, "declared"),
+        coheriq.using_engine(checked, "checked"),
+    ):
+        return [ratio_row(case, paired("crossover(1)", "check(1)", names, plan))]
 
 
 def bench_conversions(plan: Plan) -> list[Row]:
@@ -599,8 +644,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["dispatch", "reference"],
-        help="run the dispatch (or reference) cases only (benchmarks/proxies.py compares both)",
+        choices=["dispatch", "reference", "declines"],
+        help="run the dispatch (or reference, or declines) cases only (benchmarks/proxies.py "
+        "compares the first two)",
     )
     parser.add_argument("--rounds", type=int, help="rounds of each case (default 31)")
     parser.add_argument("--number", type=int, help="calls in each round (default 300,000)")

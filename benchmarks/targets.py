@@ -48,6 +48,10 @@ RULES: dict[str, float | tuple[str, float]] = {
     "call, reference, no block ever": 1.05,
     "call, reference, keyword, no block ever": 1.05,
     "swap a function's code, per candidate": 1.0,
+    # A crossover's check, generated with its size function's parameters, against a
+    # when= check that calls the same function: the tenth is for reading the threshold
+    # and for the spread between two medians.
+    "crossover taken, against a when= check": 1.1,
     "enter and leave a block, 1000 candidates": 5.0,
     "call, reference, after blocks opened": (CALL_FLOOR, 1.4),
     "call, global engine, positional": (CALL_FLOOR, 1.1),

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ._engines.crossover import crossover
     from ._engines.declines import Decline, may_decline
     from ._outside.activation import accelerate
+    from ._tools.calibration import Calibration, CrossoverRow, Recording, calibrate, record_calls
     from ._tools.introspection import Coverage, Explanation, coverage, explain
     from ._tools.profiling import ConversionRow, DeclineRow, Profile, ProfileRow, profile
     from ._tools.snapshot import Snapshot, snapshot
@@ -57,6 +58,7 @@ _ON_FIRST_USE = {
         "_api.data": "conversion_engine mutated to_engine to_library",
         "_engines.conversions": "Conversion",
         "_engines.crossover": "crossover",
+        "_tools.calibration": "Calibration CrossoverRow Recording calibrate record_calls",
         "_engines.declines": "Decline may_decline",
         "_tools.introspection": "Coverage Explanation coverage explain",
         "_tools.profiling": "ConversionRow DeclineRow Profile ProfileRow profile",
@@ -73,11 +75,13 @@ __all__ = [
     "REFERENCE",
     "AccelerationDomain",
     "AccelerationEngine",
+    "Calibration",
     "CoheriqVerificationError",
     "CoheriqVerificationWarning",
     "Conversion",
     "ConversionRow",
     "Coverage",
+    "CrossoverRow",
     "Decline",
     "DeclineRow",
     "EngineMeta",
@@ -86,12 +90,14 @@ __all__ = [
     "Mismatch",
     "Profile",
     "ProfileRow",
+    "Recording",
     "Snapshot",
     "Verification",
     "VerificationRow",
     "accelerate",
     "active_implementation",
     "available_engines",
+    "calibrate",
     "conversion_engine",
     "coverage",
     "crossover",
@@ -105,6 +111,7 @@ __all__ = [
     "mutated",
     "profile",
     "proxy_implementation",
+    "record_calls",
     "register_comparison",
     "resolve_impl",
     "snapshot",

@@ -550,25 +550,106 @@ def _verify(args: argparse.Namespace) -> int:
             setattr(args, option[2:], kind(value))
         except ValueError:
             raise UsageError(f"verify: {option} takes a number, not {value!r}.") from None
-    forms = "SCRIPT [ARGS...] or -m MODULE [ARGS...]"
-    as_module = words[:1] == ["-m"]
-    if as_module:
-        words = words[1:]
-    if not words:
-        raise UsageError(f"verify needs a program to run: {forms}.")
-    if not as_module and not os.path.isfile(words[0]):
-        raise UsageError(f"verify: there is no script {words[0]!r}; give a file, or {forms}.")
+    as_module, program, arguments = _program("verify", words)
     domain = _domain(args)
     check = verify(
         domain, args.engine, args.against, rtol=args.rtol, every=args.every, on_mismatch="record"
     )
     with check:
-        status = _run_program(as_module, words[0], words[1:])
+        status = _run_program(as_module, program, arguments)
     if args.json:
         _json(**check.as_dict())
     else:
         print(check)
     return 1 if not check.ok else status
+
+
+def _program(command: str, words: list[str]) -> tuple[bool, str, list[str]]:
+    """``SCRIPT [ARGS...]`` or ``-m MODULE [ARGS...]``: whether a module, its name, its
+    arguments (a UsageError where it names nothing, or a script that is not there)."""
+    forms = "SCRIPT [ARGS...] or -m MODULE [ARGS...]"
+    as_module = words[:1] == ["-m"]
+    if as_module:
+        words = words[1:]
+    if not words:
+        raise UsageError(f"{command} needs a program to run: {forms}.")
+    if not as_module and not os.path.isfile(words[0]):
+        raise UsageError(f"{command}: there is no script {words[0]!r}; give a file, or {forms}.")
+    return as_module, words[0], words[1:]
+
+
+def _calibrate_options(calibrate: argparse.ArgumentParser) -> None:
+    calibrate.add_argument(
+        "--against",
+        metavar="OTHER",
+        help="time it against OTHER (default: the engine after it in the library's "
+        "<PREFIX>_ENGINE list, else the reference)",
+    )
+    calibrate.add_argument(
+        "--candidate",
+        action="append",
+        metavar="NAME",
+        help="only this candidate (repeatable; default: each with a crossover)",
+    )
+    calibrate.add_argument(
+        "--budget", type=float, default=60.0, metavar="SECONDS", help="time to spend (60)"
+    )
+    calibrate.add_argument(
+        "--plot", metavar="FILE", help="also draw the table into FILE (needs matplotlib)"
+    )
+    calibrate.add_argument(
+        "--no-store", action="store_true", help="measure and print, but keep nothing"
+    )
+    calibrate.add_argument(
+        "--run",
+        dest="recorded_program",
+        nargs=argparse.REMAINDER,
+        metavar="PROGRAM",
+        help="run a program (SCRIPT [ARGS...] or -m MODULE [ARGS...]; last) and calibrate on "
+        "the calls it makes, a few of each size, instead of the engine's inputs",
+    )
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """Calibrate an engine's crossovers; print the table (and draw it with --plot)."""
+    from ._tools.calibration import calibrate
+
+    if not args.budget > 0:
+        raise UsageError(f"calibrate: --budget takes seconds above 0, not {args.budget}.")
+    words = args.recorded_program
+    program = None if words is None else _program("calibrate --run", list(words))
+    domain = _domain(args)
+    calls = None
+    if program is not None:
+        from ._tools.calibration import record_calls
+
+        with record_calls(domain, args.engine) as recording:
+            status = _run_program(*program[:2], program[2])
+        if status != 0:
+            raise UsageError(
+                f"calibrate: the program {program[1]!r} exited with status {status}; "
+                "calibrate on a run that succeeds."
+            )
+        calls = recording.calls
+        print(f"recorded {recording!r}", file=sys.stderr)
+    result = calibrate(
+        domain,
+        args.engine,
+        against=args.against,
+        candidates=args.candidate,
+        calls=calls,
+        budget=args.budget,
+        store=not args.no_store,
+    )
+    if args.plot:
+        result.draw().savefig(args.plot)
+    if args.json:
+        _json(**result.as_dict(), stored=None if result.stored is None else str(result.stored))
+    else:
+        print(result)
+        if args.plot:
+            print(f"drawn in {args.plot}")
+    return 0
 
 
 def _run_program(as_module: bool, program: str, arguments: list[str]) -> int:
@@ -787,6 +868,12 @@ def _parser() -> argparse.ArgumentParser:
         ),
         ("statement", _statement, "write what an engine implements, from its class, as JSON"),
         (
+            "calibrate",
+            _calibrate,
+            "time an engine against what runs instead, on calls of growing size; store where "
+            "it starts to win (its crossover) for this machine",
+        ),
+        (
             "verify",
             _verify,
             "run a program on an engine and compare each call with the reference; exit 1 on "
@@ -807,9 +894,10 @@ def _parser() -> argparse.ArgumentParser:
                 metavar="MODULE",
                 help="import MODULE first (the library, when it does not advertise its domain)",
             )
-        if name in ("statement", "verify"):
+        if name in ("statement", "verify", "calibrate"):
             sub.add_argument("engine", metavar="ENGINE")
     runner, check, statement, verify = (subs[n] for n in ("run", "check", "statement", "verify"))
+    _calibrate_options(subs["calibrate"])
     runner.add_argument(
         "--engine",
         action="append",

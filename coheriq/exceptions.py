@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
+    "CoheriqCalibrationError",
     "CoheriqConversionError",
     "CoheriqDeclarationError",
     "CoheriqDeclarationWarning",
@@ -97,6 +98,11 @@ class CoheriqEngineNotFoundError(CoheriqUserError):
 class CoheriqEngineSettledError(CoheriqUserError, CoheriqDomainError):
     """The domain's global engine was already chosen and cannot change (also a
     :class:`CoheriqDomainError`, as in coheriq 0.0.x)."""
+
+
+class CoheriqCalibrationError(CoheriqUserError):
+    """A calibration (``coheriq calibrate``) could not be made, read or stored, or the two
+    implementations it timed disagreed."""
 
 
 class CoheriqScopeError(CoheriqUserError):

@@ -11,6 +11,11 @@ Inert until used; :doc:`testing` is its guide.
     The same, and each test runs inside :func:`coheriq.verify` against AGAINST (the
     reference by default): a test during which they disagreed fails.
 
+``--coheriq-crossovers=declared`` (the default) or ``=measured``
+    Which crossovers (:func:`coheriq.crossover`) hold during the run: the engines'
+    declared defaults, so that no test depends on what ``coheriq calibrate`` measured
+    on the machine, or those measured (as outside tests).
+
 ``@pytest.mark.coheriq_engines("mylib")``
     Runs the test on each engine of the domain, the reference included, inside
     :class:`coheriq.using_engine`: ``test_x[reference]``, ``test_x[fast]``.
@@ -63,6 +68,7 @@ if TYPE_CHECKING:
 ENV = "COHERIQ_TEST_ENGINES"
 OPTION = "--coheriq-engine"
 VERIFY_OPTION = "--coheriq-verify"
+CROSSOVERS_OPTION = "--coheriq-crossovers"
 # domain -> (the engine the run chose for it, where it was named: OPTION or ENV)
 _chosen = pytest.StashKey[dict[str, tuple[str, str]]]()
 # domain -> how many of its coheriq_engines cases, made for other engines, were deselected
@@ -71,6 +77,7 @@ _reported = pytest.StashKey[set[str]]()  # the domains whose line the run has wr
 _failed_to_start = pytest.StashKey[bool]()
 _verifications = pytest.StashKey[list["Verification"]]()  # the coheriq.verify objects of the run
 # (domain, candidate, engine, reason) -> calls declined in the run (see may_decline).
+_crossovers_before = pytest.StashKey[str | None]()  # the freeze the run replaced
 _declined = pytest.StashKey[dict[tuple[str, str, str, str], int]]()
 
 
@@ -91,6 +98,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DOMAIN:ENGINE[:AGAINST]",
         help=f"as {OPTION}=DOMAIN:ENGINE, and compare every call on ENGINE with AGAINST "
         "(the reference by default); a test whose calls disagree fails (repeatable).",
+    )
+    group.addoption(
+        CROSSOVERS_OPTION,
+        choices=("declared", "measured", "off"),
+        default="declared",
+        help="the engines' crossovers in force: 'declared' (default: the engines' declared "
+        "defaults, whatever coheriq calibrate measured here, so that no test depends on "
+        "timing), 'measured' (the calibrations of this machine, as outside tests) or 'off' "
+        "(none: engines run every call).",
     )
 
 
@@ -113,6 +129,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _count_declines(config)
+    from ._engines.crossover import freeze
+
+    config.stash[_crossovers_before] = freeze(config.getoption("coheriq_crossovers"))
     for marker in (
         "coheriq_engines(domain): run the test once per engine of the coheriq domain, the "
         "reference included, each inside coheriq.using_engine (with --coheriq-engine for that "
@@ -529,3 +548,10 @@ def _xfail_target(item: pytest.Item, marker: pytest.Mark) -> tuple[str, set[str]
             "domain= and engine= as keywords."
         )
     return domain, {engines} if isinstance(engines, str) else set(engines)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _crossovers_before in config.stash:
+        from ._engines.crossover import freeze
+
+        freeze(config.stash[_crossovers_before])

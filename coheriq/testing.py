@@ -24,7 +24,7 @@ from . import discovery
 from ._call import marked
 from ._library import registry
 
-__all__ = ["isolated"]
+__all__ = ["frozen_crossovers", "isolated"]
 
 
 @contextmanager
@@ -54,3 +54,19 @@ def isolated() -> Iterator[None]:
             modules.update(cls.__module__ for cls in domain.engines.classes)
         for module in modules - before:
             sys.modules.pop(module, None)
+
+
+@contextmanager
+def frozen_crossovers(mode: str = "declared") -> Iterator[None]:
+    """Hold every engine's crossover (:func:`coheriq.crossover`) at ``mode`` in the block:
+    ``"declared"``, the engines' declared defaults whatever ``coheriq calibrate`` measured
+    on this machine (what the pytest plugin does for a whole run); ``"measured"``; or
+    ``"off"``, none (engines run every call, as to time an engine alone); then put back
+    what held before. For every thread: a test's calls never depend on timing."""
+    from ._engines.crossover import freeze
+
+    before = freeze(mode)
+    try:
+        yield
+    finally:
+        freeze(before)

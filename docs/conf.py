@@ -60,6 +60,10 @@ nitpick_ignore = [
     # importlib.metadata.EntryPoint, imported for the type checker only: autodoc
     # sees the bare name.
     ("py:class", "EntryPoint"),
+    # coheriq._tools.calibration's alias of a call, (args, kwargs), and the type variable
+    # of coheriq.crossover's decorator, for the type checker only.
+    ("py:class", "Call"),
+    ("py:class", "Implementation"),
 ]
 
 # The notebooks are executed by the build, in a kernel running this very Python
@@ -149,6 +153,10 @@ def _kernel_for_this_python() -> None:
 
 
 _kernel_for_this_python()
+
+# The examples show what a user who has measured nothing sees: the crossovers
+# their engines declare, whatever `coheriq calibrate` stored on this machine.
+os.environ["COHERIQ_CACHE_DIR"] = tempfile.mkdtemp(prefix="coheriq-calibrations-")
 
 
 def _mark_test_outputs(app: object, doctree: object) -> None:

@@ -233,7 +233,18 @@ class Step:
     """Class ``owner``'s implementation of candidate ``name``, bound to an engine's instance;
     ``run`` runs it on a call's arguments and returns its result, or a ``_Declined``."""
 
-    __slots__ = ("ask", "call", "check", "chosen", "final", "name", "owner", "run", "soft")
+    __slots__ = (
+        "ask",
+        "call",
+        "check",
+        "chosen",
+        "final",
+        "first",
+        "name",
+        "owner",
+        "run",
+        "soft",
+    )
 
     def __init__(
         self,
@@ -258,6 +269,7 @@ class Step:
         else:
             self.call = implementation.__get__(instance, engine_class)
             first = engine_class if kind is classmethod else instance
+        self.first = None if kind is staticmethod else first  # a check's first argument
         self.ask: Any = None
         if callable(check):
             self.ask = check if kind is staticmethod else partial(check, first)
@@ -319,9 +331,7 @@ class Chain:
         for step in self.all_steps(after_first=True):
             run = self._crossed.get(step)
             if run is None:
-                run = self.crossing(step.owner, step.run)
-                if step in self.steps:  # a later engine's steps are made anew each call
-                    self._crossed[step] = run
+                run = self._crossed[step] = self.crossing(step.owner, step.run)
             value = run(*args, **kwargs)
             if type(value) is not _Declined:
                 answered.set((self, step.engine))

@@ -161,14 +161,28 @@ def _wrap_declining(cls: EngineMeta, overrides: frozenset[str]) -> None:
 
     for candidate in overrides:
         value = cls.__dict__[candidate]
-        marked = check_of(value) is not False
-        note_implementation(value, marked=marked)
-        if marked:
+        check = check_of(value)
+        note_implementation(value, marked=check is not False)
+        if check is not False:
             type.__setattr__(cls, candidate, DecliningMethod(value, cls, candidate))
+            _identify_crossover(cls, candidate, check)
     inherited = {c for base in cls.__bases__ for c in getattr(base, "__coheriq_declining__", ())}
     cls.__coheriq_declining__ = frozenset(
         c for c in overrides | inherited if check_of(supplier(cls, c).__dict__[c]) is not False
     )
+
+
+def _identify_crossover(cls: EngineMeta, candidate: str, check: Any) -> None:
+    """Tell a crossover (``check``'s, if any) whose it is: its calibration is looked up by
+    library, engine and candidate."""
+    if getattr(check, "__coheriq_crossover__", None) is None:
+        return  # most checks: not a crossover's
+    from .crossover import crossover_of  # imported already, by the crossover's module
+
+    declared = crossover_of(check)
+    if declared is not None:
+        engine = cls.__coheriq_name__ or f"{cls.__module__}.{cls.__qualname__}"
+        declared.identify(cls.__coheriq_domain__.name, engine, candidate, cls.__module__)
 
 
 def supplier(cls: EngineMeta, candidate: str) -> EngineMeta:

@@ -393,6 +393,9 @@ class Engines:
         if chain is None or chain.steps[-1].final:
             return member
         tried = {step.owner for step in chain.steps}
+        # Each later engine's steps, made on the first call that reaches it: an engine
+        # keeps its one instance, so they hold (a soft decline may pass on every call).
+        made: dict[Any, list[Step]] = {}
 
         def later() -> Iterator[Step]:
             for engine in then:
@@ -400,16 +403,19 @@ class Engines:
                     cls = self.engine_class(engine) if isinstance(engine, str) else engine
                     if cls is self.reference:
                         return  # the reference answers last anyway
-                    self.members_of(cls)
+                    found = made.get(cls)
+                    if found is None:
+                        self.members_of(cls)
                 except (
                     CoheriqEngineNotFoundError,
                     CoheriqEngineLoadError,
                     CoheriqEngineStartError,
                 ):
                     continue
-                found = [
-                    s for s in steps_of(cls, self._started.get(cls), name) if s.owner not in tried
-                ]
+                if found is None:
+                    instance = self._started.get(cls)
+                    found = [s for s in steps_of(cls, instance, name) if s.owner not in tried]
+                    made[cls] = found
                 yield from found
                 if found and found[-1].final:
                     return

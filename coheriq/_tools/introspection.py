@@ -6,6 +6,7 @@ from .._call.proxy import candidate_of
 from .._call.swapped import not_swappable
 from .._choice.ordered import after_chosen, describe_tried, parse_engine_list
 from .._engines.conversions import would_convert
+from .._engines.crossover import crossover_of
 from .._engines.declines import chain_of
 from .._engines.meta import EngineMeta, supplier
 from .._library import observing
@@ -51,6 +52,10 @@ class Explanation:
             would do, in order (``"gpu declines: 10 rows, below 512"``, or, for
             one that declines by raising, ``"gpu: may decline when it runs"``; for a
             soft check, ``"gpu should not run it: ..."``).
+        crossovers: Asked with arguments: the crossover in force of each
+            implementation on the way that declares one (see
+            :func:`coheriq.crossover`), and where it comes from (``"gpu: 65,536
+            values, declared by the engine"``, or measured on this machine on a date).
         conversions: Asked with arguments: what the call would convert where it
             crosses to the implementation that answers (``"ndarray -> Array by
             to_engine"``; see :class:`coheriq.Conversion`); else empty.
@@ -86,6 +91,7 @@ class Explanation:
         self.bound_before: dict[str, list[str]] = {}
         self.proxies: dict[str, str] = {}
         self.conversions: list[str] = []
+        self.crossovers: list[str] = []
         # The candidates on a dispatcher because of what they are, not because
         # COHERIQ_SWAP_CODE=0 puts every candidate there: what str() names.
         self._set_aside: list[str] = []
@@ -135,6 +141,7 @@ class Explanation:
         if self.answers is not None:
             lines.append(f"  with these arguments: {self.answers} answers")
             lines += [f"    {step}" for step in self.declines]
+            lines += [f"    crossover of {crossover}" for crossover in self.crossovers]
             lines += [f"    converts {conversion}" for conversion in self.conversions]
         return "\n".join(lines)
 
@@ -195,7 +202,7 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
                 else f"explain cannot say what a call of {candidate!r} would run before its "
                 f"engine {engine!r} is imported; import it (or call once) first."
             )
-        explained.answers, explained.declines = _answering(
+        explained.answers, explained.declines, explained.crossovers = _answering(
             domain, cls, candidate, tried, args, kwargs
         )
         answering = domain.engines.by_name.get(explained.answers)
@@ -207,9 +214,10 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
 
 def _answering(
     domain: AccelerationDomain, cls: EngineMeta, candidate: str, tried: Any, args: Any, kwargs: Any
-) -> tuple[str, list[str]]:
-    """Which engine would answer a call of ``candidate`` with these arguments, and the
-    declines before it (see :meth:`coheriq._engines.declines.Chain.would_run`)."""
+) -> tuple[str, list[str], list[str]]:
+    """Which engine would answer a call of ``candidate`` with these arguments, the
+    declines before it (see :meth:`coheriq._engines.declines.Chain.would_run`), and the
+    crossovers on the way."""
     chosen = domain.scopes.live() or domain.choice.settled
     if chosen is not None:
         members = chosen.members
@@ -223,8 +231,21 @@ def _answering(
         members = domain.engines.members_of(cls, then)  # starts it, as the first call would
     chain = chain_of(members[candidate])
     if chain is not None:  # some implementation may decline
-        return chain.would_run(args, kwargs)
-    return _name(supplier(cls, candidate)), []
+        return (*chain.would_run(args, kwargs), _crossovers(chain))
+    return _name(supplier(cls, candidate)), [], []
+
+
+def _crossovers(chain: Any) -> list[str]:
+    """The crossovers in force along ``chain`` (settled now, as a call would), described."""
+    described = []
+    for step in chain.all_steps():
+        declared = crossover_of(step.check)
+        if declared is not None:
+            threshold = declared.threshold
+            if threshold is None:
+                threshold = declared.settle()
+            described.append(f"{step.engine}: {threshold:,} {declared.unit}, {declared.origin}")
+    return described
 
 
 class Coverage:

@@ -241,15 +241,22 @@ class _Timed(observing.View):
         domain, profiles = self.domain, self.profiles
         member = self.member(name)
         key = (domain.name, name, domain.scopes.active_engine() or "?")
+        chain = declines.chain_of(member)  # where some implementation may decline
+        answered = declines.answered
 
         def timed(*args: Any, **kwargs: Any) -> Any:
+            if chain is not None:
+                answered.set(None)
             start = perf_counter_ns()
             try:
                 return member(*args, **kwargs)
             finally:
                 elapsed = perf_counter_ns() - start
+                # A declined call counts for the implementation that answered it.
+                who = answered.get() if chain is not None else None
+                at = key if who is None or who[0] is not chain else (*key[:2], who[1])
                 for profile in profiles:
-                    profile._record(key, elapsed)
+                    profile._record(at, elapsed)
 
         return timed
 

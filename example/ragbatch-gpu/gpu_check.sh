@@ -9,9 +9,12 @@
 # 2. runs ragbatch's invariant suite on the gpu engine, and the gpu engine's tests;
 # 3. benchmarks softmax over 10^8 float64 values in 10^5 rows with the Pallas
 #    kernel and with the XLA program, each against the compiled CPU engine;
-# 4. measures the batch size from which the gpu engine, uploading each batch,
-#    beats the compiled engine: the value for RAGBATCH_GPU_MIN_VALUES, below which
-#    the engine declines a batch on the host.
+# 4. calibrates the gpu engine against the compiled one (coheriq calibrate): times
+#    both on batches on the host (each call uploads its batch) of 2^8 to 2^22 values
+#    and fits the size from which the gpu engine wins, its crossover, below which
+#    the engine declines a batch on the host. The table goes to crossover.txt, the
+#    drawing to crossover.png (where matplotlib is installed), the calibrations file
+#    to calibrations/ (not the user's cache).
 #
 # Each step's output goes to the terminal and to a file in OUTPUT_FOLDER (default:
 # the current folder). With WHEELS=folder, the pure-Python packages are installed
@@ -48,5 +51,10 @@ step invariants "$python" -m pytest -p no:cacheprovider -q --pyargs ragbatch.tes
 step gpu_tests "$python" -m pytest -p no:cacheprovider -q -rs tests/test_gpu_engine.py
 step benchmark_pallas "$python" -m ragbatch_gpu.benchmark --softmax pallas
 step benchmark_xla "$python" -m ragbatch_gpu.benchmark --softmax xla --cpu-repeat 1
-step crossover "$python" -m ragbatch_gpu.benchmark --crossover --repeat 5
+plot=()
+if "$python" -c "import matplotlib" 2>/dev/null; then
+    plot=(--plot "$out/crossover.png")
+fi
+step crossover env COHERIQ_CACHE_DIR="$out/calibrations" "$python" -m coheriq calibrate \
+    ragbatch gpu --against compiled --budget 120 ${plot[@]+"${plot[@]}"}
 exit $failed

@@ -4,6 +4,13 @@ Rows are handled all at once with ``ufunc.reduceat`` over the row starts, and
 values are spread back over their rows with ``np.repeat``: no Python loop over
 rows anywhere. Empty rows are left out of the reductions (``reduceat`` cannot
 express them) and filled in afterwards.
+
+NumPy costs a fixed 5 to 60 microseconds a call (its temporaries, ``reduceat``), so
+on batches of a few dozen values the reference's plain Python loop is faster.
+Softmax, top-k and row sums declare that crossover (:func:`coheriq.crossover`, in
+values): its declared default is 0, so the engine runs every call, as it always has,
+until ``coheriq calibrate ragbatch numpy`` measures where it starts to win on this
+machine; below that, the reference runs the call.
 """
 
 from __future__ import annotations
@@ -18,6 +25,10 @@ import coheriq
 
 # Up to this k, top-k takes k rounds of a per-row argmax; above it, it sorts rows.
 _FEW = 16
+# The sizes calibration times (powers of two values): around where NumPy's fixed cost
+# per call stops outweighing the reference's loop (100 to 500 values on a laptop).
+CALIBRATION_POWERS = range(2, 17)
+CALIBRATION_ROW_LENGTH = 16  # values per row, on average, in the calibration's batches
 # Above this much padding, sorting rows sorts everything at once instead of padding
 # rows into a rectangle: padding wins while rows have similar lengths.
 _MAX_PADDING = 4
@@ -152,6 +163,42 @@ def _top_many(values: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
     return order[rank < np.repeat(kept, lengths)]
 
 
+def values_in(engine: Any, batch: Any, *_: Any) -> int | None:
+    """How big a call on ``batch`` (any engine's) is, in values, for the crossover: cheap
+    (it reads the last offset); None for an argument that is no batch (the call runs, and
+    fails as it would have)."""
+    offsets = getattr(batch, "offsets", None)
+    if offsets is None:
+        return None
+    return int(offsets[-1]) if len(offsets) else 0
+
+
+def calibration_batch(n_values: int, seed: int = 0) -> Any:
+    """A batch of ``n_values`` normal floats in rows of about
+    :data:`CALIBRATION_ROW_LENGTH` (at least one row), made by ``ragbatch.from_flat`` with
+    plain floats: under the reference, the library's own batch."""
+    rng = np.random.default_rng(seed)
+    rows = max(1, n_values // CALIBRATION_ROW_LENGTH)
+    cuts = np.sort(rng.integers(0, n_values + 1, rows - 1))
+    offsets = np.concatenate(([0], cuts, [n_values]))
+    return ragbatch.from_flat(rng.normal(0.0, 3.0, n_values).tolist(), offsets.tolist())
+
+
+def calibration_calls(powers: Iterable[int], *more: Any) -> list[tuple[Any, ...]]:
+    """The calls a calibration times: for each power ``p`` of ``powers``, a batch of 2**p
+    values (:func:`calibration_batch`), then ``more`` (topk's k)."""
+    return [(calibration_batch(1 << power), *more) for power in powers]
+
+
+def _measured_crossover(*more: Any) -> Any:
+    """A crossover declared at 0 values (every call runs here until a calibration on the
+    machine says otherwise), calibrated on batches of 2**p values for each p of
+    :data:`CALIBRATION_POWERS`, each given ``more`` (topk's k) after it."""
+    return coheriq.crossover(
+        size=values_in, default=0, inputs=lambda: calibration_calls(CALIBRATION_POWERS, *more)
+    )
+
+
 class NumpyEngine(coheriq.engine_class("ragbatch"), name="numpy"):
     """Every ragbatch function vectorized with NumPy: no Python loop over rows."""
 
@@ -164,10 +211,12 @@ class NumpyEngine(coheriq.engine_class("ragbatch"), name="numpy"):
         values, offsets = _flat(batch)
         return values.copy(), offsets.copy()
 
+    @_measured_crossover()
     def softmax(self, batch: Any) -> Any:
         values, offsets = _flat(batch)
         return self.RaggedBatch._wrap(_softmax(values.astype(np.float64), offsets), offsets)
 
+    @_measured_crossover(4)
     def topk(self, batch: Any, k: int) -> tuple[Any, Any]:
         ragbatch.check_k(k)
         values, offsets = _flat(batch)
@@ -181,6 +230,7 @@ class NumpyEngine(coheriq.engine_class("ragbatch"), name="numpy"):
         wrap = self.RaggedBatch._wrap
         return wrap(indices, new_offsets), wrap(probabilities, new_offsets)
 
+    @_measured_crossover()
     def row_sum(self, batch: Any) -> np.ndarray:
         values, offsets = _flat(batch)
         return _reduce(np.add, values.astype(np.float64), offsets, 0.0)

@@ -22,14 +22,15 @@ test the engine where there is no GPU (the Pallas kernel is then interpreted).
 Choosing the engine turns on JAX's 64-bit mode (``jax_enable_x64``), because
 ragbatch computes in float64.
 
-A batch still on the host with fewer values than ``RAGBATCH_GPU_MIN_VALUES``
-(default :data:`MIN_VALUES`) is declined (``coheriq.may_decline``): uploading it
-costs more than the work, and the next implementation runs it (the compiled
-engine under ``RAGBATCH_ENGINE=gpu,compiled``, else the reference). A batch on
-the device is declined only below ``RAGBATCH_GPU_MIN_DEVICE_VALUES`` (default 0:
-never), where one program's launch costs more than the CPU's loop.
-``python -m ragbatch_gpu.benchmark --crossover`` measures where the engine starts
-to win on host batches.
+Uploading a batch from the host costs more than the work on small batches. The
+row functions declare that crossover (:func:`coheriq.crossover`, in values): below
+it a batch still on the host is declined softly, and the next implementation runs
+it (the compiled engine under ``RAGBATCH_ENGINE=gpu,compiled``, else the
+reference). The crossover in force is the one ``coheriq calibrate ragbatch gpu
+--against compiled`` measured on this machine, else the declared
+:data:`MIN_VALUES`. A batch already on the device has no upload to pay: it always
+runs here. ``python -m ragbatch_gpu.benchmark --crossover`` calibrates and prints
+the table.
 
 The engine declares its data (:data:`CONVERSIONS`): any engine's batch becomes a
 :class:`GpuBatch` by one upload, and a :class:`GpuBatch` the library's
@@ -52,6 +53,8 @@ import jax.numpy as jnp
 import numpy as np
 import ragbatch
 from jax import lax
+from ragbatch_numpy import calibration_batch as calibration_batch  # the benchmarks' batches
+from ragbatch_numpy import calibration_calls
 
 import coheriq
 
@@ -61,11 +64,14 @@ from . import kernel
 Numpy = coheriq.engine_class("ragbatch", "numpy")
 
 PLATFORM_ENV = "RAGBATCH_GPU_PLATFORM"
-MIN_VALUES_ENV = "RAGBATCH_GPU_MIN_VALUES"
-MIN_DEVICE_VALUES_ENV = "RAGBATCH_GPU_MIN_DEVICE_VALUES"
 MIN_VALUES = 1 << 16
-"""Below this many values, a batch on the host is declined (not measured on a GPU yet:
-``gpu_check.sh`` measures the crossover; set ``RAGBATCH_GPU_MIN_VALUES`` to it)."""
+"""The declared crossover: below this many values, a batch on the host is declined
+(an estimate, not measured on a GPU yet: ``coheriq calibrate ragbatch gpu --against
+compiled``, which ``gpu_check.sh`` runs, measures it on a machine)."""
+CALIBRATION_POWERS = range(8, 23, 2)
+"""The sizes a calibration times, as powers of two values: from far below the declared
+crossover to a batch of 4 million values (32 MiB), a factor of 4 apart (the fit
+interpolates between them; each size costs seconds of copies and uploads)."""
 SOFTMAX_ENV = "RAGBATCH_GPU_SOFTMAX"
 SOFTMAX_KERNELS = ("pallas", "xla")
 _SMALLEST = 128  # every batch at most this big shares one program
@@ -87,20 +93,6 @@ def find_device(platform: str = "gpu") -> Any:
         ) from None
     jax.config.update("jax_enable_x64", True)  # only once a device is found: fail cleanly
     return device
-
-
-def min_values(variable: str = MIN_VALUES_ENV, default: int = MIN_VALUES) -> int:
-    """Environment ``variable`` (``RAGBATCH_GPU_MIN_VALUES``), else ``default`` (0 declines
-    nothing)."""
-    text = os.environ.get(variable, "").strip()
-    if not text:
-        return default
-    if not text.isdigit():
-        raise RuntimeError(
-            f"{variable}={text!r} is not a number of values: set it to a whole "
-            "number (0 to run every batch on the device), or unset it."
-        )
-    return int(text)
 
 
 def device_platform() -> str:
@@ -352,23 +344,27 @@ CONVERSIONS = [
 """What the engine's data is: a batch uploaded once, downloaded once, pickled on the host."""
 
 
-def _too_small(engine: GpuEngine, batch: Any, *args: Any) -> str | None:
-    """Why ``engine`` declines ``batch`` (on the host, too small to upload; on the device,
-    too small for a program), or None."""
-    on_device = isinstance(batch, GpuBatch)
-    least = engine.min_device_values if on_device else engine.min_values
-    offsets = batch.offsets
-    if least == 0 or (len(offsets) and int(offsets[-1]) >= least):
+def values_on_the_host(engine: GpuEngine, batch: Any, *_: Any) -> int | None:
+    """How big a call on ``batch`` is for the crossover: its number of values while it is
+    on the host (the upload a call pays); None for a batch on the device, which runs here
+    whatever its size, or for an argument that is no batch (the call fails as it would)."""
+    if isinstance(batch, GpuBatch):
         return None
-    # One reason for every size below the threshold: the log says it once.
-    if on_device:
-        return (
-            f"a batch on the device with fewer than {least} values: a program costs more "
-            f"than the work on the CPU ({MIN_DEVICE_VALUES_ENV})"
-        )
-    return (
-        f"a batch on the host with fewer than {least} values: uploading it "
-        f"costs more than the work ({MIN_VALUES_ENV})"
+    offsets = getattr(batch, "offsets", None)
+    if offsets is None:
+        return None
+    return int(offsets[-1]) if len(offsets) else 0
+
+
+def _below_the_crossover(*more: Any) -> Any:
+    """The engine's crossover on a row function: declared :data:`MIN_VALUES`, sized by
+    :func:`values_on_the_host`, calibrated on host batches of 2**p values for each p of
+    :data:`CALIBRATION_POWERS`, each given ``more`` (topk's k) after it."""
+    return coheriq.crossover(
+        size=values_on_the_host,
+        default=MIN_VALUES,
+        unit="values",
+        inputs=lambda: calibration_calls(CALIBRATION_POWERS, *more),
     )
 
 
@@ -384,8 +380,6 @@ class GpuEngine(
 
     def __init__(self) -> None:
         self.softmax_kernel = choose_softmax_kernel(device_platform())
-        self.min_values = min_values()
-        self.min_device_values = min_values(MIN_DEVICE_VALUES_ENV, 0)
         self.device = device()  # no GPU: the error says so, and the engine is not chosen
 
     def from_flat(self, values: Sequence[float], offsets: Sequence[int]) -> GpuBatch:
@@ -395,7 +389,7 @@ class GpuEngine(
         """Copies of the values and offsets, on the host."""
         return np.array(batch.values), np.array(batch.offsets, dtype=np.int64)
 
-    @coheriq.may_decline(when=_too_small)
+    @_below_the_crossover()
     def softmax(self, batch: Any) -> GpuBatch:
         batch = _on_device(batch)
         rows = batch._layout
@@ -406,7 +400,7 @@ class GpuEngine(
             out = _softmax(batch._data, rows.ids(), rows.count)
         return self.RaggedBatch._wrap(out, rows)
 
-    @coheriq.may_decline(when=_too_small)
+    @_below_the_crossover(4)
     def topk(self, batch: Any, k: int) -> tuple[GpuBatch, GpuBatch]:
         ragbatch.check_k(k)
         batch = _on_device(batch)
@@ -424,14 +418,14 @@ class GpuEngine(
         )
         return self.RaggedBatch._wrap(indices, kept), self.RaggedBatch._wrap(probabilities, kept)
 
-    @coheriq.may_decline(when=_too_small)
+    @_below_the_crossover()
     def row_sum(self, batch: Any) -> jax.Array:
         """The sum of each row, as a JAX array on the device."""
         batch = _on_device(batch)
         rows = batch._layout
         return _row_sum(batch._data, rows.ids(), rows.count)[: len(batch)]
 
-    @coheriq.may_decline(when=_too_small)
+    @_below_the_crossover()
     def row_mean(self, batch: Any) -> jax.Array:
         """The mean of each row (NaN for an empty row), as a JAX array on the device."""
         batch = _on_device(batch)

@@ -9,11 +9,14 @@ fraction of the device's peak, the speed-up over the CPU engine, and the largest
 relative difference between their results. Targets: at least 50% of peak, and at
 least 20x the compiled engine.
 
-``--crossover`` measures instead where the gpu engine starts to win: softmax of
-batches on the host (so each call uploads its batch, as a call the engine may
-decline does) of 2^10 to 2^22 values, on the gpu engine and on the CPU engine;
-it prints both times per size and the smallest size from which the gpu engine
-is faster, the value to give ``RAGBATCH_GPU_MIN_VALUES``.
+``--crossover`` measures instead where the gpu engine starts to win on batches
+on the host (each call uploads its batch, as a call the engine may decline does):
+it runs :func:`coheriq.calibrate` of the gpu engine against the CPU engine on the
+engine's calibration batches (``--largest N`` keeps those of at most N values,
+``--candidate NAME`` one function; ``--budget`` seconds in all), prints the table
+and, per function, the size from which the gpu engine is faster. It keeps nothing
+unless ``--store`` is given, which puts the crossovers in force on this machine
+(as ``coheriq calibrate ragbatch gpu --against compiled`` does).
 
 The device's peak bandwidth comes from a table of known GPUs, or ``--peak-gbs``.
 ``--platform cpu`` runs the gpu engine's programs on JAX's CPU backend (a smoke
@@ -24,7 +27,6 @@ engine's softmax kernel (by default pallas on a GPU, xla elsewhere).
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 from collections.abc import Callable
@@ -36,6 +38,7 @@ import ragbatch
 from ragbatch._workload import timed
 
 import coheriq
+import ragbatch_gpu
 
 # Peak memory bandwidth in GB/s, by a part of the name JAX gives the device.
 PEAK_GBS = {
@@ -73,33 +76,53 @@ def make_flat(n_values: int, n_rows: int, seed: int = 0) -> tuple[np.ndarray, np
     return rng.normal(0.0, 3.0, n_values), np.concatenate(([0], cuts, [n_values]))
 
 
-def crossover(cpu: str, repeat: int) -> int:
-    """Print softmax times per batch size on the gpu engine (uploading) and on ``cpu``."""
-    os.environ["RAGBATCH_GPU_MIN_VALUES"] = "0"  # measure every size on the device
-    print(f"{'values':>10} {'gpu engine':>12} {cpu + ' engine':>16}")
-    first_win = None
-    for power in range(10, 23, 2):
-        values, offsets = make_flat(2**power, max(2 ** (power - 6), 1))
-        times = {}
-        for engine in ("gpu", cpu):
-            with coheriq.using_engine("ragbatch", cpu):
-                batch = ragbatch.from_flat(values, offsets)  # on the host
-            with coheriq.using_engine("ragbatch", engine):
-                call = functools.partial(_softmax_ready, batch)
-                times[engine], _ = warm_then_timed(call, repeat)
-        print(f"{2**power:>10,} {times['gpu'] * 1e6:>9.1f} us {times[cpu] * 1e6:>13.1f} us")
-        if first_win is None and times["gpu"] < times[cpu]:
-            first_win = 2**power
-    where = f"from {first_win:,} values" if first_win else "at no size measured"
-    print(f"the gpu engine (uploading each batch) is faster than the {cpu} engine {where}")
+def calibration_calls(
+    largest: int | None,
+) -> dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]]:
+    """The gpu engine's calibration calls (its crossover's inputs) on batches of at most
+    ``largest`` values (all of them for None), per function, made under the reference."""
+    sizes = [1 << p for p in ragbatch_gpu.CALIBRATION_POWERS]
+    kept = [n for n in sizes if largest is None or n <= largest]
+    with coheriq.using_engine("ragbatch", "reference"):
+        batches = [ragbatch_gpu.calibration_batch(n) for n in kept]
+    calls: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
+        name: [((batch,), {}) for batch in batches] for name in ("softmax", "row_sum", "row_mean")
+    }
+    calls["topk"] = [((batch, 4), {}) for batch in batches]
+    return calls
+
+
+def crossover(
+    cpu: str,
+    budget: float,
+    largest: int | None = None,
+    candidates: list[str] | None = None,
+    store: bool = False,
+) -> int:
+    """Calibrate the gpu engine against ``cpu`` on host batches; print the table and where
+    the gpu engine starts to win, per function."""
+    calibration = coheriq.calibrate(
+        "ragbatch",
+        "gpu",
+        against=cpu,
+        candidates=candidates,
+        calls=calibration_calls(largest),
+        budget=budget,
+        store=store,
+    )
+    print(calibration)
+    for row in calibration.rows:
+        if row.crossover is not None:
+            where = f"from {row.crossover:,} values"
+        elif row.threshold == 0:
+            where = f"at every size measured, from {row.points[0][0]:,} values"
+        else:
+            where = f"at no size measured, up to {row.points[-1][0]:,} values"
+        print(
+            f"{row.candidate}: the gpu engine (uploading each batch) is faster than the "
+            f"{cpu} engine {where}"
+        )
     return 0
-
-
-def _softmax_ready(batch: Any) -> Any:
-    """Softmax of ``batch``, waited for (JAX returns before a device has finished)."""
-    result = ragbatch.softmax(batch)
-    wait = getattr(result, "block_until_ready", None)
-    return result if wait is None else wait()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,6 +139,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--crossover", action="store_true", help="where the gpu engine starts to win"
     )
+    parser.add_argument(
+        "--budget", type=float, default=120.0, help="--crossover: seconds to measure, in all"
+    )
+    parser.add_argument(
+        "--largest", type=int, default=None, help="--crossover: batches of at most N values"
+    )
+    parser.add_argument(
+        "--candidate",
+        action="append",
+        default=None,
+        help="--crossover: only this function (repeatable; default: every one)",
+    )
+    parser.add_argument(
+        "--store", action="store_true", help="--crossover: keep the crossovers measured"
+    )
     args = parser.parse_args(argv)
     # Read when the engine starts, at the first using_engine below.
     if args.platform:
@@ -124,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["RAGBATCH_GPU_SOFTMAX"] = args.softmax
     if args.crossover:
         cpu = "compiled" if "compiled" in coheriq.available_engines("ragbatch") else "numpy"
-        return crossover(cpu, args.repeat)
+        return crossover(cpu, args.budget, args.largest, args.candidate, args.store)
 
     values, offsets = make_flat(args.values, args.rows)
     print(f"[1/2] gpu engine, {args.repeat} calls ...", file=sys.stderr, flush=True)
