@@ -103,7 +103,10 @@ def _stored(tmp_path: Path) -> list[dict]:
 def _python(tmp_path: Path, code: str, **env: str) -> str:
     """Run ``code`` in a fresh interpreter that finds the packages and the calibrations."""
     environment = {k: v for k, v in os.environ.items() if k != "COHERIQ_CROSSOVERS"}
-    environment.update(COHERIQ_CACHE_DIR=str(tmp_path / "cache"), **env)
+    # No bytecode cache: a test rewrites the engine's source within the same second.
+    environment.update(
+        COHERIQ_CACHE_DIR=str(tmp_path / "cache"), PYTHONDONTWRITEBYTECODE="1", **env
+    )
     environment["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "site"), *sys.path])
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
@@ -464,3 +467,5 @@ def test_calls_recorded_from_a_run_are_calibrated_on(packages, tmp_path):
     assert 2 < result.rows[0].crossover <= 16
     with pytest.raises(coheriq.CoheriqTypeError, match="a whole number of at least 1"):
         coheriq.record_calls(lib, "slowstart", per_size=0)
+    with pytest.raises(coheriq.CoheriqScopeError, match="exited more often than it was entered"):
+        recording.__exit__(None, None, None)

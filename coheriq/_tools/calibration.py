@@ -23,7 +23,7 @@ from .._library.comparing import SharedSource
 from .._library.domain import AccelerationDomain, lookup_domain
 from .._names import REFERENCE
 from .._stdlib import TYPE_CHECKING, after_fork_in_child
-from ..exceptions import CoheriqCalibrationError, CoheriqTypeError
+from ..exceptions import CoheriqCalibrationError, CoheriqScopeError, CoheriqTypeError
 from . import columns
 from .verification import verify
 
@@ -292,8 +292,8 @@ class Recording:
             with self._lock:
                 if len(self._kept[name].get(bucket, ())) >= self.per_size:
                     return
-            copied = self._domain.comparisons.copy_arguments(args, kwargs)
-        except Exception:
+            (copied,) = _copies(self._domain, (args, kwargs), 1)
+        except Exception:  # an argument the size or a copy cannot take: the call says so
             return
         with self._lock:
             kept = self._kept[name].setdefault(bucket, [])
@@ -308,6 +308,11 @@ class Recording:
 
     def __exit__(self, *exc: object) -> None:
         with _recording_lock:
+            if self not in _recordings:
+                raise CoheriqScopeError(
+                    f"{self!r} was exited more often than it was entered: each `with` "
+                    "block, or __exit__ call, ends one __enter__."
+                )
             _recordings.remove(self)
         observing.stop(_RECORD_ORDER)
 
