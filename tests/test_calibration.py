@@ -32,6 +32,8 @@ domain = coheriq.AccelerationDomain("{lib}")
 
 @domain.acceleration_candidate
 def work(units):
+    if units < 0:
+        raise ValueError("work takes a number of units of at least 0")
     time.sleep(units * 0.00025)
     return units
 
@@ -64,6 +66,8 @@ def _inputs():
 class Slow(coheriq.engine_class("{lib}"), name="slowstart"):
     @coheriq.crossover(size=_sized, default=100, unit="units", inputs=_inputs)
     def work(self, units):
+        if units < 0:
+            raise ValueError("work takes a number of units of at least 0")
         time.sleep(0.002)
         return units {wrong}
 
@@ -469,3 +473,34 @@ def test_calls_recorded_from_a_run_are_calibrated_on(packages, tmp_path):
         coheriq.record_calls(lib, "slowstart", per_size=0)
     with pytest.raises(coheriq.CoheriqScopeError, match="exited more often than it was entered"):
         recording.__exit__(None, None, None)
+
+
+def test_a_call_that_fails_on_both_sides_is_left_out_and_said(packages, tmp_path):
+    lib, engine = packages()
+    __import__(engine)
+    __import__(lib)
+    calls = {"work": [((-1,), {}), ((1,), {}), ((32,), {})]}
+    result = coheriq.calibrate(lib, "slowstart", candidates=["work"], calls=calls, budget=1.0)
+    assert [p[0] for p in result.rows[0].points] == [1, 32]
+    note = "work: a call of -1 units raised ValueError on both sides, and was not timed"
+    assert result.notes == [note] and note in str(result)
+
+
+def test_a_decline_that_goes_on_along_the_mro_is_timed_against_what_runs_it(packages, tmp_path):
+    lib, engine = packages()
+    module = __import__(engine)
+    __import__(lib)
+
+    class Wrapped(module.Slow, name="wrapped"):
+        @coheriq.crossover(size=module._sized, default=10, unit="units", inputs=module._inputs)
+        def work(self, units):
+            return super().work(units)
+
+    with pytest.raises(coheriq.CoheriqTypeError) as raised:
+        coheriq.calibrate(lib, "wrapped", candidates=["work"], budget=1.0)
+    assert (
+        f"a call of 'work' that engine 'wrapped' of {lib!r} declines runs the implementation "
+        "of 'slowstart', next along its MRO, not that of 'reference': calibrate it against "
+        "that one (against='slowstart')"
+    ) in str(raised.value)
+    assert not (tmp_path / "cache").exists()

@@ -71,6 +71,8 @@ class Calibration:
         against: What it was timed against (``"reference"`` or an engine).
         rows: A :class:`CrossoverRow` per candidate measured.
         skipped: Candidate -> why it was not measured.
+        notes: What else the report says: the calls not timed because they raised
+            (alike on both sides).
         measured: The date, ``YYYY-MM-DD``.
         seconds: How long measuring took.
         stored: The calibrations file it was stored in, or None.
@@ -80,6 +82,7 @@ class Calibration:
         self.domain, self.engine, self.against = domain, engine, against
         self.rows: list[CrossoverRow] = []
         self.skipped: dict[str, str] = {}
+        self.notes: list[str] = []
         self.measured, self.seconds = today(), 0.0
         self.stored: Path | None = None
 
@@ -89,6 +92,7 @@ class Calibration:
         made = cls(data["domain"], data["engine"], data["against"])
         made.measured, made.seconds = data["measured"], data["seconds"]
         made.skipped = dict(data.get("skipped", {}))
+        made.notes = list(data.get("notes", []))
         made.rows = [
             CrossoverRow(r["candidate"], r["unit"], [tuple(p) for p in r["points"]])
             for r in data["rows"]
@@ -115,6 +119,7 @@ class Calibration:
                 for r in self.rows
             ],
             "skipped": self.skipped,
+            "notes": self.notes,
         }
 
     def __str__(self) -> str:
@@ -130,6 +135,7 @@ class Calibration:
             ]
             lines += ["", columns(table, 1), f"  {row.verdict}"]
         lines += [f"{name}: not measured: {why}" for name, why in self.skipped.items()]
+        lines += self.notes
         if self.stored is not None:
             lines += ["", f"stored in {self.stored}"]
         return "\n".join(lines)
@@ -222,6 +228,7 @@ def calibrate(
             "implementation, not itself: name another with against= (the reference, say)."
         )
     declared = _crossovers(found, engine_class, candidates)
+    _check_what_runs_instead(found, engine_class, engine_name, other_name, declared)
     result = Calibration(found.name, engine_name, other_name)
     started = perf_counter()
     measured = [n for n in declared if _refusal(found, n, declared[n][0], calls) is None]
@@ -419,6 +426,29 @@ def _crossovers(
     return found
 
 
+def _check_what_runs_instead(
+    domain: AccelerationDomain,
+    engine_class: Any,
+    engine: str,
+    against: str,
+    declared: Mapping[str, Any],
+) -> None:
+    """Raise where a declined call of one of ``declared`` goes to another implementation
+    along ``engine_class``'s MRO than ``against``: that one runs it, so it is the one to
+    time against."""
+    members = domain.engines.members_of(engine_class)
+    for name in declared:
+        chain = chain_of(members[name])
+        after = chain.steps[1].engine if chain is not None and len(chain.steps) > 1 else None
+        if after is not None and after != against:
+            raise CoheriqTypeError(
+                f"calibrate: a call of {name!r} that engine {engine!r} of {domain.name!r} "
+                f"declines runs the implementation of {after!r}, next along its MRO, not "
+                f"that of {against!r}: calibrate it against that one (against={after!r}), "
+                "or only the other candidates (candidates=...)."
+            )
+
+
 def _bound(size: Callable[..., Any], first: Any) -> Callable[..., Any]:
     return lambda *args, **kwargs: size(first, *args, **kwargs)
 
@@ -481,7 +511,13 @@ def _measure(
                 )
                 break
             crossover.threshold = 0  # the engine runs the call it is checked on
-            _agree(domain, result, name, proxy, args, kwargs)
+            raised = _agree(domain, result, name, proxy, args, kwargs)
+            if raised is not None:
+                result.notes.append(
+                    f"{name}: a call of {measured:,} {crossover.unit} raised {raised} on both "
+                    "sides, and was not timed"
+                )
+                continue
             left = (deadline - perf_counter()) / (len(sizes) - index)
             try:
                 mine, theirs = _time_both(domain, result, crossover, proxy, (args, kwargs), left)
@@ -504,17 +540,23 @@ def _agree(
     proxy: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-) -> None:
-    """Run one call on both sides (:func:`coheriq.verify`); raise where they disagree."""
+) -> str | None:
+    """Run one call on both sides (:func:`coheriq.verify`): raise where they disagree;
+    else return what the call raised on both (a call not worth timing), or None."""
     ((copied_args, copied_kwargs),) = _copies(domain, (args, kwargs), 1)
+    raised = None
     with verify(domain, result.engine, against=result.against, on_mismatch="record") as check:
-        proxy(*copied_args, **copied_kwargs)
+        try:
+            proxy(*copied_args, **copied_kwargs)
+        except Exception as error:  # a recorded call may be one that fails: on both sides?
+            raised = type(error).__name__
     if not check.ok:
         raise CoheriqCalibrationError(
             f"Calibrating engine {result.engine!r} of {domain.name!r} stopped: on {name!r} "
             f"it disagrees with {result.against!r}, so its time is not worth measuring "
             f"(nothing was stored). Fix the engine, or verify it alone:\n{check}"
         )
+    return raised
 
 
 def _time_both(
