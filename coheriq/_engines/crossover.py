@@ -100,12 +100,18 @@ class Crossover:
         self.state["reason"] = value
 
     def settle(self) -> int:
-        """Put the crossover in force (measured here, else declared); return its threshold."""
-        entry, why_not = self._calibration()
-        unit = self.unit
-        if why_not.startswith(" (off"):  # no crossover at all: the engine runs every call
-            self.origin, self.reason, self.threshold = f"none{why_not}", "", 0
+        """Put the crossover in force (measured here, else declared, or none where they
+        are off); return its threshold."""
+        mode = mode_in_force()
+        if mode == "off":  # no crossover at all: the engine runs every call
+            self.origin = (
+                "none (off: the engine runs every call it would run without one; "
+                f"{_who_froze(mode)})"
+            )
+            self.reason, self.threshold = "", 0
             return 0
+        entry, why_not = self._calibration(mode)
+        unit = self.unit
         if entry is None:
             threshold = self.default
             self.origin = f"declared by the engine{why_not}"
@@ -127,14 +133,9 @@ class Crossover:
         self.threshold = threshold
         return threshold
 
-    def _calibration(self) -> tuple[dict[str, Any] | None, str]:
-        """The calibration in force, else None and why none (as the origin's tail)."""
-        mode = mode_in_force()
-        if mode == "off":
-            return (
-                None,
-                f" (off: the engine runs every call it would run without one; {_who_froze(mode)})",
-            )
+    def _calibration(self, mode: str) -> tuple[dict[str, Any] | None, str]:
+        """The calibration in force under ``mode``, else None and why none (as the
+        origin's tail)."""
         if mode == "declared":
             return None, f" (calibrations are off here: {_who_froze(mode)})"
         if self.where is None:
