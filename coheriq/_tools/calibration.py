@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 import sys
 import threading
+from functools import partial
 from time import perf_counter
 
 from .._api.verbs import resolve_engine, using_engine
+from .._choice.ordered import parse_engine_list
 from .._engines import calibrations
 from .._engines.crossover import Crossover, crossover_of, today, unsettle_all
 from .._engines.declines import chain_of
@@ -231,15 +233,13 @@ def calibrate(
     _check_what_runs_instead(found, engine_class, engine_name, other_name, declared)
     result = Calibration(found.name, engine_name, other_name)
     started = perf_counter()
-    measured = [n for n in declared if _refusal(found, n, declared[n][0], calls) is None]
-    for name, (crossover, size) in declared.items():
-        why = _refusal(found, name, crossover, calls)
-        if why is not None:
-            result.skipped[name] = why
-            continue
+    refused = {n: _refusal(found, n, declared[n][0], calls) for n in declared}
+    result.skipped.update((n, why) for n, why in refused.items() if why is not None)
+    measured = [n for n, why in refused.items() if why is None]
+    for index, name in enumerate(measured):
+        crossover, size = declared[name]
         # An equal share of what is left for each candidate still to measure.
-        left = len(measured) - measured.index(name)
-        deadline = perf_counter() + (started + budget - perf_counter()) / left
+        deadline = perf_counter() + (started + budget - perf_counter()) / (len(measured) - index)
         points = _measure(found, result, name, crossover, size, calls, deadline)
         if len(points) >= 2:
             result.rows.append(CrossoverRow(name, crossover.unit, points))
@@ -390,7 +390,7 @@ def _against(domain: AccelerationDomain, engine: str) -> str:
     """What runs a call ``engine`` declines: the next engine of the library's list, if
     the list starts with ``engine``, else the reference."""
     variable, value = domain.choice.env_choice()
-    names = [item.strip() for item in value.split(",")] if variable else []
+    names = parse_engine_list(value, f" (named by {variable})") if variable and value else []
     if len(names) > 1 and names[0] == engine:
         return names[1]
     return REFERENCE
@@ -416,7 +416,7 @@ def _crossovers(
         crossover = None if step is None else crossover_of(step.check)
         if crossover is not None and step is not None:
             size, first = crossover.size, step.first
-            found[name] = (crossover, size if first is None else _bound(size, first))
+            found[name] = (crossover, size if first is None else partial(size, first))
     if wanted is not None and len(found) < len(names):
         lacking = [n for n in names if n not in found]
         raise CoheriqTypeError(
@@ -447,10 +447,6 @@ def _check_what_runs_instead(
                 f"that of {against!r}: calibrate it against that one (against={after!r}), "
                 "or only the other candidates (candidates=...)."
             )
-
-
-def _bound(size: Callable[..., Any], first: Any) -> Callable[..., Any]:
-    return lambda *args, **kwargs: size(first, *args, **kwargs)
 
 
 def _refusal(
