@@ -450,6 +450,53 @@ def bench_crossover(plan: Plan) -> list[Row]:
         return [ratio_row(case, paired("crossover(1)", "check(1)", names, plan))]
 
 
+def bench_shadow(plan: Plan) -> list[Row]:
+    """What shadow verification costs the caller (``coheriq.shadow``): a call on an engine
+    whose domain is shadowed, against the same call on an engine of a domain that is not.
+    At 1%, the median round includes the sampled calls (each copies its argument and
+    result and queues them; the comparing runs in a background thread, whose share of the
+    interpreter is part of the cost); the unsampled call is the draw alone (a rate so small
+    that no call is sampled). The engine's work is a trivial function (the worst case: the
+    whole cost is overhead) and a sum over 1,000 numbers (about 10 us)."""
+
+    def library(name: str) -> tuple[Any, Any]:
+        domain = coheriq.AccelerationDomain(name)
+
+        @domain.acceleration_candidate
+        def g(xs):
+            return xs
+
+        @domain.acceleration_candidate
+        def total(xs):
+            return sum(xs)
+
+        domain.materialize()
+
+        class Fast(coheriq.engine_class(domain), name="fast"):
+            def g(self, xs):
+                return xs
+
+            def total(self, xs):
+                return sum(xs)
+
+        coheriq.enable_engine(domain, "fast")
+        return g, total
+
+    rows = []
+    for rate, label in ((1e-12, "unsampled call, shadow on"), (0.01, "call, shadow on at 1%")):
+        shadowed_g, shadowed_total = library(f"bench_shadow_{len(rows)}")
+        plain_g, plain_total = library(f"bench_unshadowed_{len(rows)}")
+        watcher = coheriq.shadow(shadowed_g.__coheriq_candidate__.domain, rate, queue=10_000)
+        names = {"g": shadowed_g, "plain_g": plain_g, "total": shadowed_total}
+        names.update(plain_total=plain_total, xs=list(range(1_000)))
+        rows.append(ratio_row(label, paired("g(1)", "plain_g(1)", names, plan)))
+        work_plan = Plan(plan.rounds, max(plan.number // 100, 200), 0, 0)
+        case = f"{label}, a 10 us call"
+        rows.append(ratio_row(case, paired("total(xs)", "plain_total(xs)", names, work_plan)))
+        watcher.stop(timeout=30)
+    return rows
+
+
 def bench_conversions(plan: Plan) -> list[Row]:
     """What an engine's declared conversions cost once an object's conversion is cached:
     the cache hit alone, a call on the engine whose argument it converts, and a declined
@@ -644,9 +691,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["dispatch", "reference", "declines"],
-        help="run the dispatch (or reference, or declines) cases only (benchmarks/proxies.py "
-        "compares the first two)",
+        choices=["dispatch", "reference", "declines", "shadow"],
+        help="run the dispatch (or reference, declines or shadow) cases only "
+        "(benchmarks/proxies.py compares the first two)",
     )
     parser.add_argument("--rounds", type=int, help="rounds of each case (default 31)")
     parser.add_argument("--number", type=int, help="calls in each round (default 300,000)")
@@ -668,6 +715,7 @@ def main(argv: list[str] | None = None) -> int:
         ("reference", bench_reference),
         ("dispatch", bench_dispatch),
         ("declines", bench_declines),
+        ("shadow", bench_shadow),
         ("conversions", bench_conversions),
         ("set-up", bench_setup),
     ]

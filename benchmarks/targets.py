@@ -52,6 +52,13 @@ RULES: dict[str, float | tuple[str, float]] = {
     # when= check that calls the same function: the tenth is for reading the threshold
     # and for the spread between two medians.
     "crossover taken, against a when= check": 1.1,
+    # Shadow verification (coheriq.shadow), against the same engine unshadowed: an
+    # unsampled call pays a Python frame and a random draw (about 60 ns), which is all
+    # there is of a trivial call, and within the noise of a call that does 10 us of work;
+    # at 1%, the sampled calls' copies and the background comparing stay within a tenth.
+    "unsampled call, shadow on": 2.0,
+    "unsampled call, shadow on, a 10 us call": 1.05,
+    "call, shadow on at 1%, a 10 us call": 1.1,
     "enter and leave a block, 1000 candidates": 5.0,
     "call, reference, after blocks opened": (CALL_FLOOR, 1.4),
     "call, global engine, positional": (CALL_FLOOR, 1.1),

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ._tools.calibration import Calibration, CrossoverRow, Recording, calibrate, record_calls
     from ._tools.introspection import Coverage, Explanation, coverage, explain
     from ._tools.profiling import ConversionRow, DeclineRow, Profile, ProfileRow, profile
+    from ._tools.shadow import Shadow, ShadowRow, shadow, shadows
     from ._tools.snapshot import Snapshot, snapshot
     from ._tools.verdicts import (
         CoheriqVerificationError,
@@ -62,6 +63,7 @@ _ON_FIRST_USE = {
         "_engines.declines": "Decline may_decline",
         "_tools.introspection": "Coverage Explanation coverage explain",
         "_tools.profiling": "ConversionRow DeclineRow Profile ProfileRow profile",
+        "_tools.shadow": "Shadow ShadowRow shadow shadows",
         "_tools.snapshot": "Snapshot snapshot",
         "statements": "EngineStatement engine_statements",
         "_tools.verdicts": "CoheriqVerificationError CoheriqVerificationWarning Mismatch "
@@ -91,6 +93,8 @@ __all__ = [
     "Profile",
     "ProfileRow",
     "Recording",
+    "Shadow",
+    "ShadowRow",
     "Snapshot",
     "Verification",
     "VerificationRow",
@@ -114,6 +118,8 @@ __all__ = [
     "record_calls",
     "register_comparison",
     "resolve_impl",
+    "shadow",
+    "shadows",
     "snapshot",
     "to_engine",
     "to_library",
@@ -125,14 +131,22 @@ __all__ += exceptions.__all__
 __version__ = "0.1.0"
 
 
-def _verify_from_environment(domain: AccelerationDomain) -> None:
-    """Verify a materialized domain whose ``<PREFIX>_VERIFY`` is set (imported only now)."""
-    from ._tools.verification import from_environment
+def _watch_from_environment(domain: AccelerationDomain) -> None:
+    """Verify a materialized domain whose ``<PREFIX>_VERIFY`` is set, or shadow it where
+    ``COHERIQ_SHADOW`` is (each tool imported only now)."""
+    import os
 
-    from_environment(domain)
+    if domain.env_prefix and os.environ.get(f"{domain.env_prefix}_VERIFY", "").strip():
+        from ._tools.verification import from_environment
+
+        from_environment(domain)
+    if os.environ.get("COHERIQ_SHADOW", "").strip():
+        from ._tools import shadow
+
+        shadow.from_environment(domain)
 
 
-_observing.on_materialized.append(_verify_from_environment)
+_observing.on_materialized.append(_watch_from_environment)
 
 
 def __getattr__(name: str) -> object:

@@ -37,6 +37,7 @@ else:
 
 DEBUG = 10
 INFO = 20
+WARNING = 30
 
 _fork_hooks: list[Callable[[], None]] = []
 
@@ -169,8 +170,8 @@ def log(level: int, message: str, *args: object) -> None:
     logger = _logger
     if logger is None:
         logging = sys.modules.get("logging")
-        if logging is None:
-            return
+        if logging is None or getattr(logging.__spec__, "_initializing", False):
+            return  # not imported, or another thread is importing it: nobody listens yet
         # Kept: getLogger takes logging's lock, and blocks log on entry and exit.
         logger = _logger = logging.getLogger("coheriq")
     if logger.isEnabledFor(level):

@@ -879,6 +879,12 @@ def _parser() -> argparse.ArgumentParser:
             "run a program on an engine and compare each call with the reference; exit 1 on "
             "any difference",
         ),
+        (
+            "shadow",
+            _shadow,
+            "shadow report [PATH...]: read the reports shadow verification wrote "
+            "(COHERIQ_SHADOW); exit 1 on any difference",
+        ),
     ]:
         sub = subs[name] = commands.add_parser(name, help=text, description=text)
         sub.set_defaults(run=run)
@@ -886,7 +892,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for tools"
         )
-        if name not in ("list", "run"):
+        if name not in ("list", "run", "shadow"):
             sub.add_argument("domain", metavar="DOMAIN")
             sub.add_argument(
                 "--import",
@@ -943,7 +949,50 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PROGRAM [ARGS...]",
         help="the script to run, or -m MODULE, and its arguments",
     )
+    report = (
+        subs["shadow"]
+        .add_subparsers(dest="action", required=True, metavar="ACTION")
+        .add_parser(
+            "report",
+            help="print the reports, merged per library, engine and other side",
+            description="Print the shadow verification reports in PATH (merged per library, "
+            "engine and other side, from every process); exit 1 where calls differed.",
+        )
+    )
+    report.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for tools"
+    )
+    report.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="report files or folders of them (default: where COHERIQ_SHADOW_REPORT, else "
+        "the user's cache folder, says)",
+    )
     return parser
+
+
+def _shadow(args: argparse.Namespace) -> int:
+    """Print the shadow verification reports named (merged per domain, engine and other
+    side, from every process); exit 1 where calls differed."""
+    from ._tools import shadow
+
+    paths = args.paths or [shadow.default_folder()]
+    missing = [str(p) for p in paths if not os.path.exists(p)]
+    if missing:
+        raise UsageError(
+            f"shadow report: {missing[0]!r} does not exist. Name a report file or folder, or "
+            "run a program with COHERIQ_SHADOW=LIB:RATE first (its reports go to "
+            "COHERIQ_SHADOW_REPORT, else the user's cache folder)."
+        )
+    reports = shadow.merge(shadow.read_reports(paths))
+    if args.json:
+        _json(reports=reports)
+    elif not reports:
+        print(f"no shadow verification reports in {', '.join(str(p) for p in paths)}")
+    else:
+        print("\n\n".join(shadow.render(report) for report in reports))
+    return 1 if any(r["totals"].get("mismatches") for r in reports) else 0
 
 
 def _fail(error: BaseException, as_json: bool) -> int:

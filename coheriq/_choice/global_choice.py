@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from .._engines.start import EngineStart
     from .state import DomainState
 
+# Called with a copy's state and its Settlement once a global choice is made, outside the
+# lock: a shadow verification (coheriq._tools.shadow) waiting for the engine to watch.
+watchers: list[Callable[[DomainState, Settlement], None]] = []
+
 
 class Settlement:
     """The process-global choice of a domain, once it is made.
@@ -282,6 +286,8 @@ class GlobalChoice:
                 state.scopes.refresh_dispatch()
         finally:
             self._end_choosing(record)
+        for watcher in list(watchers):  # shadow verification waits for the choice
+            watcher(state, settled)
         log(
             INFO,
             "domain %r runs on engine %r (%s), chosen at %s%s",
@@ -292,6 +298,19 @@ class GlobalChoice:
             f"; tried {describe_tried(tried)}" if tried else "",
         )
         return settled
+
+    def reconnect(self, members: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """Make the settled choice's calls run ``members`` instead (the same implementations,
+        watched: shadow verification); return the members it ran before, or None where no
+        choice is settled yet."""
+        state = self.state
+        with state.lock:
+            settled = self.settled
+            if settled is None:
+                return None
+            before, settled.members = settled.members, members
+            state.switchboard.connect(members)
+        return before
 
     def _settle_as(self, choice: Settlement) -> Settlement:
         """Settle this copy of the library on the engine another copy runs on; where this

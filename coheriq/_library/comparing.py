@@ -307,6 +307,18 @@ def _numbers_differ(mine: Any, other: Any, where: str, rtol: float, atol: float)
     )
 
 
+def relative_difference(difference: str) -> float | None:
+    """The relative difference a sentence of :func:`_numbers_differ` states, or None
+    (a difference between other values than numbers)."""
+    import re  # only for a mismatch found
+
+    found = re.search(r"\(relative difference ([^,)]+)", difference)
+    try:
+        return None if found is None else float(found.group(1))
+    except ValueError:
+        return None
+
+
 def _items(value: Any) -> Sequence[Any] | dict[Any, Any] | None:
     """``value``'s items to compare one by one, where it is a container (a ``range`` itself,
     not a list of it); else None."""

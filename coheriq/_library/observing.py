@@ -29,8 +29,8 @@ quiet: ContextVar[bool | Callable[[Any, Any], Any]] = ContextVar(
 
 _lock = _thread.allocate_lock()
 _on: dict[int, tuple[Wrapper, int]] = {}  # order -> (wrap, blocks open)
-# What runs when a domain whose <PREFIX>_VERIFY is set is materialized: ``import coheriq``
-# installs the hook that imports verification then, no sooner.
+# What runs when a domain whose <PREFIX>_VERIFY, or COHERIQ_SHADOW, is set is materialized:
+# ``import coheriq`` installs the hook that imports the tool then, no sooner.
 on_materialized: list[Callable[[Any], None]] = []
 # Kind of watcher -> what it says of a domain in this context (for explain), or None.
 describers: dict[str, Callable[[Any], str | None]] = {}

@@ -46,6 +46,8 @@ class Explanation:
             :meth:`~coheriq.AccelerationDomain.declare`).
         verification: Where a verification (:func:`coheriq.verify`) covers
             this context, what it does, as a sentence; else ``None``.
+        shadow: Where a shadow verification (:func:`coheriq.shadow`) samples the
+            domain's calls, what it does, as a sentence; else ``None``.
         answers: Asked with arguments: the engine whose implementation would
             answer a call with them (after the declines in ``declines``); else ``None``.
         declines: Asked with arguments: what the implementations before it
@@ -92,6 +94,7 @@ class Explanation:
         self.proxies: dict[str, str] = {}
         self.conversions: list[str] = []
         self.crossovers: list[str] = []
+        self.shadow: str | None = None
         # The candidates on a dispatcher because of what they are, not because
         # COHERIQ_SWAP_CODE=0 puts every candidate there: what str() names.
         self._set_aside: list[str] = []
@@ -120,6 +123,8 @@ class Explanation:
             lines.append(f"  tried: {describe_tried(tuple(self.tried))}")
         if self.verification:
             lines.append(f"  verification: {self.verification}")
+        if self.shadow:
+            lines.append(f"  shadow verification: {self.shadow}")
         if self._set_aside:
             lines.append(
                 "  called through a dispatcher, not as their own code on the reference: "
@@ -182,6 +187,7 @@ def explain(subject: Any, /, *args: Any, **kwargs: Any) -> Explanation:
     explained = Explanation(
         domain.name, candidate, engine, reason, settled, suppliers, list(tried), later, verifying
     )
+    explained.shadow = observing.describe("shadow", domain)
     explained.bound_before = {
         c: list(where) for c, where in domain.state.bound_before.items() if c in names
     }

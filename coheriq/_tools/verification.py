@@ -254,7 +254,7 @@ class Verification:
             try:
                 with self._other_side(domain, guarded=False):
                     theirs = domain.comparisons.copy_arguments(args, kwargs)
-                theirs = self._in_library_form(domain, name, theirs, depth=3)
+                theirs = self.in_library_form(domain, name, theirs, depth=3)
             except SharedSource as shared:
                 skip = (
                     f"an argument is an iterator that may share its source with a copy "
@@ -296,7 +296,21 @@ class Verification:
             found.scopes.exit(scope)
             observing.quiet.reset(quiet)
 
-    def _in_library_form(
+    def other_outcome(self, domain: AccelerationDomain, name: str, theirs: tuple[Any, Any]) -> _Run:
+        """The other side's run of function candidate ``name`` on ``theirs`` (its arguments,
+        in the library's form), ended; it stops at a candidate with side effects."""
+        with self._other_side(domain, guarded=True) as (members, run):
+            started = perf_counter_ns()
+            try:
+                run.result = members[name](*theirs[0], **theirs[1])
+            except _Stop:
+                pass
+            except Exception as error:
+                run.error = error
+            run.nanoseconds = perf_counter_ns() - started
+        return run
+
+    def in_library_form(
         self, domain: AccelerationDomain, name: str, value: Any, depth: int = 1
     ) -> Any:
         """``value`` with the verified engine's objects converted to the library's form,
@@ -324,9 +338,14 @@ class Verification:
         started = perf_counter_ns()
         quiet = observing.quiet.set(True)
         try:
-            difference, one_sided, opaque = self._difference(call, error, other)
+            difference, one_sided, skipped = self.difference(
+                call.domain, call.name, (call.result, error, call.mine), other, call.theirs
+            )
         finally:
             observing.quiet.reset(quiet)
+        if skipped is not None:
+            self._note(row, _identity_only(skipped))
+        opaque = skipped is not None
         with self._lock:
             self._spent_ns += perf_counter_ns() - started + other.nanoseconds
             # Results that compare by identity only, and nothing else differed: not compared.
@@ -364,52 +383,50 @@ class Verification:
             message = f"Engine {row.engine!r} and {row.against!r} disagree: {mismatch}.{more}"
             warnings.warn(message, CoheriqVerificationWarning, stacklevel=outside_coheriq()[1])
 
-    def _difference(
-        self, call: _Call, error: BaseException | None, other: _Run
-    ) -> tuple[str | None, bool, bool]:
-        """How the two outcomes differ (None where they agree), whether one side raised,
-        and whether the results compare by identity only (so were not compared)."""
+    def difference(
+        self,
+        domain: AccelerationDomain,
+        name: str,
+        mine: tuple[Any, BaseException | None, tuple[Any, Any]],
+        other: _Run,
+        theirs: tuple[Any, Any],
+    ) -> tuple[str | None, bool, str | None]:
+        """How two outcomes of a call of candidate ``name`` differ (None where they agree),
+        whether one side raised, and the type of results that compare by identity only (so
+        were not compared), if so. ``mine``: the engine's result, exception and arguments
+        after the call; ``other``: the other side's run, on ``theirs``."""
+        result, error, arguments = mine
         against, other_error = self._against_name, other.error
         if error is not None and other_error is not None:
             if type(error) is type(other_error):
-                return None, False, False
+                return None, False, None
             raised = f"{_exception(error)}, {against} raised {_exception(other_error)}"
-            return f"the engine raised {raised}", True, False
+            return f"the engine raised {raised}", True, None
         if error is not None:
-            return f"only the engine raised: {_exception(error)}", True, False
+            return f"only the engine raised: {_exception(error)}", True, None
         if other_error is not None:
-            return f"only {against} raised: {_exception(other_error)}", True, False
-        comparisons, rtol, atol = call.domain.comparisons, self.rtol, self.atol
+            return f"only {against} raised: {_exception(other_error)}", True, None
+        comparisons, rtol, atol = domain.comparisons, self.rtol, self.atol
         skipped: list[str] = []
         try:
-            mine = self._in_library_form(call.domain, call.name, call.result)
+            converted = self.in_library_form(domain, name, result)
             found = comparisons.difference(
-                call.name, mine, other.result, rtol=rtol, atol=atol, skipped=skipped
+                name, converted, other.result, rtol=rtol, atol=atol, skipped=skipped
             )
         except CoheriqTypeError:
             raise  # a library's compare that answered neither a bool nor a sentence
         except Exception as failure:
             found = f"comparing the results raised {_exception(failure)}"
-        else:
-            if skipped:
-                self._note(
-                    call.row,
-                    f"results of type {skipped[0]!r} compare by identity only and were not "
-                    "compared (counted as not comparable): the library, or the engine's "
-                    "author, can register a comparison for the type",
-                )
         if found is None:
             # The program's arguments as the engine left them, against the other side's copies.
             try:
-                arguments = self._in_library_form(call.domain, call.name, call.mine, depth=3)
-                found = comparisons.arguments_difference(
-                    arguments, call.theirs, rtol=rtol, atol=atol
-                )
+                arguments = self.in_library_form(domain, name, arguments, depth=3)
+                found = comparisons.arguments_difference(arguments, theirs, rtol=rtol, atol=atol)
             except CoheriqTypeError:
                 raise
             except Exception as failure:
                 found = f"comparing the arguments after the call raised {_exception(failure)}"
-        return found, False, bool(skipped)
+        return found, False, skipped[0] if skipped else None
 
     def _note(self, row: VerificationRow, note: str, *, compared: bool = True) -> None:
         """Keep ``note`` in ``row``, once per kind (what it says before its first colon);
@@ -781,6 +798,15 @@ def _check_options(verification: Verification) -> None:
     ]
     if problems:
         raise CoheriqTypeError("coheriq.verify: " + "; ".join(problems) + ".")
+
+
+def _identity_only(kind: str) -> str:
+    """The note on results of type ``kind``, which compare by identity only."""
+    return (
+        f"results of type {kind!r} compare by identity only and were not compared (counted "
+        "as not comparable): the library, or the engine's author, can register a comparison "
+        "for the type"
+    )
 
 
 def _exception(error: BaseException) -> str:

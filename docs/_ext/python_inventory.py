@@ -44,6 +44,7 @@ MODULES = [
     "logging",
     "multiprocessing",
     "os",
+    "pathlib",
     "pickle",
     "statistics",
     "subprocess",
