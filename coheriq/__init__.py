@@ -39,7 +39,14 @@ if TYPE_CHECKING:
     from ._outside.activation import accelerate
     from ._tools.calibration import Calibration, CrossoverRow, Recording, calibrate, record_calls
     from ._tools.introspection import Coverage, Explanation, coverage, explain
-    from ._tools.profiling import ConversionRow, DeclineRow, Profile, ProfileRow, profile
+    from ._tools.profiling import (
+        ConversionRow,
+        DeclineRow,
+        Profile,
+        ProfileRow,
+        ProfileShare,
+        profile,
+    )
     from ._tools.shadow import Shadow, ShadowRow, shadow, shadows
     from ._tools.snapshot import Snapshot, snapshot
     from ._tools.verdicts import (
@@ -62,7 +69,7 @@ _ON_FIRST_USE = {
         "_tools.calibration": "Calibration CrossoverRow Recording calibrate record_calls",
         "_engines.declines": "Decline may_decline",
         "_tools.introspection": "Coverage Explanation coverage explain",
-        "_tools.profiling": "ConversionRow DeclineRow Profile ProfileRow profile",
+        "_tools.profiling": "ConversionRow DeclineRow Profile ProfileRow ProfileShare profile",
         "_tools.shadow": "Shadow ShadowRow shadow shadows",
         "_tools.snapshot": "Snapshot snapshot",
         "statements": "EngineStatement engine_statements",
@@ -92,6 +99,7 @@ __all__ = [
     "Mismatch",
     "Profile",
     "ProfileRow",
+    "ProfileShare",
     "Recording",
     "Shadow",
     "ShadowRow",

@@ -524,16 +524,26 @@ def _needs_before(args: argparse.Namespace, domain: AccelerationDomain) -> str |
 
 
 def _leading_options(
-    command: str, words: list[str], options: tuple[str, ...], what: str = ""
+    command: str,
+    words: list[str],
+    options: tuple[str, ...],
+    what: dict[str, str] | None = None,
+    flags: tuple[str, ...] = (),
 ) -> list[tuple[str, str]]:
-    """Take ``--option VALUE`` and ``--option=VALUE`` of ``options`` off the front of
-    ``words``: the options before another program's command line, which argparse would take."""
+    """Take ``--option VALUE`` and ``--option=VALUE`` of ``options``, and ``--flag`` of
+    ``flags`` (value ``""``), off the front of ``words``: the options before another
+    program's command line, which argparse would take. ``what``: an option's value, said
+    where it is missing."""
     taken = []
-    while words and words[0].split("=")[0] in options:
+    while words and words[0].split("=")[0] in (*options, *flags):
         option, equals, value = words.pop(0).partition("=")
-        if not equals:
+        if option in flags:
+            if equals:
+                raise UsageError(f"{command}: {option} takes no value; give {option} alone.")
+        elif not equals:
             if not words:
-                raise UsageError(f"{command}: {option} needs a value{what}.")
+                said = (what or {}).get(option)
+                raise UsageError(f"{command}: {option} needs a value{f', {said}' if said else ''}.")
             value = words.pop(0)
         taken.append((option, value))
     return taken
@@ -714,17 +724,28 @@ def _check_runnable(module: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Set the libraries' variables, then replace this process with ``python`` running the
-    program, with this one's options; return only on Windows (no ``exec``), its status."""
+    """Set the libraries' variables (and the profile's), then replace this process with
+    ``python`` running the program, with this one's options; return only on Windows (no
+    ``exec``), its status."""
     words = list(args.program)
-    specs = []
-    for _, text in _leading_options("run", words, ("--engine",), ", LIB or LIB:ENGINE"):
-        library, _, engine = (part.strip() for part in text.partition(":"))
-        if not library:
-            raise UsageError(f"run: --engine {text!r} is not LIB or LIB:ENGINE.")
-        specs.append((library, engine or None))
-    if not specs:
-        raise UsageError("run needs --engine LIB[:ENGINE] (repeatable) before the program.")
+    specs, printed, json_file = [], False, None
+    for option, text in _leading_options(
+        "run", words, ("--engine", "--profile-json"), _RUN_VALUES, flags=("--profile",)
+    ):
+        if option == "--profile":
+            printed = True
+        elif option == "--profile-json":
+            json_file = _profile_file(text, json_file)
+        else:
+            library, _, engine = (part.strip() for part in text.partition(":"))
+            if not library:
+                raise UsageError(f"run: --engine {text!r} is not LIB or LIB:ENGINE.")
+            specs.append((library, engine or None))
+    if not specs and not printed and json_file is None:
+        raise UsageError(
+            "run needs --engine LIB[:ENGINE] (repeatable), --profile or --profile-json FILE "
+            "before the program."
+        )
     if not words:
         raise UsageError(
             "run needs a program to run: SCRIPT [ARGS...], -m MODULE [ARGS...] or -c CODE "
@@ -739,6 +760,7 @@ def _run(args: argparse.Namespace) -> int:
             "coheriq (pip install coheriq, or pip install -e . in its source tree), or run "
             "without -S."
         )
+    _ask_for_profile(printed, json_file)
     # What this interpreter's start-up said it cannot accelerate is not said again there.
     from ._outside.activation import said_at_start_up
     from ._outside.startup import SAID_ENV
@@ -757,6 +779,53 @@ def _run(args: argparse.Namespace) -> int:
         return subprocess.call(command)
     os.execv(sys.executable, command)
     return 0  # never reached: the program ran instead
+
+
+_RUN_VALUES = {
+    "--engine": "LIB or LIB:ENGINE",
+    "--profile-json": "the FILE to write the profile's JSON report to",
+}
+
+
+def _profile_file(text: str, given: str | None) -> str:
+    """``--profile-json``'s file, made absolute (the program may change its directory) and
+    checked now, before the program runs."""
+    from ._outside.startup import profile_file_problem
+
+    if given is not None:
+        raise UsageError("run: --profile-json is given twice; give it once, with one FILE.")
+    if not text:
+        raise UsageError("run: --profile-json needs a FILE to write the profile's JSON report to.")
+    path = os.path.abspath(text)
+    problem = profile_file_problem(path)
+    if problem is not None:
+        raise UsageError(
+            f"run: --profile-json {text!r} {problem}. Give a file in a directory that exists "
+            "and can be written (--profile-json profile.json, say)."
+        )
+    return path
+
+
+def _ask_for_profile(printed: bool, json_file: str | None) -> None:
+    """Set ``COHERIQ_PROFILE`` for the program where run's options ask for a profile, or
+    where this interpreter's start-up took it out of the environment (then passed on)."""
+    from ._outside.startup import PROFILE_ENV, take_profile_request
+
+    inherited = take_profile_request()  # this interpreter does not report its own
+    if not printed and json_file is None:
+        if inherited is not None:
+            os.environ[PROFILE_ENV] = inherited
+        return
+    if not _startup_file_runs(PROFILE_ENV):
+        raise CoheriqError(
+            "run --profile and --profile-json need coheriq's start-up file "
+            "coheriq-accelerate.pth, as installed by this version of coheriq, and this "
+            "interpreter will not read it (coheriq is imported from a source tree, its "
+            "install is older than its source, or Python runs with -S). Install coheriq "
+            "(pip install coheriq, or pip install -e . in its source tree), or run without -S."
+        )
+    parts = (["1"] if printed else []) + ([] if json_file is None else [json_file])
+    os.environ[PROFILE_ENV] = os.pathsep.join(parts)  # the file is absolute: never "1"
 
 
 def _name_in_environment(library: str, engine: str | None) -> bool:
@@ -791,8 +860,9 @@ def _name_in_environment(library: str, engine: str | None) -> bool:
     return False
 
 
-def _startup_file_runs() -> bool:
-    """Whether an interpreter started as this one was reads coheriq's start-up ``.pth`` file."""
+def _startup_file_runs(needs: str = "") -> bool:
+    """Whether an interpreter started as this one was reads coheriq's start-up ``.pth`` file
+    (one that mentions ``needs``: an install made before a variable is read does not)."""
     import site
 
     if sys.flags.no_site:
@@ -800,7 +870,14 @@ def _startup_file_runs() -> bool:
     places = [*site.getsitepackages()]
     if site.ENABLE_USER_SITE:
         places.append(site.getusersitepackages())
-    return any(os.path.isfile(os.path.join(p, "coheriq-accelerate.pth")) for p in places)
+    for place in places:
+        try:
+            with open(os.path.join(place, "coheriq-accelerate.pth"), encoding="utf-8") as file:
+                if needs in file.read():
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def _interpreter_options() -> list[str]:
@@ -856,7 +933,7 @@ def _parser() -> argparse.ArgumentParser:
             "run",
             _run,
             "run a program (SCRIPT, -m MODULE or -c CODE) with libraries on engines, those that "
-            "never adopted coheriq accelerated from the outside",
+            "never adopted coheriq accelerated from the outside; --profile: its profile at exit",
         ),
         ("show", _show, "show a domain's candidates and which engine supplies each"),
         ("explain", _explain, "say what a call would run now (environment included), and why"),
@@ -909,6 +986,17 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         metavar="LIB[:ENGINE]",
         help="accelerate library LIB, on ENGINE (repeatable; before the program)",
+    )
+    runner.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the calls through candidates, every thread, and print the profile on "
+        "standard error at exit (before the program)",
+    )
+    runner.add_argument(
+        "--profile-json",
+        metavar="FILE",
+        help="write the profile's JSON report to FILE at exit (before the program)",
     )
     runner.add_argument(
         "program",

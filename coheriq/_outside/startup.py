@@ -1,8 +1,11 @@
-"""What ``COHERIQ_ACCELERATE`` does as an interpreter starts (the start-up ``.pth`` file loads it).
+"""What ``COHERIQ_ACCELERATE`` and ``COHERIQ_PROFILE`` do as an interpreter starts (the
+start-up ``.pth`` file loads it).
 
 Standard library only, loaded without importing coheriq: :func:`start` checks the names against
 the installed entry points and accelerates the libraries as the first of them is imported
-(:class:`Deferred`), or at once where waiting is unsafe or unconfirmed."""
+(:class:`Deferred`), or at once where waiting is unsafe or unconfirmed; where
+:data:`PROFILE_ENV` is set, it opens a profile of every thread, reported as the process
+exits (:func:`profile_until_exit`)."""
 
 # No `from __future__ import annotations`: every module imported here is one more in
 # every process; annotations of names imported for type checkers are quoted.
@@ -20,6 +23,12 @@ if TYPE_CHECKING:
 ENV = "COHERIQ_ACCELERATE"
 """The variable naming the libraries to accelerate: ``"statistics:numpy,cachetools"``."""
 
+PROFILE_ENV = "COHERIQ_PROFILE"
+"""Profile the process, every thread, and report at its exit: ``1`` prints the profile on
+standard error, a file path writes its JSON report there, ``1`` and a path joined by
+:data:`os.pathsep` do both (``0`` or empty: nothing). Taken out of the environment at
+start-up: a child process does not profile (a forked one does not report)."""
+
 SAID_ENV = "_COHERIQ_ACCELERATE_SAID"
 """The libraries whose start-up message ``python -m coheriq run``'s own interpreter said
 already (so the program's does not say it again); taken out of the environment at start-up."""
@@ -34,6 +43,7 @@ _started = False  # site may read the .pth file twice
 _activated = False
 _deferred: "Deferred | None" = None  # on sys.meta_path until activated
 _said: "set[str] | None" = None
+_profile_request: "str | None" = None  # PROFILE_ENV's value, taken out of the environment
 
 
 def parse_environment(value: str) -> list[tuple[str, str | None]]:
@@ -51,6 +61,7 @@ def start() -> None:
         return
     _started = True
     said_before()
+    profile_until_exit()  # first: coheriq is imported before any library waits for its import
     try:
         named = parse_environment(os.environ.get(ENV, ""))
         if named and _can_wait(named):
@@ -73,6 +84,98 @@ def said_before() -> "set[str]":
     if _said is None:
         _said = {name for name in os.environ.pop(SAID_ENV, "").split(",") if name}
     return _said
+
+
+def take_profile_request() -> "str | None":
+    """:data:`PROFILE_ENV`'s value, where the start-up file took it out of the environment;
+    this process will not report its profile (``python -m coheriq run`` passes it on)."""
+    if _profile_request is not None:
+        import atexit
+
+        atexit.unregister(_report)
+    return _profile_request
+
+
+def parse_profile(value: str) -> "tuple[bool, str | None]":
+    """``"1"`` -> ``(True, None)``: print; ``"FILE"`` -> ``(False, "FILE")``: write the
+    JSON report; ``"1" + os.pathsep + "FILE"`` -> ``(True, "FILE")``: both."""
+    first, _, rest = value.partition(os.pathsep)
+    if first == "1":
+        return True, rest or None
+    return False, value
+
+
+def profile_file_problem(path: str) -> "str | None":
+    """What stops a JSON report being written to ``path``, as a clause (``"is a
+    directory"``), or None."""
+    if os.path.isdir(path):
+        return "is a directory"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"is in a directory that does not exist ({parent})"
+    if not os.access(path if os.path.exists(path) else parent, os.W_OK):
+        return "cannot be written: permission denied"
+    return None
+
+
+def profile_until_exit() -> None:
+    """Where :data:`PROFILE_ENV` asks for it, profile every thread from now on and report at
+    this process's exit (after the program's own ``atexit`` functions). Never raises."""
+    global _profile_request
+    value = os.environ.pop(PROFILE_ENV, "")
+    if value in ("", "0"):
+        return
+    _profile_request = value
+    try:
+        to_stderr, path = parse_profile(value)
+        if path is not None:
+            path = os.path.abspath(path)  # the program may change its directory
+            problem = profile_file_problem(path)
+            if problem is not None:
+                print(
+                    f"coheriq: {PROFILE_ENV} names {path!r} for the profile's JSON report, "
+                    f"which {problem}; the profile is printed on standard error instead. Name "
+                    "a file in a directory that exists and can be written.",
+                    file=sys.stderr,
+                )
+                to_stderr, path = True, None
+        import atexit
+
+        # By name, as activate imports: this module stands outside coheriq's layers.
+        profile = __import__("coheriq._tools.profiling", fromlist=["*"]).profile(everywhere=True)
+        profile.__enter__()
+        atexit.register(_report, profile, to_stderr, path, os.getpid())
+    except Exception as error:  # a bug of coheriq's must not stop the interpreter
+        print(
+            f"coheriq: {PROFILE_ENV} could not start a profile: {type(error).__name__}: {error}",
+            file=sys.stderr,
+        )
+
+
+def _report(profile: "Any", to_stderr: bool, path: "str | None", pid: int) -> None:
+    """Write ``profile``'s JSON report to ``path``, print it where ``to_stderr``: in the
+    process that opened it only (a child made by ``os.fork`` exits through here too)."""
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    if os.getpid() != pid or stream is None:
+        return
+    try:
+        if path is not None:
+            try:
+                with open(path, "w", encoding="utf-8") as file:
+                    file.write(profile.to_json() + "\n")
+            except OSError as error:
+                print(
+                    f"coheriq: the profile could not be written to {path!r} ({error}); it is "
+                    "printed here instead.",
+                    file=stream,
+                )
+                to_stderr = True
+        if to_stderr:
+            print(f"coheriq: the profile of this process, every thread:\n{profile}", file=stream)
+            stream.flush()
+    except Exception as error:  # at exit: the program's status stays its own
+        message = f"coheriq: the profile could not be reported: {type(error).__name__}: {error}"
+        print(message, file=stream)
 
 
 def activate(wait: bool = True) -> None:

@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 
+def send_back_with(error: BaseException, attribute: str, parcel: object) -> None:
+    """Let ``parcel`` go back with a task's exception, as its ``attribute`` (what a task
+    in another process recorded; lost where the exception takes no attribute, or pickles
+    without its attributes)."""
+    try:
+        setattr(error, attribute, parcel)
+    except Exception:  # an exception that takes no attribute: what it recorded is lost
+        pass
+
+
 def take_entry(entries: list[T], here: Callable[[T], object], owner: object) -> T:
     """Remove and return the newest of ``entries`` open in this context, else the newest;
     raise CoheriqScopeError where none is left (``owner`` was exited more often than entered)."""

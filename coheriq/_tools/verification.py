@@ -11,6 +11,7 @@ from __future__ import annotations
 import _thread
 import os
 import sys
+import weakref
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from time import perf_counter_ns
@@ -28,6 +29,7 @@ from .._stdlib import (
     CO_COROUTINE,
     CO_GENERATOR,
     TYPE_CHECKING,
+    after_fork_in_child,
     calls_inside,
     code_flags,
     leave_chain,
@@ -35,7 +37,7 @@ from .._stdlib import (
     signature,
 )
 from ..exceptions import CoheriqTypeError
-from . import take_entry
+from . import send_back_with, take_entry
 from .verdicts import (
     CoheriqVerificationError,
     CoheriqVerificationWarning,
@@ -64,6 +66,9 @@ _ORDER = 1  # outside the profiler: comparing is not the engine's time
 # Domain name -> the verification its <PREFIX>_VERIFY turned on, and that variable.
 _environment: dict[str, tuple[Verification, str]] = {}
 _GENERATORS = CO_GENERATOR | CO_ASYNC_GENERATOR
+# Token -> the verification a snapshot pickled to another process names by it (see carried).
+_by_token: weakref.WeakValueDictionary[str, Verification] = weakref.WeakValueDictionary()
+_SHIPPED = "_coheriq_verification"  # the attribute of a task's exception that carries its rows
 
 
 class Verification:
@@ -103,6 +108,7 @@ class Verification:
         # The copy of the domain last called through, the engine's class and the other side's.
         self._other: tuple[AccelerationDomain, EngineMeta, EngineMeta] | None = None
         self._blocks: list[using_engine] = []  # the using_engine blocks entered, innermost last
+        self._token: str | None = None  # names it to other processes (see spec)
 
     def __repr__(self) -> str:
         engine, against = self._engine_name or self.engine, self._against_name or self.against
@@ -133,6 +139,44 @@ class Verification:
         """Stop covering this context: the end of :meth:`carry_in`."""
         leave_chain(covering, self)
         observing.stop(_ORDER)
+
+    def spec(self) -> dict[str, Any]:
+        """What a snapshot pickled to another process carries of this verification: its
+        settings, by name, and the token its rows come back to (see :func:`carried`)."""
+        with self._lock:
+            token = self._token
+            if token is None:
+                token = self._token = os.urandom(16).hex()  # unique across processes
+                _by_token[token] = self
+        return {
+            "token": token,
+            "domain": self._name,
+            "engine": self._engine_name or _named(self.engine),
+            "against": self._against_name or _named(self.against),
+            **{k: getattr(self, k) for k in ("rtol", "atol", "every", "budget", "examples")},
+        }
+
+    def absorb(self, rows: list[dict[str, Any]]) -> None:
+        """Add the rows a task of another process recorded (:meth:`VerificationRow.as_dict`)
+        to this verification's: counts and times summed, examples and notes kept."""
+        with self._lock:
+            for data in rows:
+                name = data["candidate"]
+                row = self._rows.get(name)
+                if row is None:
+                    row = VerificationRow(data["domain"], name, data["engine"], data["against"])
+                    self._rows[name] = row
+                for count in ("calls", "compared", "mismatches", "one_sided", "not_compared"):
+                    setattr(row, count, getattr(row, count) + data[count])
+                row.not_comparable += data["not_comparable"]
+                row.engine_time += data["engine_time"]
+                row.other_time += data["other_time"]
+                for example in data["examples"]:
+                    if len(row.examples) < self.examples:
+                        row.examples.append(Mismatch(**example))
+                row.notes += [note for note in data["notes"] if note not in row.notes]
+                for who, count in data["answered"].items():
+                    row.answered[who] = row.answered.get(who, 0) + count
 
     @property
     def environ(self) -> dict[str, str]:
@@ -573,6 +617,105 @@ def register_comparison(domain: AccelerationDomain | str, *args: Any, **kwargs: 
     lookup_domain(domain).register_comparison(*args, **kwargs)
 
 
+def carried(spec: dict[str, Any]) -> Verification:
+    """The verification that covers a task in another process for the one ``spec`` names
+    (:meth:`Verification.spec`): it records, and its rows go back with the task."""
+    settings = {k: v for k, v in spec.items() if k not in ("token", "domain", "engine")}
+    made = Verification(spec["domain"], spec["engine"], **settings, on_mismatch="record")
+    made._token = spec["token"]
+    return made
+
+
+def resolve_specs(
+    specs: tuple[dict[str, Any], ...],
+) -> tuple[tuple[Verification, ...], tuple[dict[str, Any], ...]]:
+    """The verifications ``specs`` name that live in this process, and the specs of the
+    others (of the process a snapshot was taken in)."""
+    here = [_by_token.get(spec["token"]) for spec in specs]
+    return (
+        tuple(v for v in here if v is not None),
+        tuple(spec for spec, v in zip(specs, here, strict=True) if v is None),
+    )
+
+
+def call_verified(specs: tuple[dict[str, Any], ...], run: Callable[[], R]) -> R:
+    """``run()`` covered by a verification for each of ``specs`` (of another
+    process); its result goes back with their rows, merged where it is unpickled (into
+    the verifications the specs name). An exception ``run`` raises propagates as it is,
+    carrying the rows in an attribute (lost where its class pickles without it)."""
+    made = [carried(spec) for spec in specs]
+    for verification in made:
+        verification.carry_in()
+    try:
+        result = run()
+    except BaseException as error:
+        shipment = _shipment(made)
+        if shipment:
+            send_back_with(error, _SHIPPED, _Shipped(shipment))
+        raise
+    finally:
+        for verification in reversed(made):
+            verification.carry_out()
+    shipment = _shipment(made)
+    return _Verified(result, shipment) if shipment else result  # type: ignore[return-value]
+
+
+def unwrapped(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """``args`` and ``kwargs`` with the results of verified tasks among them (a dask result
+    that stayed on this worker reaches the next task as it was returned) made results."""
+
+    def result(value: Any) -> Any:
+        return arrive(value.shipment, value.result) if type(value) is _Verified else value
+
+    return tuple(map(result, args)), {k: result(v) for k, v in kwargs.items()}
+
+
+def _named(engine: Any) -> Any:
+    """An engine by name where it has one (a name pickles into any process)."""
+    return engine if isinstance(engine, str) else getattr(engine, "__coheriq_name__", engine)
+
+
+def _shipment(made: list[Verification]) -> dict[str, list[dict[str, Any]]]:
+    rows = {v._token or "": [row.as_dict() for row in v.rows] for v in made}
+    return {token: found for token, found in rows.items() if found}
+
+
+class _Verified:
+    """A task's result and the rows its verifications recorded: unpickled, the result
+    alone, once the rows have reached their verifications (see :func:`arrive`)."""
+
+    __slots__ = ("result", "shipment")
+
+    def __init__(self, result: Any, shipment: dict[str, list[dict[str, Any]]]) -> None:
+        self.result, self.shipment = result, shipment
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return arrive, (self.shipment, self.result)
+
+
+class _Shipped:
+    """What a task's exception carries of its verifications: unpickled, merged, then None."""
+
+    __slots__ = ("shipment",)
+
+    def __init__(self, shipment: dict[str, list[dict[str, Any]]]) -> None:
+        self.shipment = shipment
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return arrive, (self.shipment,)
+
+
+def arrive(shipment: dict[str, list[dict[str, Any]]], result: Any = None) -> Any:
+    """Add the rows of ``shipment`` (token -> rows) to the verifications of this process
+    they belong to (others are dropped: their verification is not here); return ``result``.
+    What a task's result, or its exception's attribute, becomes when it is unpickled."""
+    for token, rows in shipment.items():
+        verification = _by_token.get(token)
+        if verification is not None:
+            verification.absorb(rows)
+    return result
+
+
 def active_verification(domain: Any) -> Verification | None:
     """The verification of ``domain`` that covers calls in this context, if any."""
     for verification in reversed(covering.get()):
@@ -907,6 +1050,13 @@ def _end() -> None:
 def _in_main_process() -> bool:
     multiprocessing = sys.modules.get("multiprocessing")  # not imported: no workers
     return multiprocessing is None or multiprocessing.parent_process() is None
+
+
+@after_fork_in_child
+def _forget_tokens_in_child() -> None:
+    # The parent's verifications, copied into a forked child, are not where its rows go:
+    # a task there records in a verification of its own and sends the rows back.
+    _by_token.clear()
 
 
 def _describe(domain: AccelerationDomain) -> str | None:
