@@ -28,7 +28,9 @@ quiet: ContextVar[bool | Callable[[Any, Any], Any]] = ContextVar(
 )
 
 _lock = _thread.allocate_lock()
-_on: dict[int, tuple[Wrapper, int]] = {}  # order -> (wrap, blocks open)
+# order -> [wrap, blocks open]: kept at 0 and changed in place, so that opening and closing
+# a block allocates nothing (a free-threaded build frees a dict's old table late).
+_on: dict[int, list[Any]] = {}
 # What runs when a domain whose <PREFIX>_VERIFY, or COHERIQ_SHADOW, is set is materialized:
 # ``import coheriq`` installs the hook that imports the tool then, no sooner.
 on_materialized: list[Callable[[Any], None]] = []
@@ -45,27 +47,27 @@ def describe(kind: str, domain: Any) -> str | None:
 def start(order: int, wrap: Wrapper) -> None:
     """Count one more open block of the watcher kind ``order``; the first turns it on."""
     with _lock:
-        wrapper, count = _on.get(order, (wrap, 0))
-        _on[order] = (wrapper, count + 1)
-        if count == 0:
+        entry = _on.get(order)
+        if entry is None:
+            entry = _on[order] = [wrap, 0]
+        entry[1] += 1
+        if entry[1] == 1:
             _rewire()
 
 
 def stop(order: int) -> None:
     """Count one block of the kind ``order`` closed; the last turns it off."""
     with _lock:
-        wrapper, count = _on[order]
-        if count == 1:
-            del _on[order]
+        entry = _on[order]
+        entry[1] -= 1
+        if entry[1] == 0:
             _rewire()
-        else:
-            _on[order] = (wrapper, count - 1)
 
 
 def finder_for(domain: Any) -> Callable[[Any], Any] | None:
     """The function ``domain``'s proxies find their scope with while watchers are on; ``None``
     when no watcher is on: the proxies use the domain's own finder."""
-    kinds = tuple(wrap for _, (wrap, _count) in sorted(_on.items()))
+    kinds = tuple(wrap for _, (wrap, count) in sorted(_on.items()) if count)
     if not kinds:
         return None
     finders: dict[tuple[Wrapper, ...], Callable[[Any], Any]] = domain.scopes.finders
