@@ -606,3 +606,54 @@ def test_explain_says_a_shadow_is_on(lib):
     assert "shadow verification: on: 0.25" in str(explained)
     watcher.stop()
     assert coheriq.explain(f["mean"]).shadow is None
+
+
+def test_a_copy_rule_that_calls_the_library_is_not_sampled_itself(unique, reports):
+    # As ragbatch's: a batch is copied by from_flat(*to_flat(batch)), two candidates that
+    # the engine implements. The copies are made as the reference makes its own, so the
+    # rule's calls neither sample themselves (without end) nor build the engine's objects.
+    name = unique("shadowcopy")
+    domain = coheriq.AccelerationDomain(name)
+
+    class Batch:
+        def __init__(self, values):
+            self.values = list(values)
+
+        def __eq__(self, other):
+            return self.values == other.values
+
+    @domain.acceleration_candidate
+    def make(values):
+        return Batch(values)
+
+    @domain.acceleration_candidate
+    def flat(batch):
+        return list(batch.values)
+
+    @domain.acceleration_candidate
+    def total(batch):
+        return sum(batch.values)
+
+    domain.materialize()
+    domain.register_comparison(Batch, copy=lambda batch: make(flat(batch)))
+    made_by_engine = []
+
+    class Fast(coheriq.engine_class(name), name="fast"):
+        def make(self, values):
+            made_by_engine.append(values)
+            return Batch(values)
+
+        def flat(self, batch):
+            return list(batch.values)
+
+        def total(self, batch):
+            return sum(batch.values)
+
+    coheriq.enable_engine(name, "fast")
+    batch = make([1, 2, 3])
+    watcher = coheriq.shadow(name, 1.0)
+    assert [total(batch) for _ in range(5)] == [6] * 5
+    assert watcher.flush(10)
+    (row,) = watcher.rows
+    assert (row.sampled, row.compared, row.notes) == (5, 5, [])
+    assert made_by_engine == [[1, 2, 3]]  # the program's own call only: no copy is the engine's

@@ -338,16 +338,16 @@ class Shadow:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        """Copies of the arguments, or None (noted) where they cannot be copied."""
-        quiet = observing.quiet.set(True)  # copying is not the program's calls
+        """Copies of the arguments, or None (noted) where they cannot be copied. Made as
+        the other side makes its own (a copy rule that calls the library's candidates
+        would otherwise call the samplers, and sample its own calls)."""
         try:
-            return domain.comparisons.copy_arguments(args, kwargs)
+            with self._checker().copying(domain):
+                return domain.comparisons.copy_arguments(args, kwargs)
         except SharedSource as shared:
             problem = f"an argument is an iterator that may share its source ({shared.kind})"
         except Exception as error:
             problem = f"arguments could not be copied ({type(error).__name__}: {error})"
-        finally:
-            observing.quiet.reset(quiet)
         with self._cond:
             row.not_compared += 1
             row.note(
@@ -379,11 +379,7 @@ class Shadow:
                     "itself, so there was nothing to compare"
                 )
             return
-        quiet = observing.quiet.set(True)
-        try:
-            after = self._copies_after(domain, row, args, kwargs, result, error)
-        finally:
-            observing.quiet.reset(quiet)
+        after = self._copies_after(domain, row, args, kwargs, result, error)
         if after is None:
             return
         job = _Job(domain, row, before, after[0], after[1], after[2], engine_ns)
@@ -412,9 +408,10 @@ class Shadow:
         without its traceback (which would keep the caller's frames alive)."""
         comparisons = domain.comparisons
         try:
-            after = comparisons.copy_arguments(args, kwargs)
-            kept = comparisons.copy_arguments((result,), {})[0][0] if error is None else None
-            raised = copy.copy(error) if error is not None else None
+            with self._checker().copying(domain):
+                after = comparisons.copy_arguments(args, kwargs)
+                kept = comparisons.copy_arguments((result,), {})[0][0] if error is None else None
+                raised = copy.copy(error) if error is not None else None
         except Exception as failure:
             with self._cond:
                 row.not_compared += 1

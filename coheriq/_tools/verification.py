@@ -48,6 +48,7 @@ from .verdicts import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
+    from contextlib import AbstractContextManager
     from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
     from .._api.verbs import EngineLike
@@ -339,6 +340,11 @@ class Verification:
         finally:
             found.scopes.exit(scope)
             observing.quiet.reset(quiet)
+
+    def copying(self, domain: AccelerationDomain) -> AbstractContextManager[Any]:
+        """A block in which copies are made as the other side makes its own: a library's copy
+        rule that calls its candidates runs the other implementation, and no watcher sees it."""
+        return self._other_side(domain, guarded=False)
 
     def other_outcome(self, domain: AccelerationDomain, name: str, theirs: tuple[Any, Any]) -> _Run:
         """The other side's run of function candidate ``name`` on ``theirs`` (its arguments,
