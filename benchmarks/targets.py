@@ -53,7 +53,7 @@ RULES: dict[str, float | tuple[str, float]] = {
     # and for the spread between two medians.
     "crossover taken, against a when= check": 1.1,
     # Shadow verification (coheriq.shadow), against the same engine unshadowed: an
-    # unsampled call pays a Python frame and a random draw (about 40 ns), which is all
+    # unsampled call pays a Python frame and a random draw (about 45 ns), which is all
     # there is of a trivial call, and within the noise of a call that does 10 us of work;
     # at 1%, the sampled calls' copies and the background comparing stay within a tenth.
     "unsampled call, shadow on": 2.0,

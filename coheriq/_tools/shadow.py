@@ -67,7 +67,7 @@ _live: dict[str, Shadow] = {}  # domain name -> its shadow, on now
 
 _SAMPLER = """\
 def {name}({params}):
-    if {draw}() < _coheriq_rate:
+    if {draw}() < {rate!r}:
         return _coheriq_sample({arguments})
     return _coheriq_member({arguments})
 """
@@ -253,7 +253,6 @@ class Shadow:
             "__name__": "coheriq.shadow",
             "_coheriq_draw": self._random.random,
             "_coheriq_draws": self._draws,
-            "_coheriq_rate": self.rate,
             "_coheriq_sample": sample,
             "_coheriq_member": member,
         }
@@ -261,7 +260,9 @@ class Shadow:
         # A free-threaded build draws from a generator per thread: one shared by every
         # thread would make the calls wait for each other (a GIL serializes them anyway).
         draw = "_coheriq_draws.random" if _FREE_THREADED else "_coheriq_draw"
-        source = _SAMPLER.format(name=defname, params=params, arguments=arguments, draw=draw)
+        source = _SAMPLER.format(
+            name=defname, params=params, arguments=arguments, draw=draw, rate=float(self.rate)
+        )
         code = compile(source, f"<coheriq shadow of {self.domain}.{name}>", "exec")
         function = FunctionType(
             next(c for c in code.co_consts if getattr(c, "co_name", "") == defname), namespace
