@@ -41,7 +41,7 @@ from .._stdlib import (
 )
 from ..exceptions import CoheriqTypeError, CoheriqUserError
 from . import columns
-from .verification import Verification
+from .verification import Verification, _parameters_of
 
 if TYPE_CHECKING:
     import pathlib
@@ -170,8 +170,8 @@ class Shadow:
 
     def __init__(
         self,
-        domain: str,
-        rate: float,
+        domain: AccelerationDomain | str,
+        rate: float = 0.01,
         *,
         against: EngineLike = REFERENCE,
         budget: float = 1.0,
@@ -183,7 +183,9 @@ class Shadow:
     ) -> None:
         import random
 
-        self.domain, self.rate, self.against = domain, rate, against
+        name = lookup_domain(domain).name
+        _check(name, rate, budget, queue, rtol, atol)
+        self.domain, self.rate, self.against = name, rate, against
         self.budget, self.queue, self.rtol, self.atol = budget, queue, rtol, atol
         self.report = report
         self.engine: str | None = None  # the engine watched, once the choice is made
@@ -691,18 +693,8 @@ class Shadow:
         return getattr(self.against, "__coheriq_name__", None) or REFERENCE
 
 
-def shadow(
-    domain: AccelerationDomain | str,
-    rate: float = 0.01,
-    *,
-    against: EngineLike = REFERENCE,
-    budget: float = 1.0,
-    queue: int = 64,
-    rtol: float | None = None,
-    atol: float | None = None,
-    report: str | os.PathLike[str] | None = None,
-    seed: int | None = None,
-) -> Shadow:
+@_parameters_of(Shadow)
+def shadow(*args: Any, **kwargs: Any) -> Shadow:
     """Verify a random share of ``domain``'s engine calls in the background; return the
     :class:`Shadow`, on until its :meth:`~Shadow.stop` (or the end of the process).
 
@@ -728,20 +720,8 @@ def shadow(
         CoheriqTypeError: An argument is out of range (the message says which).
         CoheriqUserError: ``domain`` has a shadow verification on already.
     """
-    found = lookup_domain(domain)
-    _check(found.name, rate, budget, queue, rtol, atol)
-    watcher = Shadow(
-        found.name,
-        rate,
-        against=against,
-        budget=budget,
-        queue=queue,
-        rtol=rtol,
-        atol=atol,
-        report=report,
-        seed=seed,
-    )
-    _start(watcher, found)
+    watcher = Shadow(*args, **kwargs)
+    _start(watcher, lookup_domain(watcher.domain))
     return watcher
 
 
