@@ -477,9 +477,13 @@ print(sum(half(i) for i in range(2000)))
 """
 
 
-def run_program(tmp_path, **env):
+def run_program(tmp_path, ending=None, hang="the program hung", **env):
+    """Run PROGRAM on engine floor with ``env``, its last line replaced by ``ending``."""
+    code = textwrap.dedent(PROGRAM)
+    if ending is not None:
+        code = code.replace("print(sum(half(i) for i in range(2000)))", textwrap.dedent(ending))
     script = tmp_path / "program.py"
-    script.write_text(textwrap.dedent(PROGRAM))
+    script.write_text(code)
     environ = {**os.environ, "ENVSHADOW_ENGINE": "floor", **env}
     try:
         return subprocess.run(
@@ -490,7 +494,7 @@ def run_program(tmp_path, **env):
             env=environ,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail("the program hung")
+        pytest.fail(hang)
 
 
 def test_the_environment_variable_shadows_a_whole_program_and_writes_its_report(tmp_path):
@@ -525,33 +529,20 @@ def test_a_forked_child_reports_its_own_calls(tmp_path):
     if not hasattr(os, "fork"):
         pytest.skip("no fork here")
     folder = tmp_path / "out"
-    code = textwrap.dedent(PROGRAM).replace(
-        "print(sum(half(i) for i in range(2000)))",
-        textwrap.dedent(
-            """
-            import os
-            half(1)
-            pid = os.fork()
-            if pid == 0:
-                for i in range(10):
-                    half(i)
-                coheriq.shadows()[0].flush(10)
-                coheriq.shadows()[0].write()
-                os._exit(0)
-            os.waitpid(pid, 0)
-            """
-        ),
-    )
-    script = tmp_path / "forks.py"
-    script.write_text(code)
-    env = {
-        **os.environ,
-        "ENVSHADOW_ENGINE": "floor",
-        "COHERIQ_SHADOW": "envshadow:1",
-        "COHERIQ_SHADOW_REPORT": str(folder),
-    }
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=TIMEOUT, env=env
+    ending = """
+        import os
+        half(1)
+        pid = os.fork()
+        if pid == 0:
+            for i in range(10):
+                half(i)
+            coheriq.shadows()[0].flush(10)
+            coheriq.shadows()[0].write()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        """
+    done = run_program(
+        tmp_path, ending, COHERIQ_SHADOW="envshadow:1", COHERIQ_SHADOW_REPORT=str(folder)
     )
     assert done.returncode == 0, done.stderr
     sampled = sorted(json.loads(p.read_text())["totals"]["sampled"] for p in folder.glob("*.json"))
@@ -561,36 +552,24 @@ def test_a_forked_child_reports_its_own_calls(tmp_path):
 def test_a_signal_handler_calling_a_sampled_candidate_does_not_deadlock(tmp_path):
     if not hasattr(__import__("signal"), "setitimer"):
         pytest.skip("no interval timer here")
-    code = textwrap.dedent(PROGRAM).replace(
-        "print(sum(half(i) for i in range(2000)))",
-        textwrap.dedent(
-            """
-            import signal
-            handled = []
-            signal.signal(signal.SIGALRM, lambda *_: handled.append(half(3)))
-            signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
-            for i in range(20000):
-                half(i)
-            signal.setitimer(signal.ITIMER_REAL, 0, 0)
-            coheriq.shadows()[0].flush(10)
-            print(len(handled) > 0, coheriq.shadows()[0].rows[0].sampled >= 20000)
-            """
-        ),
+    ending = """
+        import signal
+        handled = []
+        signal.signal(signal.SIGALRM, lambda *_: handled.append(half(3)))
+        signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
+        for i in range(20000):
+            half(i)
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        coheriq.shadows()[0].flush(10)
+        print(len(handled) > 0, coheriq.shadows()[0].rows[0].sampled >= 20000)
+        """
+    done = run_program(
+        tmp_path,
+        ending,
+        hang="a signal handler's call of a sampled candidate deadlocked",
+        COHERIQ_SHADOW="envshadow:1",
+        COHERIQ_SHADOW_REPORT=str(tmp_path),
     )
-    script = tmp_path / "signals.py"
-    script.write_text(code)
-    env = {
-        **os.environ,
-        "ENVSHADOW_ENGINE": "floor",
-        "COHERIQ_SHADOW": "envshadow:1",
-        "COHERIQ_SHADOW_REPORT": str(tmp_path),
-    }
-    try:
-        done = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, timeout=TIMEOUT, env=env
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("a signal handler's call of a sampled candidate deadlocked")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "True"]
 
